@@ -1,0 +1,14 @@
+#include <oip/status.hpp>
+
+#include "detail/json_string.hpp"
+
+namespace oip {
+
+std::string status::to_json() const {
+  std::string out = "{\"error\":";
+  detail::append_json_string(out, message_);
+  out.push_back('}');
+  return out;
+}
+
+}  // namespace oip

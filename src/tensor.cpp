@@ -1,0 +1,153 @@
+#include <oip/tensor.hpp>
+
+#include <limits>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace oip {
+
+namespace {
+constexpr std::uint64_t max_bytes_element_length = std::numeric_limits<std::uint32_t>::max();
+
+std::uint32_t read_length(const std::byte* at) {
+  const auto* p = reinterpret_cast<const unsigned char*>(at);
+  return static_cast<std::uint32_t>(p[0]) | (static_cast<std::uint32_t>(p[1]) << 8U) |
+         (static_cast<std::uint32_t>(p[2]) << 16U) | (static_cast<std::uint32_t>(p[3]) << 24U);
+}
+
+void write_length(std::byte* at, std::uint32_t length) {
+  for (int i = 0; i < 4; ++i) at[i] = static_cast<std::byte>((length >> (8 * i)) & 0xFFU);
+}
+}  // namespace
+
+std::string to_string(std::span<const std::int64_t> shape) {
+  return fmt::format("[{}]", fmt::join(shape, ","));
+}
+
+result<std::uint64_t> element_count(std::span<const std::int64_t> shape) {
+  std::uint64_t count = 1;
+  bool overflow = false;
+  bool has_zero = false;
+  for (const std::int64_t dim : shape) {
+    if (dim < 0) {
+      return status{errc::invalid_argument,
+                    fmt::format("invalid shape {}: dimension {} is negative", to_string(shape), dim)};
+    }
+    // Keep scanning after an overflow: a later zero dimension makes the product 0, and a later
+    // negative dimension is the better message.
+    has_zero = has_zero || dim == 0;
+    overflow = __builtin_mul_overflow(count, static_cast<std::uint64_t>(dim), &count) || overflow;
+  }
+  if (has_zero) return std::uint64_t{0};
+  if (overflow) {
+    return status{errc::invalid_argument,
+                  fmt::format("invalid shape {}: element count overflows", to_string(shape))};
+  }
+  return count;
+}
+
+result<std::uint64_t> byte_size(datatype type, std::span<const std::int64_t> shape) {
+  if (is_bytes(type)) {
+    return status{errc::invalid_argument, "the byte size of a BYTES tensor depends on its data"};
+  }
+  result<std::uint64_t> count = element_count(shape);
+  if (!count) return count;
+  std::uint64_t bytes = 0;
+  if (__builtin_mul_overflow(*count, element_size(type), &bytes)) {
+    return status{errc::invalid_argument,
+                  fmt::format("invalid shape {}: byte size of {} elements of {} overflows",
+                              to_string(shape), *count, to_string(type))};
+  }
+  return bytes;
+}
+
+status validate_bytes_elements(std::span<const std::byte> data, std::uint64_t expected_count,
+                               std::string_view what) {
+  std::size_t offset = 0;
+  std::uint64_t count = 0;
+  while (offset < data.size()) {
+    if (data.size() - offset < 4) {
+      return status{errc::invalid_argument,
+                    fmt::format("malformed BYTES data for {}: element {} has a truncated 4-byte "
+                                "length prefix ({} bytes left at offset {})",
+                                what, count, data.size() - offset, offset)};
+    }
+    const std::uint32_t length = read_length(data.data() + offset);
+    offset += 4;
+    if (length > data.size() - offset) {
+      return status{errc::invalid_argument,
+                    fmt::format("malformed BYTES data for {}: element {} has length {} but only {} "
+                                "bytes remain",
+                                what, count, length, data.size() - offset)};
+    }
+    offset += length;
+    ++count;
+  }
+  if (count != expected_count) {
+    return status{errc::invalid_argument,
+                  fmt::format("unexpected number of BYTES elements for {}: expecting {}, got {}",
+                              what, expected_count, count)};
+  }
+  return {};
+}
+
+result<buffer> encode_bytes_elements(std::span<const std::string_view> elements) {
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < elements.size(); ++i) {
+    if (elements[i].size() > max_bytes_element_length) {
+      return status{errc::invalid_argument,
+                    fmt::format("BYTES element {} is {} bytes, above the format's limit of {}", i,
+                                elements[i].size(), max_bytes_element_length)};
+    }
+    total += 4 + elements[i].size();
+  }
+  result<mutable_buffer> out = mutable_buffer::allocate(total);
+  if (!out) return std::move(out).error();
+  std::byte* at = out->data();
+  for (const std::string_view element : elements) {
+    write_length(at, static_cast<std::uint32_t>(element.size()));
+    if (!element.empty()) std::memcpy(at + 4, element.data(), element.size());
+    at += 4 + element.size();
+  }
+  return buffer{std::move(*out)};
+}
+
+result<tensor> tensor::make(std::string name, datatype type, shape_type shape, buffer data) {
+  result<std::uint64_t> count = oip::element_count(shape);
+  if (!count) {
+    return status{count.error().code(),
+                  fmt::format("tensor '{}': {}", name, count.error().message())};
+  }
+  if (is_bytes(type)) {
+    status valid = validate_bytes_elements(data.bytes(), *count, fmt::format("tensor '{}'", name));
+    if (!valid.ok()) return valid;
+  } else {
+    result<std::uint64_t> expected = byte_size(type, shape);
+    if (!expected) {
+      return status{expected.error().code(),
+                    fmt::format("tensor '{}': {}", name, expected.error().message())};
+    }
+    if (data.size() != *expected) {
+      return status{errc::invalid_argument,
+                    fmt::format("unexpected total byte size {} for tensor '{}', expecting {}",
+                                data.size(), name, *expected)};
+    }
+  }
+  tensor out;
+  out.name_ = std::move(name);
+  out.type_ = type;
+  out.shape_ = std::move(shape);
+  out.element_count_ = *count;
+  out.data_ = std::move(data);
+  return out;
+}
+
+result<tensor> tensor::from_strings(std::string name, shape_type shape,
+                                    std::span<const std::string_view> elements) {
+  result<buffer> bytes = encode_bytes_elements(elements);
+  if (!bytes) return std::move(bytes).error();
+  return make(std::move(name), datatype::bytes, std::move(shape), std::move(*bytes));
+}
+
+}  // namespace oip
