@@ -7,7 +7,7 @@
 namespace oip {
 
 void mutable_buffer::aligned_delete::operator()(std::byte* bytes) const noexcept {
-  ::operator delete(bytes, std::align_val_t{buffer_alignment});
+  ::operator delete (bytes, std::align_val_t{buffer_alignment});
 }
 
 result<mutable_buffer> mutable_buffer::allocate(std::size_t size, std::size_t padding) {
@@ -18,7 +18,7 @@ result<mutable_buffer> mutable_buffer::allocate(std::size_t size, std::size_t pa
   // Never a zero-byte allocation, so that data() of an empty buffer is still a valid pointer.
   const std::size_t total = size + padding == 0 ? 1 : size + padding;
   auto* bytes = static_cast<std::byte*>(
-      ::operator new(total, std::align_val_t{buffer_alignment}, std::nothrow));
+      ::operator new (total, std::align_val_t{buffer_alignment}, std::nothrow));
   if (bytes == nullptr) {
     return status{errc::internal, fmt::format("out of memory allocating {} bytes", total)};
   }

@@ -11,7 +11,9 @@ namespace {
 // (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF).
 std::size_t utf8_sequence_length(std::string_view s) {
   const auto byte = [&](std::size_t i) { return static_cast<std::uint8_t>(s[i]); };
-  const auto continuation = [&](std::size_t i) { return i < s.size() && (byte(i) & 0xC0U) == 0x80U; };
+  const auto continuation = [&](std::size_t i) {
+    return i < s.size() && (byte(i) & 0xC0U) == 0x80U;
+  };
   const std::uint8_t lead = byte(0);
   if (lead < 0x80U) return 1;
   if (lead >= 0xC2U && lead <= 0xDFU) return continuation(1) ? 2 : 0;

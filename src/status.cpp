@@ -1,6 +1,6 @@
-#include <oip/status.hpp>
-
 #include "detail/json_string.hpp"
+
+#include <oip/status.hpp>
 
 namespace oip {
 

@@ -31,8 +31,9 @@ result<std::uint64_t> element_count(std::span<const std::int64_t> shape) {
   bool has_zero = false;
   for (const std::int64_t dim : shape) {
     if (dim < 0) {
-      return status{errc::invalid_argument,
-                    fmt::format("invalid shape {}: dimension {} is negative", to_string(shape), dim)};
+      return status{
+          errc::invalid_argument,
+          fmt::format("invalid shape {}: dimension {} is negative", to_string(shape), dim)};
     }
     // Keep scanning after an overflow: a later zero dimension makes the product 0, and a later
     // negative dimension is the better message.

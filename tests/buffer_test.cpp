@@ -1,11 +1,11 @@
 #include <oip/buffer.hpp>
 
-#include <doctest/doctest.h>
-
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 namespace {
 std::span<const std::byte> bytes_of(const std::string& s) {
@@ -76,8 +76,8 @@ TEST_CASE("slices outside the buffer are errors") {
   const oip::buffer b = oip::buffer::from_string("abcdef");
   CHECK(b.slice(6, 0).ok());
   CHECK(b.slice(0, 6).ok());
-  for (auto [offset, length] : {std::pair<std::size_t, std::size_t>{0, 7}, {7, 0}, {3, 4},
-                                {SIZE_MAX, 2}, {2, SIZE_MAX}}) {
+  for (auto [offset, length] :
+       {std::pair<std::size_t, std::size_t>{0, 7}, {7, 0}, {3, 4}, {SIZE_MAX, 2}, {2, SIZE_MAX}}) {
     oip::result<oip::buffer> s = b.slice(offset, length);
     REQUIRE_FALSE(s.ok());
     CHECK(s.error().code() == oip::errc::invalid_argument);

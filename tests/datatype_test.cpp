@@ -1,9 +1,9 @@
 #include <oip/datatype.hpp>
 #include <oip/float16.hpp>
 
-#include <doctest/doctest.h>
-
 #include <string>
+
+#include <doctest/doctest.h>
 
 using oip::datatype;
 
@@ -14,11 +14,13 @@ TEST_CASE("the spec's datatype table, plus BF16") {
     std::size_t size;
   };
   const row table[] = {
-      {"BOOL", datatype::boolean, 1}, {"UINT8", datatype::uint8, 1},  {"UINT16", datatype::uint16, 2},
-      {"UINT32", datatype::uint32, 4}, {"UINT64", datatype::uint64, 8}, {"INT8", datatype::int8, 1},
-      {"INT16", datatype::int16, 2},  {"INT32", datatype::int32, 4},  {"INT64", datatype::int64, 8},
-      {"FP16", datatype::fp16, 2},    {"BF16", datatype::bf16, 2},    {"FP32", datatype::fp32, 4},
-      {"FP64", datatype::fp64, 8},    {"BYTES", datatype::bytes, 0},
+      {"BOOL", datatype::boolean, 1},  {"UINT8", datatype::uint8, 1},
+      {"UINT16", datatype::uint16, 2}, {"UINT32", datatype::uint32, 4},
+      {"UINT64", datatype::uint64, 8}, {"INT8", datatype::int8, 1},
+      {"INT16", datatype::int16, 2},   {"INT32", datatype::int32, 4},
+      {"INT64", datatype::int64, 8},   {"FP16", datatype::fp16, 2},
+      {"BF16", datatype::bf16, 2},     {"FP32", datatype::fp32, 4},
+      {"FP64", datatype::fp64, 8},     {"BYTES", datatype::bytes, 0},
   };
   CHECK(std::size(table) == oip::all_datatypes.size());
   for (const row& r : table) {

@@ -1,13 +1,14 @@
 #include <oip/float16.hpp>
 
-#include <doctest/doctest.h>
-
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 using oip::bfloat16;
 using oip::half;
@@ -71,7 +72,8 @@ std::uint16_t reference_round(float f, int mantissa_bits, int exponent_bias) {
     n >>= 1;
     ++biased;
   }
-  if (biased >= max_exponent_field) return static_cast<std::uint16_t>(sign | (max_exponent_field << mantissa_bits));
+  if (biased >= max_exponent_field)
+    return static_cast<std::uint16_t>(sign | (max_exponent_field << mantissa_bits));
   return static_cast<std::uint16_t>(sign | (biased << mantissa_bits) |
                                     (n - (std::uint64_t{1} << mantissa_bits)));
 }
@@ -115,8 +117,8 @@ std::vector<float> rounding_cases(int mantissa_bits, int exponent_bias) {
     const double v = value_of(static_cast<std::uint16_t>(b), mantissa_bits, exponent_bias);
     const double next = value_of(static_cast<std::uint16_t>(b + 1), mantissa_bits, exponent_bias);
     const auto mid = static_cast<float>((v + next) / 2);  // exact: one more bit than the format
-    for (float f : {static_cast<float>(v), mid, std::nextafter(mid, 0.0F),
-                    std::nextafter(mid, INFINITY)}) {
+    for (float f :
+         {static_cast<float>(v), mid, std::nextafter(mid, 0.0F), std::nextafter(mid, INFINITY)}) {
       cases.push_back(f);
       cases.push_back(-f);
     }
@@ -131,7 +133,8 @@ std::vector<float> rounding_cases(int mantissa_bits, int exponent_bias) {
     cases.push_back(std::bit_cast<float>(nan));
   }
   std::mt19937 rng{20261122};
-  for (int i = 0; i < 1'000'000; ++i) cases.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(rng())));
+  for (int i = 0; i < 1'000'000; ++i)
+    cases.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(rng())));
   return cases;
 }
 
@@ -158,7 +161,8 @@ TEST_CASE("scalar conversions of well-known values") {
   CHECK(oip::to_bfloat16(std::bit_cast<float>(0x3F818000U)).bits == 0x3F82);  // tie to even
   CHECK(oip::to_bfloat16(std::bit_cast<float>(0x3F808001U)).bits == 0x3F81);
   CHECK(oip::to_bfloat16(std::bit_cast<float>(0x7F7FFFFFU)).bits == 0x7F80);  // FLT_MAX overflows
-  CHECK(oip::to_bfloat16(std::bit_cast<float>(0x00000001U)).bits == 0x0000);  // subnormal, kept exact
+  CHECK(oip::to_bfloat16(std::bit_cast<float>(0x00000001U)).bits ==
+        0x0000);  // subnormal, kept exact
   CHECK(oip::to_bfloat16(std::bit_cast<float>(0x00018000U)).bits == 0x0002);  // subnormal tie
   CHECK(oip::to_float(bfloat16{0x0001}) == std::bit_cast<float>(0x00010000U));
 
@@ -305,5 +309,5 @@ TEST_CASE("public bulk API checks lengths and uses the best path") {
   const oip::status mismatch = oip::convert(std::span<const float>(in), std::span<half>(short_out));
   CHECK(mismatch.code() == oip::errc::invalid_argument);
   CHECK(mismatch.message() == "conversion needs equal lengths, got 4 input and 3 output elements");
-  MESSAGE("best SIMD path on this CPU: ", name_of(oip::detail::best_simd_path()));
+  MESSAGE("best SIMD path on this CPU: ", std::string(name_of(oip::detail::best_simd_path())));
 }

@@ -1,10 +1,10 @@
 #include <oip/parameters.hpp>
 
-#include <doctest/doctest.h>
-
 #include <cstdint>
 #include <limits>
 #include <string>
+
+#include <doctest/doctest.h>
 
 TEST_CASE("parameters keep their JSON types and insertion order") {
   oip::parameters p;

@@ -1,8 +1,8 @@
 #include <oip/status.hpp>
 
-#include <doctest/doctest.h>
-
 #include <string>
+
+#include <doctest/doctest.h>
 
 using oip::errc;
 
@@ -56,7 +56,8 @@ TEST_CASE("status carries code and message and renders the protocol's error obje
 
 TEST_CASE("error JSON escapes control characters, quotes and invalid UTF-8") {
   const std::string message = std::string("a\"b\\c\n\t") + '\x01' + std::string(1, '\0') + "é" +
-                              "\xff" + "\xc3" + "\xe2\x82\xac" + "\xed\xa0\x80" + "\xf0\x9f\x98\x80";
+                              "\xff" + "\xc3" + "\xe2\x82\xac" + "\xed\xa0\x80" +
+                              "\xf0\x9f\x98\x80";
   const oip::status s{errc::invalid_argument, message};
   CHECK(s.to_json() ==
         "{\"error\":\"a\\\"b\\\\c\\n\\t\\u0001\\u0000é\xEF\xBF\xBD\xEF\xBF\xBD\xe2\x82\xac"

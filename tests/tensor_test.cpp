@@ -1,12 +1,12 @@
 #include <oip/tensor.hpp>
 
-#include <doctest/doctest.h>
-
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 using oip::datatype;
 using oip::errc;
@@ -71,7 +71,8 @@ TEST_CASE("a shape of [4294967296, 4294967296] with three elements fails before 
 
 TEST_CASE("tensor::make checks the byte size against the shape") {
   std::string sixteen(16, '\0');
-  oip::result<oip::tensor> ok = oip::tensor::make("x", datatype::fp32, {2, 2}, bytes_buffer(sixteen));
+  oip::result<oip::tensor> ok =
+      oip::tensor::make("x", datatype::fp32, {2, 2}, bytes_buffer(sixteen));
   REQUIRE(ok.ok());
   CHECK(ok->element_count() == 4);
   CHECK(ok->name() == "x");
@@ -86,7 +87,8 @@ TEST_CASE("tensor::make checks the byte size against the shape") {
   oip::result<oip::tensor> negative =
       oip::tensor::make("INPUT1", datatype::fp32, {-2, 2}, bytes_buffer(""));
   REQUIRE_FALSE(negative.ok());
-  CHECK(negative.error().message() == "tensor 'INPUT1': invalid shape [-2,2]: dimension -2 is negative");
+  CHECK(negative.error().message() ==
+        "tensor 'INPUT1': invalid shape [-2,2]: dimension -2 is negative");
 }
 
 TEST_CASE("tensor views its buffer without copying") {
@@ -111,7 +113,8 @@ TEST_CASE("from_values copies typed values; at<T> reads them back") {
 
   oip::result<oip::tensor> mismatch = oip::tensor::from_values<std::int32_t>("INPUT0", {1, 5}, v);
   REQUIRE_FALSE(mismatch.ok());
-  CHECK(mismatch.error().message() == "unexpected total byte size 16 for tensor 'INPUT0', expecting 20");
+  CHECK(mismatch.error().message() ==
+        "unexpected total byte size 16 for tensor 'INPUT0', expecting 20");
 
   const std::vector<oip::half> h{oip::to_half(1.5F), oip::to_half(-0.0F)};
   oip::result<oip::tensor> ht = oip::tensor::from_values<oip::half>("h", {2}, h);

@@ -1,13 +1,12 @@
 #include <oip/xtensor.hpp>
 
-#include <doctest/doctest.h>
-
-#include <xtensor/xmath.hpp>
-
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
+#include <xtensor/xmath.hpp>
 
 TEST_CASE("aligned tensors are viewed without a copy") {
   const std::vector<float> v{1, 2, 3, 4, 5, 6};

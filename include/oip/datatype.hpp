@@ -115,10 +115,10 @@ inline constexpr bool has_datatype = false;
 template <class T>
 inline constexpr datatype datatype_of = datatype::bytes;
 
-#define OIP_DETAIL_DATATYPE_OF(T, value)    \
-  template <>                               \
+#define OIP_DETAIL_DATATYPE_OF(T, value)        \
+  template <>                                   \
   inline constexpr bool has_datatype<T> = true; \
-  template <>                               \
+  template <>                                   \
   inline constexpr datatype datatype_of<T> = datatype::value;
 OIP_DETAIL_DATATYPE_OF(bool, boolean)
 OIP_DETAIL_DATATYPE_OF(std::uint8_t, uint8)

@@ -79,7 +79,8 @@ static_assert(sizeof(half) == 2 && sizeof(bfloat16) == 2);
     const std::uint32_t quiet = mantissa != 0 ? 0x0040'0000U : 0U;
     return std::bit_cast<float>(sign | 0x7F80'0000U | quiet | (mantissa << 13));
   }
-  if (exponent != 0) return std::bit_cast<float>(sign | ((exponent + 112U) << 23) | (mantissa << 13));
+  if (exponent != 0)
+    return std::bit_cast<float>(sign | ((exponent + 112U) << 23) | (mantissa << 13));
   if (mantissa == 0) return std::bit_cast<float>(sign);
   // Subnormal half: normalise. The top set bit p (0..9) gives the FP32 exponent p - 24 + 127.
   const auto top = static_cast<std::uint32_t>(std::bit_width(mantissa) - 1);
@@ -126,8 +127,10 @@ enum class simd_path : std::uint8_t { portable, avx2_f16c, avx512 };
 
 // Byte-level kernels: `in` and `out` hold `count` elements each, at any alignment. The caller must
 // pass a supported path.
-OIP_EXPORT void half_to_float(simd_path path, const void* in, void* out, std::size_t count) noexcept;
-OIP_EXPORT void float_to_half(simd_path path, const void* in, void* out, std::size_t count) noexcept;
+OIP_EXPORT void half_to_float(simd_path path, const void* in, void* out,
+                              std::size_t count) noexcept;
+OIP_EXPORT void float_to_half(simd_path path, const void* in, void* out,
+                              std::size_t count) noexcept;
 OIP_EXPORT void bfloat16_to_float(simd_path path, const void* in, void* out,
                                   std::size_t count) noexcept;
 OIP_EXPORT void float_to_bfloat16(simd_path path, const void* in, void* out,

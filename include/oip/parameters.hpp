@@ -43,7 +43,9 @@ class parameters {
     return value != nullptr ? std::get_if<T>(value) : nullptr;
   }
 
-  [[nodiscard]] bool contains(std::string_view name) const noexcept { return find(name) != nullptr; }
+  [[nodiscard]] bool contains(std::string_view name) const noexcept {
+    return find(name) != nullptr;
+  }
 
   /// Adds `name` unless it is present; returns whether it was added (a decoder rejects duplicates).
   bool try_add(std::string name, parameter_value value) {

@@ -71,8 +71,7 @@ inline constexpr errc_mapping errc_table[] = {
     {errc::payload_too_large, 413, grpc_code::resource_exhausted, "payload_too_large"},
     {errc::uri_too_long, 414, grpc_code::invalid_argument, "uri_too_long"},
     {errc::unsupported_media_type, 415, grpc_code::invalid_argument, "unsupported_media_type"},
-    {errc::header_fields_too_large, 431, grpc_code::resource_exhausted,
-     "header_fields_too_large"},
+    {errc::header_fields_too_large, 431, grpc_code::resource_exhausted, "header_fields_too_large"},
     {errc::internal, 500, grpc_code::internal, "internal"},
     {errc::not_implemented, 501, grpc_code::unimplemented, "not_implemented"},
     {errc::unavailable, 503, grpc_code::unavailable, "unavailable"},
@@ -102,7 +101,7 @@ inline constexpr errc_mapping errc_table[] = {
 ///   s.http_status();  // 404
 ///   s.to_json();      // {"error":"Request for unknown model: 'x' is not found"}
 /// \endcode
-class [[nodiscard]] OIP_EXPORT status {
+class [[nodiscard]] status {
  public:
   status() noexcept = default;
   status(errc code, std::string message) noexcept : code_{code}, message_{std::move(message)} {}
@@ -115,7 +114,7 @@ class [[nodiscard]] OIP_EXPORT status {
 
   /// The protocol's error object, `{"error":"<message>"}`, always valid JSON (invalid UTF-8 in the
   /// message is replaced by U+FFFD).
-  [[nodiscard]] std::string to_json() const;
+  [[nodiscard]] OIP_EXPORT std::string to_json() const;
 
   friend bool operator==(const status&, const status&) = default;
 
@@ -142,14 +141,14 @@ class [[nodiscard]] result {
   result(const T& value) : storage_{std::in_place_index<0>, value} {}
   result(T&& value) noexcept(std::is_nothrow_move_constructible_v<T>)
       : storage_{std::in_place_index<0>, std::move(value)} {}
-  result(status error) noexcept : storage_{std::in_place_index<1>, std::move(error)} {
+  result(status error) : storage_{std::in_place_index<1>, std::move(error)} {
     // An ok status carries no value; keep the invariant "error() is never ok" in every build.
     if (std::get_if<1>(&storage_)->ok()) {
-      storage_.template emplace<1>(errc::internal, "result built from an ok status without a value");
+      storage_.template emplace<1>(errc::internal,
+                                   "result built from an ok status without a value");
     }
   }
-  result(errc code, std::string message) noexcept
-      : result{status{code, std::move(message)}} {}
+  result(errc code, std::string message) noexcept : result{status{code, std::move(message)}} {}
   // NOLINTEND(google-explicit-constructor)
 
   [[nodiscard]] bool ok() const noexcept { return storage_.index() == 0; }

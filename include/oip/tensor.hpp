@@ -125,6 +125,7 @@ class OIP_EXPORT tensor {
 
   /// A tensor holding a copy of `values`, whose count must match the shape.
   template <class T>
+  // NOLINTNEXTLINE(performance-unnecessary-value-param): both are moved into make()
   [[nodiscard]] static result<tensor> from_values(std::string name, shape_type shape,
                                                   std::span<const T> values) {
     static_assert(has_datatype<T>, "T must be one of the protocol's element types");

@@ -60,9 +60,9 @@ template <class T>
 [[nodiscard]] result<xtensor_view<T>> as_xtensor(const tensor& t) {
   static_assert(has_datatype<T>, "T must be one of the protocol's element types");
   if (t.type() != datatype_of<T>) {
-    return status{errc::invalid_argument,
-                  "tensor '" + t.name() + "' has datatype " + std::string{to_string(t.type())} +
-                      ", not " + std::string{to_string(datatype_of<T>)}};
+    return status{errc::invalid_argument, "tensor '" + t.name() + "' has datatype " +
+                                              std::string{to_string(t.type())} + ", not " +
+                                              std::string{to_string(datatype_of<T>)}};
   }
   const std::vector<std::size_t> shape(t.shape().begin(), t.shape().end());
   const buffer& bytes = t.data();

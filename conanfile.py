@@ -1,0 +1,82 @@
+from conan import ConanFile
+from conan.tools.build import check_min_cppstd
+from conan.tools.cmake import CMake, CMakeDeps, CMakeToolchain, cmake_layout
+
+
+class OipConan(ConanFile):
+    name = "oip"
+    version = "0.1.0"
+    description = "An embeddable C++20 SDK for the Open Inference Protocol (KServe V2 / Triton)"
+    license = "Apache-2.0"
+    topics = ("inference", "kserve", "triton", "open-inference-protocol")
+    settings = "os", "arch", "compiler", "build_type"
+    options = {"shared": [True, False], "fPIC": [True, False], "with_xtensor": [True, False]}
+    default_options = {"shared": False, "fPIC": True, "with_xtensor": True}
+    exports_sources = "CMakeLists.txt", "cmake/*", "include/*", "src/*", "LICENSE"
+
+    # On Debian these resolve to the system packages through the profile's [platform_requires]
+    # (conan/profiles/debian12); elsewhere, to Conan Center's.
+    def requirements(self):
+        self.requires("fmt/9.1.0")
+        if self.options.with_xtensor:
+            self.requires("xtensor/0.24.3", transitive_headers=True)
+
+    def config_options(self):
+        if self.settings.os == "Windows":
+            del self.options.fPIC
+
+    def configure(self):
+        if self.options.shared:
+            self.options.rm_safe("fPIC")
+
+    def validate(self):
+        check_min_cppstd(self, 20)
+
+    def layout(self):
+        cmake_layout(self)
+
+    def generate(self):
+        toolchain = CMakeToolchain(self)
+        toolchain.cache_variables["OIP_BUILD_TESTS"] = False
+        toolchain.cache_variables["OIP_BUILD_BENCHMARKS"] = False
+        toolchain.cache_variables["OIP_BUILD_EXAMPLES"] = False
+        toolchain.cache_variables["OIP_WITH_XTENSOR"] = bool(self.options.with_xtensor)
+        toolchain.cache_variables["OIP_REQUIRE_ALL_COMPONENTS"] = True
+        toolchain.generate()
+        CMakeDeps(self).generate()
+
+    def build(self):
+        cmake = CMake(self)
+        cmake.configure()
+        cmake.build()
+
+    def package(self):
+        CMake(self).install()
+
+    def _is_conan_package(self, name):
+        # dependencies.host leaves out [platform_requires] packages, which have no cpp_info.
+        return any(dep.ref.name == name for dep in self.dependencies.host.values())
+
+    def package_info(self):
+        # The same file, target and component names as the CMake package config.
+        self.cpp_info.set_property("cmake_file_name", "oip")
+        self.cpp_info.set_property("pkg_config_name", "oip")
+
+        core = self.cpp_info.components["core"]
+        core.set_property("cmake_target_name", "oip::oip")
+        core.libs = ["oip"]
+        if self._is_conan_package("fmt"):
+            core.requires = ["fmt::fmt"]
+        elif not self.options.shared:
+            core.system_libs = ["fmt"]  # Debian's libfmt-dev, linked by the static library's users
+        if not self.options.shared:
+            core.defines = ["OIP_STATIC_DEFINE"]
+
+        if self.options.with_xtensor:
+            xtensor = self.cpp_info.components["xtensor"]
+            xtensor.set_property("cmake_target_name", "oip::xtensor")
+            # A platform (Debian) xtensor is header-only in /usr/include: nothing to link.
+            xtensor.requires = ["core"] + (
+                ["xtensor::xtensor"] if self._is_conan_package("xtensor") else [])
+            xtensor.libdirs = []
+            xtensor.bindirs = []
