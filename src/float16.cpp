@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 
 #if defined(__x86_64__) || defined(_M_X64)
+#if defined(__GNUC__) && !defined(__clang__)
 // GCC 12 warns inside its own AVX-512 intrinsics (_mm512_undefined_* at -O2): a false positive.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <cpuid.h>
 #include <immintrin.h>
 #define OIP_X86 1

@@ -60,7 +60,7 @@ class bytes_elements {
     using reference = std::string_view;
 
     iterator() noexcept = default;
-    iterator(const std::byte* at, const std::byte* end) noexcept : at_{at}, end_{end} {}
+    explicit iterator(const std::byte* at) noexcept : at_{at} {}
 
     [[nodiscard]] std::string_view operator*() const noexcept {
       return {reinterpret_cast<const char*>(at_) + 4, length()};
@@ -83,18 +83,13 @@ class bytes_elements {
              (static_cast<std::size_t>(p[2]) << 16) | (static_cast<std::size_t>(p[3]) << 24);
     }
     const std::byte* at_ = nullptr;
-    const std::byte* end_ = nullptr;
   };
 
   /// `data` must have passed `validate_bytes_elements`.
   explicit bytes_elements(std::span<const std::byte> data) noexcept : data_{data} {}
 
-  [[nodiscard]] iterator begin() const noexcept {
-    return {data_.data(), data_.data() + data_.size()};
-  }
-  [[nodiscard]] iterator end() const noexcept {
-    return {data_.data() + data_.size(), data_.data() + data_.size()};
-  }
+  [[nodiscard]] iterator begin() const noexcept { return iterator{data_.data()}; }
+  [[nodiscard]] iterator end() const noexcept { return iterator{data_.data() + data_.size()}; }
 
  private:
   std::span<const std::byte> data_;
