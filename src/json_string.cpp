@@ -34,6 +34,20 @@ std::size_t utf8_sequence_length(std::string_view s) {
 
 }  // namespace
 
+std::size_t find_invalid_utf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    if (static_cast<unsigned char>(text[i]) < 0x80U) {
+      ++i;
+      continue;
+    }
+    const std::size_t length = utf8_sequence_length(text.substr(i));
+    if (length == 0) return i;
+    i += length;
+  }
+  return std::string_view::npos;
+}
+
 void append_json_string(std::string& out, std::string_view text) {
   static constexpr char hex[] = "0123456789abcdef";
   out.reserve(out.size() + text.size() + 2);

@@ -11,4 +11,7 @@ namespace oip::detail {
 /// always valid JSON (and valid UTF-8) whatever `text` holds.
 void append_json_string(std::string& out, std::string_view text);
 
+/// Offset of the first byte of `text` that is not part of a well-formed UTF-8 sequence, or npos.
+std::size_t find_invalid_utf8(std::string_view text);
+
 }  // namespace oip::detail

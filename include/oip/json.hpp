@@ -1,0 +1,110 @@
+#pragma once
+/// \file
+/// JSON codecs for every object of the protocol, in both directions: a server decodes requests
+/// and encodes responses, a client encodes requests and decodes responses, with the same library.
+/// Bodies that carry binary tensor data (the binary extension) are handled here too; see
+/// `binary.hpp` for the framing types.
+///
+/// Decoding is strict: malformed JSON anywhere, duplicate keys, wrong JSON types, integers out of
+/// range for their datatype, element counts that do not match the shape, and anything above the
+/// host's `oip::limits` are `errc::invalid_argument` (400) or `errc::payload_too_large` (413)
+/// with a message that names the tensor and the expected and actual values. Unknown keys are
+/// accepted (and validated).
+
+#include <oip/binary.hpp>
+#include <oip/buffer.hpp>
+#include <oip/export.hpp>
+#include <oip/infer.hpp>
+#include <oip/limits.hpp>
+#include <oip/metadata.hpp>
+#include <oip/status.hpp>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace oip {
+
+/// How a response's outputs are written.
+struct response_format {
+  /// Outputs not named in `binary_outputs`/`json_outputs` go binary when true.
+  bool binary_by_default = false;
+  /// Per-output choices (from each requested output's `binary_data`).
+  std::vector<std::pair<std::string, bool>> binary_outputs;
+  /// Write NaN and infinities as `null` instead of `NaN`, `Infinity`, `-Infinity`.
+  bool non_finite_as_null = false;
+
+  [[nodiscard]] bool is_binary(std::string_view output_name) const noexcept {
+    for (const auto& [name, binary] : binary_outputs) {
+      if (name == output_name) return binary;
+    }
+    return binary_by_default;
+  }
+
+  /// The format a request asks for: `binary_data` on a requested output, else the request's
+  /// `binary_data_output`, else JSON. Either parameter with a non-boolean value is a 400.
+  [[nodiscard]] OIP_EXPORT static result<response_format> from_request(
+      const inference_request& request);
+};
+
+/// How a client writes a request's inputs.
+struct request_format {
+  /// Send every input's data as binary (after the JSON) instead of in "data".
+  bool binary_inputs = false;
+  /// Write NaN and infinities as `null` (a server then rejects them) instead of the tokens.
+  bool non_finite_as_null = false;
+};
+
+// --- inference ---------------------------------------------------------------------------------
+
+/// Decodes `$inference_request` from a body. `header_length` is the value of
+/// `Inference-Header-Content-Length` (see `parse_header_length`): absent, the whole body is JSON;
+/// present, the JSON is its first `header_length` bytes and binary inputs follow, in input
+/// order, each a zero-copy view into `body`. (Length 0, a raw binary request, needs the model's
+/// metadata: use `decode_raw_request`.) `model_name`, when given, is named in error messages as
+/// Triton names it.
+///
+/// Example:
+/// \code
+///   oip::result<oip::inference_request> r = oip::decode_request(body, std::nullopt);
+///   if (!r) return reply(r.error().http_status(), r.error().to_json());
+/// \endcode
+[[nodiscard]] OIP_EXPORT result<inference_request> decode_request(
+    const buffer& body, std::optional<std::size_t> header_length, const limits& bounds = {},
+    std::string_view model_name = {});
+
+/// Encodes `$inference_request` (the client side).
+[[nodiscard]] OIP_EXPORT result<encoded_body> encode_request(const inference_request& request,
+                                                             const request_format& format = {});
+
+/// Encodes `$inference_response`; outputs go binary as `format` says.
+[[nodiscard]] OIP_EXPORT result<encoded_body> encode_response(const inference_response& response,
+                                                              const response_format& format = {});
+
+/// Decodes `$inference_response` (the client side), binary outputs as views into `body`.
+[[nodiscard]] OIP_EXPORT result<inference_response> decode_response(
+    const buffer& body, std::optional<std::size_t> header_length, const limits& bounds = {});
+
+// --- metadata, health, errors ------------------------------------------------------------------
+
+[[nodiscard]] OIP_EXPORT std::string encode(const server_metadata& metadata);
+[[nodiscard]] OIP_EXPORT std::string encode(const model_metadata& metadata);
+[[nodiscard]] OIP_EXPORT std::string encode(const server_live& live);
+[[nodiscard]] OIP_EXPORT std::string encode(const server_ready& ready);
+[[nodiscard]] OIP_EXPORT std::string encode(const model_ready& ready);
+
+[[nodiscard]] OIP_EXPORT result<server_metadata> decode_server_metadata(std::string_view json,
+                                                                        const limits& bounds = {});
+[[nodiscard]] OIP_EXPORT result<model_metadata> decode_model_metadata(std::string_view json,
+                                                                      const limits& bounds = {});
+[[nodiscard]] OIP_EXPORT result<server_live> decode_server_live(std::string_view json);
+[[nodiscard]] OIP_EXPORT result<server_ready> decode_server_ready(std::string_view json);
+[[nodiscard]] OIP_EXPORT result<model_ready> decode_model_ready(std::string_view json);
+
+/// The status that an error reply reports: the code follows `http_status`, the message is the
+/// body's "error" (or says what is wrong with a body that is not `{"error": "..."}`).
+[[nodiscard]] OIP_EXPORT status decode_error(std::string_view json, int http_status);
+
+}  // namespace oip

@@ -1,0 +1,68 @@
+#pragma once
+/// \file
+/// Metadata and health objects of the protocol: server metadata, model metadata, readiness and
+/// liveness.
+
+#include <oip/datatype.hpp>
+#include <oip/parameters.hpp>
+#include <oip/tensor.hpp>
+
+#include <string>
+#include <vector>
+
+namespace oip {
+
+/// `$metadata_server_response`.
+struct server_metadata {
+  std::string name;
+  std::string version;
+  std::vector<std::string> extensions;
+
+  friend bool operator==(const server_metadata&, const server_metadata&) = default;
+};
+
+/// `$metadata_tensor`: a model's input or output. -1 marks a variable dimension.
+struct tensor_metadata {
+  std::string name;
+  datatype type = datatype::fp32;
+  shape_type shape;
+  /// Extra properties a server reports with the tensor (none by default); sent as "parameters".
+  oip::parameters parameters;
+
+  friend bool operator==(const tensor_metadata&, const tensor_metadata&) = default;
+};
+
+/// `$metadata_model_response`.
+struct model_metadata {
+  std::string name;
+  /// Versions that may be requested explicitly; empty: not reported.
+  std::vector<std::string> versions;
+  std::string platform;
+  std::vector<tensor_metadata> inputs;
+  std::vector<tensor_metadata> outputs;
+  /// Extra model properties (none by default); sent as "properties" when not empty.
+  oip::parameters properties;
+
+  friend bool operator==(const model_metadata&, const model_metadata&) = default;
+};
+
+/// `$live_server_response` ({"live": ...}).
+struct server_live {
+  bool live = false;
+  friend bool operator==(const server_live&, const server_live&) = default;
+};
+
+/// `$ready_server_response` ({"ready": ...}; the spec's example writes "live" by mistake).
+struct server_ready {
+  bool ready = false;
+  friend bool operator==(const server_ready&, const server_ready&) = default;
+};
+
+/// `$ready_model_response`.
+struct model_ready {
+  std::string name;
+  bool ready = false;
+  friend bool operator==(const model_ready&, const model_ready&) = default;
+};
+
+}  // namespace oip

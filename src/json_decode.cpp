@@ -1,0 +1,1182 @@
+// JSON decoding with simdjson's on-demand API. On-demand does not validate what it skips, so every
+// value of a document is visited here: known keys are decoded, unknown ones walked in full.
+
+#include "detail/decimal.hpp"
+
+#include <oip/json.hpp>
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include <simdjson.h>
+
+namespace oip {
+
+namespace {
+
+namespace od = simdjson::ondemand;
+using simdjson::error_code;
+
+// --- the document and its errors -----------------------------------------------------------------
+
+// One document being decoded: where it starts (for error offsets), the limits, and the names that
+// messages mention.
+struct document_context {
+  const char* begin = nullptr;
+  const limits* bounds = nullptr;
+  std::string_view what = "request";  // "request", "response", "model metadata", ...
+  std::string_view model_name;        // for messages, may be empty
+
+  [[nodiscard]] std::string for_model() const {
+    return model_name.empty() ? std::string{} : fmt::format(" for model '{}'", model_name);
+  }
+};
+
+status malformed(const document_context& doc, error_code error, const char* where) {
+  const std::size_t offset =
+      where != nullptr && where >= doc.begin ? static_cast<std::size_t>(where - doc.begin) : 0;
+  return status{errc::invalid_argument,
+                fmt::format("failed to parse the {} JSON buffer: {} at {}", doc.what,
+                            simdjson::error_message(error), offset)};
+}
+
+const char* location_of(od::value& value) {
+  const char* where = nullptr;
+  if (value.current_location().get(where) != error_code::SUCCESS) return nullptr;
+  return where;
+}
+
+status malformed_at(const document_context& doc, error_code error, od::value& value) {
+  return malformed(doc, error, location_of(value));
+}
+
+status malformed_token(const document_context& doc, std::string_view token) {
+  return malformed(doc, error_code::TAPE_ERROR, token.data());
+}
+
+std::string_view trim_token(std::string_view token) {
+  while (!token.empty() && (token.back() == ' ' || token.back() == '\t' || token.back() == '\n' ||
+                            token.back() == '\r')) {
+    token.remove_suffix(1);
+  }
+  return token;
+}
+
+// --- numbers
+// ---------------------------------------------------------------------------------------
+
+// Strict JSON number grammar (RFC 8259): -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+bool is_json_number(std::string_view s) {
+  std::size_t i = 0;
+  const auto digit = [&](std::size_t at) { return at < s.size() && s[at] >= '0' && s[at] <= '9'; };
+  if (i < s.size() && s[i] == '-') ++i;
+  if (!digit(i)) return false;
+  if (s[i] == '0') {
+    ++i;
+  } else {
+    while (digit(i)) ++i;
+  }
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    if (!digit(i)) return false;
+    while (digit(i)) ++i;
+  }
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    if (!digit(i)) return false;
+    while (digit(i)) ++i;
+  }
+  return i == s.size();
+}
+
+bool is_integer_token(std::string_view s) {
+  return s.find_first_of(".eE") == std::string_view::npos;
+}
+
+// A floating-point leaf: a JSON number, or NaN, Infinity, -Infinity (what Triton writes and
+// Python's json reads). Parsed straight to T with correct rounding (std::from_chars).
+template <class T>
+bool parse_floating(std::string_view token, T& out) {
+  if (token == "NaN") {
+    out = std::numeric_limits<T>::quiet_NaN();
+    return true;
+  }
+  if (token == "Infinity") {
+    out = std::numeric_limits<T>::infinity();
+    return true;
+  }
+  if (token == "-Infinity") {
+    out = -std::numeric_limits<T>::infinity();
+    return true;
+  }
+  if (!is_json_number(token)) return false;
+  const auto [end, error] = std::from_chars(token.data(), token.data() + token.size(), out);
+  if (error == std::errc::result_out_of_range) {
+    // from_chars reports overflow and underflow without a value: the correctly rounded results
+    // are infinity and (signed) zero.
+    const bool negative = token.front() == '-';
+    const bool tiny = detail::decimal_magnitude_below_one(token);
+    out = tiny ? (negative ? -T{0} : T{0})
+               : (negative ? -std::numeric_limits<T>::infinity()
+                           : std::numeric_limits<T>::infinity());
+    return true;
+  }
+  return error == std::errc{} && end == token.data() + token.size();
+}
+
+template <class T>
+bool parse_integer(std::string_view token, T& out, bool& out_of_range) {
+  out_of_range = false;
+  if (!is_json_number(token) || !is_integer_token(token)) return false;
+  const auto [end, error] = std::from_chars(token.data(), token.data() + token.size(), out);
+  if (error == std::errc::result_out_of_range) {
+    out_of_range = true;
+    return false;
+  }
+  return error == std::errc{} && end == token.data() + token.size();
+}
+
+// --- walking any value in full
+// --------------------------------------------------------------------
+
+status check_depth(const document_context& doc, std::size_t depth, od::value& value) {
+  if (depth > doc.bounds->max_json_depth) {
+    return status{errc::invalid_argument,
+                  fmt::format("failed to parse the {} JSON buffer: nesting deeper than {} at {}",
+                              doc.what, doc.bounds->max_json_depth,
+                              location_of(value) != nullptr ? location_of(value) - doc.begin : 0)};
+  }
+  return {};
+}
+
+status walk_value(const document_context& doc, od::value value, std::size_t depth);
+
+// Iterates an object's fields, refusing duplicate keys; `on_field(key, value)` returns a status.
+template <class OnField>
+status for_each_field(const document_context& doc, od::value value, std::size_t depth,
+                      OnField&& on_field) {
+  if (status s = check_depth(doc, depth, value); !s.ok()) return s;
+  od::object object;
+  if (error_code e = value.get_object().get(object)) return malformed_at(doc, e, value);
+  std::unordered_set<std::string_view> seen;
+  for (auto field_result : object) {
+    od::field field;
+    if (error_code e = std::move(field_result).get(field)) return malformed_at(doc, e, value);
+    std::string_view key;
+    if (error_code e = field.unescaped_key().get(key)) return malformed_at(doc, e, value);
+    if (!seen.insert(key).second) {
+      return status{
+          errc::invalid_argument,
+          fmt::format("failed to parse the {} JSON buffer: duplicate key '{}'", doc.what, key)};
+    }
+    if (status s = on_field(key, field.value()); !s.ok()) return s;
+  }
+  return {};
+}
+
+template <class OnElement>
+status for_each_element(const document_context& doc, od::value value, std::size_t depth,
+                        OnElement&& on_element) {
+  if (status s = check_depth(doc, depth, value); !s.ok()) return s;
+  od::array array;
+  if (error_code e = value.get_array().get(array)) return malformed_at(doc, e, value);
+  for (auto element_result : array) {
+    od::value element;
+    if (error_code e = std::move(element_result).get(element)) return malformed_at(doc, e, value);
+    if (status s = on_element(element); !s.ok()) return s;
+  }
+  return {};
+}
+
+status walk_value(const document_context& doc, od::value value, std::size_t depth) {
+  od::json_type type;
+  if (error_code e = value.type().get(type)) return malformed_at(doc, e, value);
+  switch (type) {
+    case od::json_type::object:
+      return for_each_field(doc, value, depth + 1, [&](std::string_view, od::value v) {
+        return walk_value(doc, v, depth + 1);
+      });
+    case od::json_type::array:
+      return for_each_element(doc, value, depth + 1,
+                              [&](od::value v) { return walk_value(doc, v, depth + 1); });
+    case od::json_type::string: {
+      std::string_view s;
+      if (error_code e = value.get_string().get(s)) return malformed_at(doc, e, value);
+      return {};
+    }
+    case od::json_type::number: {
+      const std::string_view token = trim_token(value.raw_json_token());
+      if (!is_json_number(token)) return malformed_token(doc, token);
+      return {};
+    }
+    case od::json_type::boolean: {
+      bool b = false;
+      if (error_code e = value.get_bool().get(b)) return malformed_at(doc, e, value);
+      return {};
+    }
+    case od::json_type::null: {
+      bool is_null = false;
+      if (error_code e = value.is_null().get(is_null); e || !is_null) {
+        return malformed_at(doc, e ? e : error_code::N_ATOM_ERROR, value);
+      }
+      return {};
+    }
+  }
+  return malformed_at(doc, error_code::TAPE_ERROR, value);
+}
+
+// --- typed scalars
+// --------------------------------------------------------------------------------
+
+status wrong_type(const document_context& doc, std::string_view field, std::string_view expected) {
+  return status{
+      errc::invalid_argument,
+      fmt::format("unable to parse '{}' in the {} JSON: expected {}", field, doc.what, expected)};
+}
+
+status read_string(const document_context& doc, od::value value, std::string_view field,
+                   std::string& out) {
+  std::string_view s;
+  if (error_code e = value.get_string().get(s)) {
+    if (e == error_code::INCORRECT_TYPE) {
+      if (status walked = walk_value(doc, value, 0); !walked.ok()) return walked;
+      return wrong_type(doc, field, "a string");
+    }
+    return malformed_at(doc, e, value);
+  }
+  out.assign(s);
+  return {};
+}
+
+status read_bool(const document_context& doc, od::value value, std::string_view field, bool& out) {
+  if (value.get_bool().get(out) != error_code::SUCCESS) {
+    if (status walked = walk_value(doc, value, 0); !walked.ok()) return walked;
+    return wrong_type(doc, field, "a boolean");
+  }
+  return {};
+}
+
+// A parameter value keeps its JSON type: integer (int64, or uint64 above INT64_MAX), double,
+// bool or string. Anything else is refused, with Triton's wording.
+status read_parameter_value(const document_context& doc, std::string_view key, od::value value,
+                            parameter_value& out) {
+  od::json_type type;
+  if (error_code e = value.type().get(type)) return malformed_at(doc, e, value);
+  switch (type) {
+    case od::json_type::string: {
+      std::string s;
+      if (status st = read_string(doc, value, key, s); !st.ok()) return st;
+      out = std::move(s);
+      return {};
+    }
+    case od::json_type::boolean: {
+      bool b = false;
+      if (status st = read_bool(doc, value, key, b); !st.ok()) return st;
+      out = b;
+      return {};
+    }
+    case od::json_type::number: {
+      const std::string_view token = trim_token(value.raw_json_token());
+      if (!is_json_number(token)) return malformed_token(doc, token);
+      if (is_integer_token(token)) {
+        bool out_of_range = false;
+        std::int64_t i = 0;
+        if (parse_integer(token, i, out_of_range)) {
+          out = i;
+          return {};
+        }
+        std::uint64_t u = 0;
+        if (parse_integer(token, u, out_of_range)) {
+          out = u;
+          return {};
+        }
+      }
+      double d = 0;
+      if (!parse_floating(token, d)) return malformed_token(doc, token);
+      out = d;
+      return {};
+    }
+    case od::json_type::null:
+    case od::json_type::array:
+    case od::json_type::object:
+      if (status walked = walk_value(doc, value, 1); !walked.ok()) return walked;
+      return status{errc::invalid_argument,
+                    fmt::format("parameter '{}' has invalid type. It should be either 'int', "
+                                "'double', 'bool', or 'string'.",
+                                key)};
+  }
+  return malformed_at(doc, error_code::TAPE_ERROR, value);
+}
+
+status read_parameters(const document_context& doc, od::value value, std::size_t depth,
+                       parameters& out) {
+  od::json_type type;
+  if (error_code e = value.type().get(type)) return malformed_at(doc, e, value);
+  if (type != od::json_type::object) {
+    if (status walked = walk_value(doc, value, depth); !walked.ok()) return walked;
+    return wrong_type(doc, "parameters", "an object");
+  }
+  return for_each_field(doc, value, depth, [&](std::string_view key, od::value v) {
+    parameter_value parsed;
+    if (status s = read_parameter_value(doc, key, v, parsed); !s.ok()) return s;
+    out.set(std::string{key}, std::move(parsed));  // keys are unique: for_each_field checks
+    return status{};
+  });
+}
+
+status read_shape(const document_context& doc, od::value value, std::size_t depth,
+                  std::string_view role, std::string_view name, shape_type& out) {
+  od::json_type type;
+  if (error_code e = value.type().get(type)) return malformed_at(doc, e, value);
+  if (type != od::json_type::array) {
+    if (status walked = walk_value(doc, value, depth); !walked.ok()) return walked;
+    return status{
+        errc::invalid_argument,
+        fmt::format("unable to parse 'shape' for {} '{}': expected an array", role, name)};
+  }
+  return for_each_element(doc, value, depth, [&](od::value element) {
+    const std::string_view token = trim_token(element.raw_json_token());
+    std::int64_t dim = 0;
+    bool out_of_range = false;
+    if (!parse_integer(token, dim, out_of_range)) {
+      if (status walked = walk_value(doc, element, depth + 1); !walked.ok()) return walked;
+      return status{errc::invalid_argument,
+                    fmt::format("unable to parse 'shape' for {} '{}': dimension {} is not an "
+                                "integer in [0, 2^63)",
+                                role, name, out.size())};
+    }
+    out.push_back(dim);
+    return status{};
+  });
+}
+
+// --- tensor data -------------------------------------------------------------------------------
+
+// Writes decoded leaves into the tensor's typed buffer; counts leaves past the end without
+// writing, so that a count mismatch reports the real count.
+struct leaf_sink {
+  std::byte* out = nullptr;
+  std::uint64_t capacity = 0;
+  std::uint64_t count = 0;
+
+  template <class T>
+  void put(const T& value) {
+    if (count < capacity) std::memcpy(out + count * sizeof(T), &value, sizeof(T));
+    ++count;
+  }
+};
+
+struct tensor_context {
+  const document_context* doc;
+  std::string_view role;  // "input" or "output"
+  std::string_view name;
+  datatype type;
+};
+
+status bad_element(const tensor_context& t, std::uint64_t index, std::string_view token,
+                   std::string_view expected) {
+  std::string shown{trim_token(token).substr(0, 64)};
+  return status{errc::invalid_argument,
+                fmt::format("unable to parse 'data' for {} '{}': element {} is {}, expected {}",
+                            t.role, t.name, index, shown, expected)};
+}
+
+template <class T>
+std::string_view integer_expectation() {
+  if constexpr (std::is_signed_v<T>) {
+    return "a signed integer";
+  } else {
+    return "an unsigned integer";
+  }
+}
+
+template <class T>
+status read_integer_leaf(const tensor_context& t, od::value& value, std::string_view token,
+                         leaf_sink& sink) {
+  T parsed{};
+  bool out_of_range = false;
+  if (parse_integer(token, parsed, out_of_range)) {
+    sink.put(parsed);
+    return {};
+  }
+  if (out_of_range) {
+    return status{errc::invalid_argument,
+                  fmt::format("unable to parse 'data' for {} '{}': element {} is {}, out of "
+                              "range for {} [{}, {}]",
+                              t.role, t.name, sink.count, trim_token(token), to_string(t.type),
+                              +std::numeric_limits<T>::min(), +std::numeric_limits<T>::max())};
+  }
+  if (status walked = walk_value(*t.doc, value, 0); !walked.ok()) return walked;
+  return bad_element(t, sink.count, token,
+                     fmt::format("{} for {}", integer_expectation<T>(), to_string(t.type)));
+}
+
+template <class T>
+status read_floating_leaf(const tensor_context& t, od::value& value, std::string_view token,
+                          leaf_sink& sink) {
+  T parsed{};
+  if (parse_floating(token, parsed)) {
+    sink.put(parsed);
+    return {};
+  }
+  if (status walked = walk_value(*t.doc, value, 0); !walked.ok()) return walked;
+  return bad_element(t, sink.count, token, fmt::format("a number for {}", to_string(t.type)));
+}
+
+template <class Half, Half (*Narrow)(double)>
+status read_half_leaf(const tensor_context& t, od::value& value, std::string_view token,
+                      leaf_sink& sink) {
+  double parsed = 0;
+  if (parse_floating(token, parsed)) {
+    Half h = Narrow(parsed);
+    // A double exactly halfway between two 16-bit values may stand for a decimal just above or
+    // below it: settle the tie on the decimal itself.
+    h = detail::correct_half_tie(h, parsed, trim_token(token));
+    sink.put(h);
+    return {};
+  }
+  if (status walked = walk_value(*t.doc, value, 0); !walked.ok()) return walked;
+  return bad_element(t, sink.count, token, fmt::format("a number for {}", to_string(t.type)));
+}
+
+half narrow_to_half(double d) { return detail::double_to_half(d); }
+bfloat16 narrow_to_bfloat16(double d) { return detail::double_to_bfloat16(d); }
+
+status read_bool_leaf(const tensor_context& t, od::value& value, std::string_view token,
+                      leaf_sink& sink) {
+  token = trim_token(token);
+  if (token == "true" || token == "false") {
+    bool b = false;
+    if (error_code e = value.get_bool().get(b)) return malformed_at(*t.doc, e, value);
+    sink.put(static_cast<std::uint8_t>(b ? 1 : 0));
+    return {};
+  }
+  if (status walked = walk_value(*t.doc, value, 0); !walked.ok()) return walked;
+  return bad_element(t, sink.count, token, "true or false for BOOL");
+}
+
+// Walks `data` (nested arrays at any depth, flattened in row-major order, as Triton does) and
+// hands each leaf to `on_leaf(value, token)`.
+template <class OnLeaf>
+status for_each_leaf(const document_context& doc, od::value value, std::size_t depth,
+                     OnLeaf& on_leaf) {
+  return for_each_element(doc, value, depth, [&](od::value element) {
+    const std::string_view token = element.raw_json_token();
+    if (!token.empty() && token.front() == '[') {
+      return for_each_leaf(doc, element, depth + 1, on_leaf);
+    }
+    return on_leaf(element, token);
+  });
+}
+
+template <class Leaf>
+status decode_fixed_data(const tensor_context& t, od::value data, std::size_t depth,
+                         leaf_sink& sink, Leaf leaf) {
+  auto on_leaf = [&](od::value& element, std::string_view token) {
+    return leaf(t, element, token, sink);
+  };
+  return for_each_leaf(*t.doc, data, depth, on_leaf);
+}
+
+status decode_leaves(const tensor_context& t, od::value data, std::size_t depth, leaf_sink& sink) {
+  switch (t.type) {
+    case datatype::boolean: return decode_fixed_data(t, data, depth, sink, read_bool_leaf);
+    case datatype::uint8:
+      return decode_fixed_data(t, data, depth, sink, read_integer_leaf<std::uint8_t>);
+    case datatype::uint16:
+      return decode_fixed_data(t, data, depth, sink, read_integer_leaf<std::uint16_t>);
+    case datatype::uint32:
+      return decode_fixed_data(t, data, depth, sink, read_integer_leaf<std::uint32_t>);
+    case datatype::uint64:
+      return decode_fixed_data(t, data, depth, sink, read_integer_leaf<std::uint64_t>);
+    case datatype::int8:
+      return decode_fixed_data(t, data, depth, sink, read_integer_leaf<std::int8_t>);
+    case datatype::int16:
+      return decode_fixed_data(t, data, depth, sink, read_integer_leaf<std::int16_t>);
+    case datatype::int32:
+      return decode_fixed_data(t, data, depth, sink, read_integer_leaf<std::int32_t>);
+    case datatype::int64:
+      return decode_fixed_data(t, data, depth, sink, read_integer_leaf<std::int64_t>);
+    case datatype::fp16:
+      return decode_fixed_data(t, data, depth, sink, read_half_leaf<half, narrow_to_half>);
+    case datatype::bf16:
+      return decode_fixed_data(t, data, depth, sink, read_half_leaf<bfloat16, narrow_to_bfloat16>);
+    case datatype::fp32: return decode_fixed_data(t, data, depth, sink, read_floating_leaf<float>);
+    case datatype::fp64: return decode_fixed_data(t, data, depth, sink, read_floating_leaf<double>);
+    case datatype::bytes: break;
+  }
+  return status{errc::internal, "BYTES data reached the fixed-size decoder"};
+}
+
+status element_count_mismatch(const tensor_context& t, const shape_type& shape,
+                              std::uint64_t expected, std::uint64_t actual) {
+  return status{errc::invalid_argument,
+                fmt::format("unable to parse 'data' for {} '{}': shape {} expects {} elements, "
+                            "got {}",
+                            t.role, t.name, to_string(shape), expected, actual)};
+}
+
+// Decodes `data` into a new buffer of `expected` elements of t.type.
+result<buffer> decode_data(const tensor_context& t, od::value data, std::size_t depth,
+                           const shape_type& shape, std::uint64_t expected, std::size_t json_size) {
+  if (t.type == datatype::bytes) {
+    // Two passes over views: the strings stay in simdjson's string buffer until the copy.
+    std::vector<std::string_view> strings;
+    auto on_leaf = [&](od::value& element, std::string_view token) {
+      std::string_view s;
+      if (error_code e = element.get_string().get(s)) {
+        if (e != error_code::INCORRECT_TYPE) return malformed_at(*t.doc, e, element);
+        if (status walked = walk_value(*t.doc, element, 0); !walked.ok()) return walked;
+        return bad_element(t, strings.size(), token, "a string for BYTES");
+      }
+      strings.push_back(s);
+      return status{};
+    };
+    if (status s = for_each_leaf(*t.doc, data, depth, on_leaf); !s.ok()) return s;
+    if (strings.size() != expected)
+      return element_count_mismatch(t, shape, expected, strings.size());
+    return encode_bytes_elements(strings);
+  }
+  // Each leaf takes at least one byte of JSON: more elements than JSON bytes cannot match, so
+  // count them without allocating.
+  const std::uint64_t capacity = expected <= json_size ? expected : 0;
+  result<mutable_buffer> storage = mutable_buffer::allocate(capacity * element_size(t.type));
+  if (!storage) return std::move(storage).error();
+  leaf_sink sink{storage->data(), capacity, 0};
+  if (status s = decode_leaves(t, data, depth, sink); !s.ok()) return s;
+  if (sink.count != expected) return element_count_mismatch(t, shape, expected, sink.count);
+  return buffer{std::move(*storage)};
+}
+
+// --- tensors in a request or response
+// -------------------------------------------------------------
+
+// What a tensor object holds before its data is placed.
+struct parsed_tensor {
+  std::string name;
+  std::optional<datatype> type;
+  std::optional<shape_type> shape;
+  oip::parameters parameters;
+  std::optional<std::int64_t> binary_size;
+  bool has_data = false;
+  buffer data;
+  // "data" seen before "datatype"/"shape": its raw text, decoded once the object is complete.
+  std::string_view deferred_data;
+};
+
+status missing_field(const document_context& doc, std::string_view role, std::string_view field,
+                     std::size_t index) {
+  return status{
+      errc::invalid_argument,
+      fmt::format("unable to parse the {} JSON: {} {} has no '{}'", doc.what, role, index, field)};
+}
+
+result<buffer> decode_deferred_data(const tensor_context& t, std::string_view raw,
+                                    const shape_type& shape, std::uint64_t expected,
+                                    const char* document_end);
+
+// Reads one tensor object ($request_input or $response_output).
+status read_tensor(const document_context& doc, od::value value, std::size_t depth,
+                   std::string_view role, std::size_t index, std::size_t json_size,
+                   const char* document_end, parsed_tensor& out) {
+  od::json_type type;
+  if (error_code e = value.type().get(type)) return malformed_at(doc, e, value);
+  if (type != od::json_type::object) {
+    if (status walked = walk_value(doc, value, depth); !walked.ok()) return walked;
+    return status{
+        errc::invalid_argument,
+        fmt::format("unable to parse the {} JSON: {} {} is not an object", doc.what, role, index)};
+  }
+  std::string name_for_messages = fmt::format("#{}", index);
+  status field_status = for_each_field(doc, value, depth, [&](std::string_view key, od::value v) {
+    if (key == "name") {
+      if (status s = read_string(doc, v, "name", out.name); !s.ok()) return s;
+      name_for_messages = out.name;
+      return status{};
+    }
+    if (key == "datatype") {
+      std::string text;
+      if (status s = read_string(doc, v, "datatype", text); !s.ok()) return s;
+      result<datatype> parsed = parse_datatype(text);
+      if (!parsed) {
+        return status{errc::invalid_argument, fmt::format("invalid datatype '{}' for {} '{}'", text,
+                                                          role, name_for_messages)};
+      }
+      out.type = *parsed;
+      return status{};
+    }
+    if (key == "shape") {
+      shape_type shape;
+      if (status s = read_shape(doc, v, depth + 1, role, name_for_messages, shape); !s.ok()) {
+        return s;
+      }
+      out.shape = std::move(shape);
+      return status{};
+    }
+    if (key == "parameters") {
+      if (status s = read_parameters(doc, v, depth + 1, out.parameters); !s.ok()) return s;
+      if (const parameter_value* size = out.parameters.find(parameter_names::binary_data_size)) {
+        const auto* as_int = std::get_if<std::int64_t>(size);
+        if (as_int == nullptr || *as_int < 0) {
+          return status{errc::invalid_argument,
+                        fmt::format("unable to parse 'binary_data_size' for {} '{}': expected a "
+                                    "non-negative integer",
+                                    role, name_for_messages)};
+        }
+        out.binary_size = *as_int;
+        out.parameters.erase(parameter_names::binary_data_size);
+      }
+      return status{};
+    }
+    if (key == "data") {
+      out.has_data = true;
+      if (out.type && out.shape) {
+        const tensor_context t{&doc, role, name_for_messages, *out.type};
+        result<std::uint64_t> count = element_count(*out.shape);
+        if (!count) return status{};                             // reported with the shape below
+        if (*count > doc.bounds->max_elements) return status{};  // reported below
+        result<buffer> data = decode_data(t, v, depth + 1, *out.shape, *count, json_size);
+        if (!data) return std::move(data).error();
+        out.data = std::move(*data);
+        return status{};
+      }
+      od::array array;
+      if (error_code e = v.get_array().get(array)) {
+        if (e != error_code::INCORRECT_TYPE) return malformed_at(doc, e, v);
+        if (status walked = walk_value(doc, v, depth + 1); !walked.ok()) return walked;
+        return status{errc::invalid_argument,
+                      fmt::format("unable to parse 'data' for {} '{}': expected an array", role,
+                                  name_for_messages)};
+      }
+      std::string_view raw;
+      if (error_code e = array.raw_json().get(raw)) return malformed_at(doc, e, v);
+      out.deferred_data = raw;
+      return status{};
+    }
+    return walk_value(doc, v, depth + 1);
+  });
+  if (!field_status.ok()) return field_status;
+
+  if (out.name.empty() && name_for_messages.front() == '#')
+    return missing_field(doc, role, "name", index);
+  if (!out.type) return missing_field(doc, role, "datatype", index);
+  if (!out.shape) return missing_field(doc, role, "shape", index);
+  result<std::uint64_t> count = element_count(*out.shape);
+  if (!count) {
+    return status{errc::invalid_argument, fmt::format("unable to parse 'shape' for {} '{}': {}",
+                                                      role, out.name, count.error().message())};
+  }
+  if (*count > doc.bounds->max_elements) {
+    return status{errc::payload_too_large,
+                  fmt::format("{} '{}' has {} elements, above the limit of {}", role, out.name,
+                              *count, doc.bounds->max_elements)};
+  }
+  if (out.has_data == out.binary_size.has_value()) {
+    return status{errc::invalid_argument,
+                  fmt::format("{} '{}' must set only one of the following fields: 'data', "
+                              "'binary_data_size' in 'parameters'. But {}",
+                              role, out.name,
+                              out.has_data ? "set 'data' 'binary_data_size'" : "no field is set")};
+  }
+  if (!out.deferred_data.empty()) {
+    const tensor_context t{&doc, role, out.name, *out.type};
+    result<buffer> data =
+        decode_deferred_data(t, out.deferred_data, *out.shape, *count, document_end);
+    if (!data) return std::move(data).error();
+    out.data = std::move(*data);
+  }
+  return {};
+}
+
+// Places binary tensors: each `binary_data_size` bytes of `binary`, in tensor order, as views.
+status place_binary(const document_context& doc, std::string_view role,
+                    std::vector<parsed_tensor>& tensors, const buffer& binary) {
+  std::size_t offset = 0;
+  for (parsed_tensor& t : tensors) {
+    if (!t.binary_size) continue;
+    const auto size = static_cast<std::uint64_t>(*t.binary_size);
+    if (size > binary.size() - offset) {
+      return status{errc::invalid_argument,
+                    fmt::format("unexpected size for {} '{}', expecting {} additional bytes{}",
+                                role, t.name, size - (binary.size() - offset), doc.for_model())};
+    }
+    result<buffer> slice = binary.slice(offset, static_cast<std::size_t>(size));
+    if (!slice) return slice.error();
+    offset += static_cast<std::size_t>(size);
+    if (!is_bytes(*t.type)) {
+      const std::uint64_t expected = *byte_size(*t.type, *t.shape);
+      if (size != expected) {
+        return status{errc::invalid_argument,
+                      fmt::format("{} byte size mismatch for {} '{}'{}. Expected {}, got {}", role,
+                                  role, t.name, doc.for_model(), expected, size)};
+      }
+    }
+    t.data = std::move(*slice);
+  }
+  if (offset != binary.size()) {
+    return status{errc::invalid_argument,
+                  fmt::format("unexpected additional {} data{}: {} bytes after the last binary {}",
+                              role, doc.for_model(), binary.size() - offset, role)};
+  }
+  return {};
+}
+
+result<tensor> finish_tensor(std::string_view role, const document_context& doc,
+                             parsed_tensor&& t) {
+  result<tensor> made =
+      tensor::make(std::move(t.name), *t.type, std::move(*t.shape), std::move(t.data));
+  if (!made) {
+    // Only BYTES data can be malformed here (fixed sizes were checked): reword for the protocol.
+    return status{made.error().code(),
+                  fmt::format("{}{}", made.error().message(), doc.for_model())};
+  }
+  made->parameters() = std::move(t.parameters);
+  (void)role;
+  return made;
+}
+
+// --- documents
+// --------------------------------------------------------------------------------------
+
+// The JSON part of a body, padded for simdjson: read in place when the body's storage has the
+// padding after it (a body allocated by a transport, or binary data following the JSON),
+// otherwise copied (the JSON part only, never tensor bytes).
+struct padded_json {
+  const char* data = nullptr;
+  std::size_t size = 0;
+  std::size_t capacity = 0;
+  std::string copy;
+
+  padded_json(const char* bytes, std::size_t length, std::size_t readable_after) {
+    if (readable_after >= simdjson::SIMDJSON_PADDING) {
+      data = bytes;
+      size = length;
+      capacity = length + readable_after;
+    } else {
+      copy.reserve(length + simdjson::SIMDJSON_PADDING);
+      copy.assign(bytes, length);
+      copy.append(simdjson::SIMDJSON_PADDING, ' ');
+      data = copy.data();
+      size = length;
+      capacity = copy.size();
+    }
+  }
+};
+
+// Parsers are reused per thread (simdjson's buffers grow to the largest document seen, which the
+// limits bound). Data that came before its datatype is parsed with the second one.
+od::parser& thread_parser(int which) {
+  thread_local od::parser parsers[2];
+  return parsers[which];
+}
+
+result<buffer> decode_deferred_data(const tensor_context& t, std::string_view raw,
+                                    const shape_type& shape, std::uint64_t expected,
+                                    const char* document_end) {
+  // `raw` lies inside the document, whose padding follows `document_end`.
+  const auto readable =
+      static_cast<std::size_t>(document_end - raw.data()) + simdjson::SIMDJSON_PADDING;
+  od::parser& parser = thread_parser(1);
+  od::document doc;
+  if (error_code e = parser.iterate(raw.data(), raw.size(), readable).get(doc)) {
+    return malformed(*t.doc, e, raw.data());
+  }
+  od::value root;
+  if (error_code e = doc.get_value().get(root)) return malformed(*t.doc, e, raw.data());
+  // Offsets in messages stay relative to the outer document.
+  result<buffer> data = decode_data(t, root, 1, shape, expected, raw.size());
+  if (!data) return data;
+  if (const char* trailing = nullptr; doc.current_location().get(trailing) == error_code::SUCCESS) {
+    return malformed(*t.doc, error_code::TRAILING_CONTENT, trailing);
+  }
+  return data;
+}
+
+// Runs `read_root(root_value)` over a JSON text with the thread's parser, then checks that nothing
+// follows the root value.
+template <class ReadRoot>
+status parse_document(document_context& doc, const padded_json& json, ReadRoot&& read_root) {
+  if (json.size > doc.bounds->max_json_bytes) {
+    return status{errc::payload_too_large,
+                  fmt::format("the {} JSON is {} bytes, above the limit of {}", doc.what, json.size,
+                              doc.bounds->max_json_bytes)};
+  }
+  doc.begin = json.data;
+  od::parser& parser = thread_parser(0);
+  od::document document;
+  if (error_code e = parser.iterate(json.data, json.size, json.capacity).get(document)) {
+    return malformed(doc, e, json.data);
+  }
+  od::value root;
+  if (error_code e = document.get_value().get(root)) return malformed(doc, e, json.data);
+  od::json_type type;
+  if (error_code e = root.type().get(type)) return malformed(doc, e, json.data);
+  if (type != od::json_type::object) {
+    if (status walked = walk_value(doc, root, 0); !walked.ok()) return walked;
+    return status{
+        errc::invalid_argument,
+        fmt::format("failed to parse the {} JSON buffer: expected an object at 0", doc.what)};
+  }
+  if (status s = read_root(root); !s.ok()) return s;
+  // In bounds after the root value means something follows it.
+  if (const char* trailing = nullptr;
+      document.current_location().get(trailing) == error_code::SUCCESS) {
+    return malformed(doc, error_code::TRAILING_CONTENT, trailing);
+  }
+  return {};
+}
+
+status read_request_outputs(const document_context& doc, od::value value,
+                            std::vector<requested_output>& outputs) {
+  std::size_t index = 0;
+  return for_each_element(doc, value, 1, [&](od::value element) {
+    requested_output out;
+    bool has_name = false;
+    status s = for_each_field(doc, element, 2, [&](std::string_view key, od::value v) {
+      if (key == "name") {
+        has_name = true;
+        return read_string(doc, v, "name", out.name);
+      }
+      if (key == "parameters") return read_parameters(doc, v, 3, out.parameters);
+      return walk_value(doc, v, 3);
+    });
+    if (!s.ok()) return s;
+    if (!has_name) return missing_field(doc, "output", "name", index);
+    for (const requested_output& earlier : outputs) {
+      if (earlier.name == out.name) {
+        return status{errc::invalid_argument,
+                      fmt::format("output '{}' already exists in request", out.name)};
+      }
+    }
+    outputs.push_back(std::move(out));
+    ++index;
+    return status{};
+  });
+}
+
+status read_tensors(const document_context& doc, od::value value, std::string_view role,
+                    std::size_t json_size, const char* document_end,
+                    std::vector<parsed_tensor>& tensors) {
+  return for_each_element(doc, value, 1, [&](od::value element) {
+    parsed_tensor t;
+    if (status s = read_tensor(doc, element, 2, role, tensors.size(), json_size, document_end, t);
+        !s.ok()) {
+      return s;
+    }
+    for (const parsed_tensor& earlier : tensors) {
+      if (earlier.name == t.name) {
+        return status{errc::invalid_argument,
+                      fmt::format("{} '{}' already exists in {}", role, t.name, doc.what)};
+      }
+    }
+    tensors.push_back(std::move(t));
+    return status{};
+  });
+}
+
+// Splits a body into its JSON part and binary part per the header length.
+struct body_parts {
+  const char* json = nullptr;
+  std::size_t json_size = 0;
+  std::size_t readable_after = 0;
+  buffer binary;
+};
+
+result<body_parts> split_body(const buffer& body, std::optional<std::size_t> header_length,
+                              const limits& bounds, std::string_view what) {
+  if (body.size() > bounds.max_body_bytes) {
+    return status{errc::payload_too_large,
+                  fmt::format("the {} body is {} bytes, above the limit of {}", what, body.size(),
+                              bounds.max_body_bytes)};
+  }
+  body_parts parts;
+  parts.json = reinterpret_cast<const char*>(body.data());
+  parts.json_size = header_length.value_or(body.size());
+  if (parts.json_size > body.size()) {
+    return status{errc::invalid_argument,
+                  fmt::format("inference header size should be in range (0, {}), got: {}",
+                              body.size(), parts.json_size)};
+  }
+  parts.readable_after = body.size() - parts.json_size + body.padding();
+  result<buffer> binary = body.slice(parts.json_size, body.size() - parts.json_size);
+  if (!binary) return binary.error();
+  parts.binary = std::move(*binary);
+  return parts;
+}
+
+}  // namespace
+
+result<inference_request> decode_request(const buffer& body,
+                                         std::optional<std::size_t> header_length,
+                                         const limits& bounds, std::string_view model_name) {
+  if (header_length && *header_length == 0) {
+    return status{errc::invalid_argument,
+                  "a raw binary request (Inference-Header-Content-Length: 0) needs the model's "
+                  "input metadata: decode it with decode_raw_request"};
+  }
+  result<body_parts> parts = split_body(body, header_length, bounds, "request");
+  if (!parts) return std::move(parts).error();
+  document_context doc{nullptr, &bounds, "request", model_name};
+  const padded_json json{parts->json, parts->json_size, parts->readable_after};
+  const char* document_end = json.data + json.size;
+
+  inference_request request;
+  std::vector<parsed_tensor> inputs;
+  bool has_inputs = false;
+  status parsed = parse_document(doc, json, [&](od::value root) {
+    return for_each_field(doc, root, 0, [&](std::string_view key, od::value v) {
+      if (key == "id") {
+        std::string id;
+        if (status s = read_string(doc, v, "id", id); !s.ok()) return s;
+        request.id = std::move(id);
+        return status{};
+      }
+      if (key == "parameters") return read_parameters(doc, v, 1, request.parameters);
+      if (key == "inputs") {
+        has_inputs = true;
+        return read_tensors(doc, v, "input", json.size, document_end, inputs);
+      }
+      if (key == "outputs") return read_request_outputs(doc, v, request.outputs);
+      return walk_value(doc, v, 1);
+    });
+  });
+  if (!parsed.ok()) return parsed;
+  if (!has_inputs) {
+    return status{errc::invalid_argument, "unable to parse the request JSON: it has no 'inputs'"};
+  }
+  if (status s = place_binary(doc, "input", inputs, parts->binary); !s.ok()) return s;
+  request.inputs.reserve(inputs.size());
+  for (parsed_tensor& input : inputs) {
+    result<tensor> t = finish_tensor("input", doc, std::move(input));
+    if (!t) return std::move(t).error();
+    request.inputs.push_back(std::move(*t));
+  }
+  return request;
+}
+
+result<inference_response> decode_response(const buffer& body,
+                                           std::optional<std::size_t> header_length,
+                                           const limits& bounds) {
+  result<body_parts> parts = split_body(body, header_length, bounds, "response");
+  if (!parts) return std::move(parts).error();
+  document_context doc{nullptr, &bounds, "response", {}};
+  const padded_json json{parts->json, parts->json_size, parts->readable_after};
+  const char* document_end = json.data + json.size;
+
+  inference_response response;
+  std::vector<parsed_tensor> outputs;
+  status parsed = parse_document(doc, json, [&](od::value root) {
+    return for_each_field(doc, root, 0, [&](std::string_view key, od::value v) {
+      if (key == "id") {
+        std::string id;
+        if (status s = read_string(doc, v, "id", id); !s.ok()) return s;
+        response.id = std::move(id);
+        return status{};
+      }
+      if (key == "model_name") return read_string(doc, v, "model_name", response.model_name);
+      if (key == "model_version") {
+        return read_string(doc, v, "model_version", response.model_version);
+      }
+      if (key == "parameters") return read_parameters(doc, v, 1, response.parameters);
+      if (key == "outputs") return read_tensors(doc, v, "output", json.size, document_end, outputs);
+      return walk_value(doc, v, 1);
+    });
+  });
+  if (!parsed.ok()) return parsed;
+  if (status s = place_binary(doc, "output", outputs, parts->binary); !s.ok()) return s;
+  response.outputs.reserve(outputs.size());
+  for (parsed_tensor& output : outputs) {
+    result<tensor> t = finish_tensor("output", doc, std::move(output));
+    if (!t) return std::move(t).error();
+    response.outputs.push_back(std::move(*t));
+  }
+  return response;
+}
+
+namespace {
+
+template <class Reader>
+status decode_small(std::string_view text, std::string_view what, const limits& bounds,
+                    Reader&& read) {
+  document_context doc{nullptr, &bounds, what, {}};
+  const padded_json json{text.data(), text.size(), 0};
+  return parse_document(doc, json, [&](od::value root) { return read(doc, root); });
+}
+
+status read_string_array(const document_context& doc, od::value value, std::string_view field,
+                         std::vector<std::string>& out) {
+  od::json_type type;
+  if (error_code e = value.type().get(type)) return malformed_at(doc, e, value);
+  if (type != od::json_type::array) {
+    if (status walked = walk_value(doc, value, 1); !walked.ok()) return walked;
+    return wrong_type(doc, field, "an array of strings");
+  }
+  return for_each_element(doc, value, 1, [&](od::value element) {
+    std::string s;
+    if (status st = read_string(doc, element, field, s); !st.ok()) return st;
+    out.push_back(std::move(s));
+    return status{};
+  });
+}
+
+status read_tensor_metadata(const document_context& doc, od::value value,
+                            std::vector<tensor_metadata>& out, std::string_view role) {
+  return for_each_element(doc, value, 1, [&](od::value element) {
+    tensor_metadata t;
+    bool has_name = false;
+    bool has_type = false;
+    bool has_shape = false;
+    status s = for_each_field(doc, element, 2, [&](std::string_view key, od::value v) {
+      if (key == "name") {
+        has_name = true;
+        return read_string(doc, v, "name", t.name);
+      }
+      if (key == "datatype") {
+        std::string text;
+        if (status st = read_string(doc, v, "datatype", text); !st.ok()) return st;
+        result<datatype> parsed = parse_datatype(text);
+        if (!parsed) return parsed.error();
+        t.type = *parsed;
+        has_type = true;
+        return status{};
+      }
+      if (key == "shape") {
+        has_shape = true;
+        return for_each_element(doc, v, 3, [&](od::value dim) {
+          const std::string_view token = trim_token(dim.raw_json_token());
+          std::int64_t d = 0;
+          bool out_of_range = false;
+          if (!parse_integer(token, d, out_of_range) || d < -1) {
+            if (status walked = walk_value(doc, dim, 4); !walked.ok()) return walked;
+            return status{errc::invalid_argument,
+                          fmt::format("unable to parse 'shape' of {} '{}': dimensions are -1 or "
+                                      "non-negative integers",
+                                      role, t.name)};
+          }
+          t.shape.push_back(d);
+          return status{};
+        });
+      }
+      if (key == "parameters") return read_parameters(doc, v, 3, t.parameters);
+      return walk_value(doc, v, 3);
+    });
+    if (!s.ok()) return s;
+    if (!has_name) return missing_field(doc, role, "name", out.size());
+    if (!has_type) return missing_field(doc, role, "datatype", out.size());
+    if (!has_shape) return missing_field(doc, role, "shape", out.size());
+    out.push_back(std::move(t));
+    return status{};
+  });
+}
+
+}  // namespace
+
+result<server_metadata> decode_server_metadata(std::string_view json, const limits& bounds) {
+  server_metadata out;
+  status s = decode_small(json, "server metadata", bounds, [&](auto& doc, od::value root) {
+    return for_each_field(doc, root, 0, [&](std::string_view key, od::value v) {
+      if (key == "name") return read_string(doc, v, "name", out.name);
+      if (key == "version") return read_string(doc, v, "version", out.version);
+      if (key == "extensions") return read_string_array(doc, v, "extensions", out.extensions);
+      return walk_value(doc, v, 1);
+    });
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+result<model_metadata> decode_model_metadata(std::string_view json, const limits& bounds) {
+  model_metadata out;
+  status s = decode_small(json, "model metadata", bounds, [&](auto& doc, od::value root) {
+    return for_each_field(doc, root, 0, [&](std::string_view key, od::value v) {
+      if (key == "name") return read_string(doc, v, "name", out.name);
+      if (key == "versions") return read_string_array(doc, v, "versions", out.versions);
+      if (key == "platform") return read_string(doc, v, "platform", out.platform);
+      if (key == "inputs") return read_tensor_metadata(doc, v, out.inputs, "input");
+      if (key == "outputs") return read_tensor_metadata(doc, v, out.outputs, "output");
+      if (key == "properties") return read_parameters(doc, v, 1, out.properties);
+      return walk_value(doc, v, 1);
+    });
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+namespace {
+template <class Object>
+result<Object> decode_flag_object(std::string_view json, std::string_view what,
+                                  std::string_view flag, bool Object::*member,
+                                  std::string* name = nullptr) {
+  Object out;
+  bool found = false;
+  const limits bounds;
+  status s = decode_small(json, what, bounds, [&](auto& doc, od::value root) {
+    return for_each_field(doc, root, 0, [&](std::string_view key, od::value v) {
+      if (key == flag) {
+        found = true;
+        return read_bool(doc, v, flag, out.*member);
+      }
+      if (name != nullptr && key == "name") return read_string(doc, v, "name", *name);
+      return walk_value(doc, v, 1);
+    });
+  });
+  if (!s.ok()) return s;
+  if (!found) {
+    return status{errc::invalid_argument,
+                  fmt::format("unable to parse the {} JSON: it has no '{}'", what, flag)};
+  }
+  return out;
+}
+}  // namespace
+
+result<server_live> decode_server_live(std::string_view json) {
+  return decode_flag_object<server_live>(json, "server live", "live", &server_live::live);
+}
+
+result<server_ready> decode_server_ready(std::string_view json) {
+  return decode_flag_object<server_ready>(json, "server ready", "ready", &server_ready::ready);
+}
+
+result<model_ready> decode_model_ready(std::string_view json) {
+  std::string name;
+  result<model_ready> out =
+      decode_flag_object<model_ready>(json, "model ready", "ready", &model_ready::ready, &name);
+  if (out) out->name = std::move(name);
+  return out;
+}
+
+status decode_error(std::string_view json, int http_status) {
+  std::string message;
+  bool found = false;
+  const limits bounds;
+  status s = decode_small(json, "error", bounds, [&](auto& doc, od::value root) {
+    return for_each_field(doc, root, 0, [&](std::string_view key, od::value v) {
+      if (key == "error") {
+        found = true;
+        return read_string(doc, v, "error", message);
+      }
+      return walk_value(doc, v, 1);
+    });
+  });
+  errc code = errc::internal;
+  for (const detail::errc_mapping& row : detail::errc_table) {
+    if (row.http_status == http_status && row.code != errc::ok) {
+      code = row.code;
+      break;
+    }
+  }
+  if (!s.ok())
+    return status{code,
+                  fmt::format("HTTP {} with a malformed error body: {}", http_status, s.message())};
+  if (!found)
+    return status{code, fmt::format("HTTP {} with an error body that has no 'error'", http_status)};
+  return status{code, std::move(message)};
+}
+
+}  // namespace oip

@@ -1,0 +1,438 @@
+// JSON encoding: compact output, numbers in the shortest form that reads back to the same value of
+// their own type, tensor bytes never copied for binary outputs.
+
+#include "detail/decimal.hpp"
+#include "detail/json_string.hpp"
+
+#include <oip/json.hpp>
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace oip {
+
+namespace {
+
+// Appends to a string through a raw pointer: the encoder reserves the worst case of a whole
+// tensor at once, then writes numbers straight into it.
+class json_out {
+ public:
+  explicit json_out(std::string& out) : out_{out} {}
+
+  void raw(std::string_view s) { out_.append(s); }
+  void raw(char c) { out_.push_back(c); }
+  void string(std::string_view s) { detail::append_json_string(out_, s); }
+  void key(std::string_view k) {
+    string(k);
+    out_.push_back(':');
+  }
+  std::string& text() { return out_; }
+
+ private:
+  std::string& out_;
+};
+
+constexpr std::size_t max_number_chars = 32;  // "-2.2250738585072014e-308" is 24
+
+template <class T>
+char* write_integer(char* at, T value) {
+  return std::to_chars(at, at + max_number_chars, value).ptr;
+}
+
+char* write_non_finite(char* at, bool negative, bool nan, bool as_null) {
+  const std::string_view token = as_null    ? "null"
+                                 : nan      ? "NaN"
+                                 : negative ? "-Infinity"
+                                            : "Infinity";
+  std::memcpy(at, token.data(), token.size());
+  return at + token.size();
+}
+
+template <class T>
+char* write_floating(char* at, T value, bool non_finite_as_null) {
+  if (!std::isfinite(value)) {
+    return write_non_finite(at, std::signbit(value), std::isnan(value), non_finite_as_null);
+  }
+  return std::to_chars(at, at + max_number_chars, value).ptr;  // shortest round trip
+}
+
+// The shortest decimal that the decoder reads back to the same 16-bit value.
+template <class Half>
+char* write_half(char* at, Half value, bool non_finite_as_null) {
+  const float f = to_float(value);
+  if (!std::isfinite(f))
+    return write_non_finite(at, std::signbit(f), std::isnan(f), non_finite_as_null);
+  for (int precision = 1; precision <= 5; ++precision) {
+    char* end =
+        std::to_chars(at, at + max_number_chars, f, std::chars_format::general, precision).ptr;
+    double parsed = 0;
+    std::from_chars(at, end, parsed);
+    Half back{};
+    if constexpr (std::is_same_v<Half, half>) {
+      back = detail::correct_half_tie(detail::double_to_half(parsed), parsed,
+                                      {at, static_cast<std::size_t>(end - at)});
+    } else {
+      back = detail::correct_half_tie(detail::double_to_bfloat16(parsed), parsed,
+                                      {at, static_cast<std::size_t>(end - at)});
+    }
+    if (back.bits == value.bits) return end;
+  }
+  return std::to_chars(at, at + max_number_chars, f).ptr;  // unreachable: 5 digits always do
+}
+
+template <class T, class Write>
+void write_elements(json_out& out, const tensor& t, Write write) {
+  std::string& text = out.text();
+  const std::size_t start = text.size();
+  text.resize(start + t.element_count() * (max_number_chars + 1) + 2);
+  char* at = text.data() + start;
+  *at++ = '[';
+  for (std::size_t i = 0; i < t.element_count(); ++i) {
+    if (i != 0) *at++ = ',';
+    at = write(at, t.data().load<T>(i));
+  }
+  *at++ = ']';
+  text.resize(static_cast<std::size_t>(at - text.data()));
+}
+
+status write_data(json_out& out, const tensor& t, std::string_view role, bool non_finite_as_null) {
+  const auto floating = [non_finite_as_null](auto v) {
+    return [non_finite_as_null](char* at, decltype(v) x) {
+      return write_floating(at, x, non_finite_as_null);
+    };
+  };
+  switch (t.type()) {
+    case datatype::boolean:
+      write_elements<std::uint8_t>(out, t, [](char* at, std::uint8_t b) {
+        const std::string_view token = b != 0 ? "true" : "false";
+        std::memcpy(at, token.data(), token.size());
+        return at + token.size();
+      });
+      return {};
+    case datatype::uint8:
+      write_elements<std::uint8_t>(out, t, write_integer<std::uint8_t>);
+      return {};
+    case datatype::uint16:
+      write_elements<std::uint16_t>(out, t, write_integer<std::uint16_t>);
+      return {};
+    case datatype::uint32:
+      write_elements<std::uint32_t>(out, t, write_integer<std::uint32_t>);
+      return {};
+    case datatype::uint64:
+      write_elements<std::uint64_t>(out, t, write_integer<std::uint64_t>);
+      return {};
+    case datatype::int8: write_elements<std::int8_t>(out, t, write_integer<std::int8_t>); return {};
+    case datatype::int16:
+      write_elements<std::int16_t>(out, t, write_integer<std::int16_t>);
+      return {};
+    case datatype::int32:
+      write_elements<std::int32_t>(out, t, write_integer<std::int32_t>);
+      return {};
+    case datatype::int64:
+      write_elements<std::int64_t>(out, t, write_integer<std::int64_t>);
+      return {};
+    case datatype::fp16:
+      write_elements<half>(out, t, [non_finite_as_null](char* at, half h) {
+        return write_half(at, h, non_finite_as_null);
+      });
+      return {};
+    case datatype::bf16:
+      write_elements<bfloat16>(out, t, [non_finite_as_null](char* at, bfloat16 b) {
+        return write_half(at, b, non_finite_as_null);
+      });
+      return {};
+    case datatype::fp32: write_elements<float>(out, t, floating(0.0F)); return {};
+    case datatype::fp64: write_elements<double>(out, t, floating(0.0)); return {};
+    case datatype::bytes: {
+      out.raw('[');
+      std::size_t index = 0;
+      for (const std::string_view element : t.strings()) {
+        if (const std::size_t bad = detail::find_invalid_utf8(element);
+            bad != std::string_view::npos) {
+          return status{errc::invalid_argument,
+                        fmt::format("{} '{}' element {} is not valid UTF-8 (byte {}) and cannot be "
+                                    "written as a JSON string: ask for it as binary data",
+                                    role, t.name(), index, bad)};
+        }
+        if (index != 0) out.raw(',');
+        out.string(element);
+        ++index;
+      }
+      out.raw(']');
+      return {};
+    }
+  }
+  return status{errc::internal, "unknown datatype"};
+}
+
+void write_parameter_value(json_out& out, const parameter_value& value) {
+  std::visit(
+      [&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          out.raw(v ? "true" : "false");
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          out.string(v);
+        } else {
+          char buffer[max_number_chars];
+          char* end = nullptr;
+          if constexpr (std::is_same_v<T, double>) {
+            end = write_floating(buffer, v, true);  // parameters: JSON proper, no NaN tokens
+          } else {
+            end = write_integer(buffer, v);
+          }
+          out.raw(std::string_view(buffer, static_cast<std::size_t>(end - buffer)));
+        }
+      },
+      value);
+}
+
+// Writes "parameters":{...} (with a leading comma when `comma`), skipping `skip` and adding
+// binary_data_size when given. Writes nothing when there is nothing to write.
+void write_parameters(json_out& out, const parameters& params, bool comma,
+                      std::optional<std::uint64_t> binary_size = std::nullopt) {
+  bool any = binary_size.has_value();
+  for (const auto& [name, value] : params) any = any || name != parameter_names::binary_data_size;
+  if (!any) return;
+  if (comma) out.raw(',');
+  out.key("parameters");
+  out.raw('{');
+  bool first = true;
+  for (const auto& [name, value] : params) {
+    if (name == parameter_names::binary_data_size) continue;
+    if (!first) out.raw(',');
+    first = false;
+    out.key(name);
+    write_parameter_value(out, value);
+  }
+  if (binary_size) {
+    if (!first) out.raw(',');
+    out.key(parameter_names::binary_data_size);
+    char buffer[max_number_chars];
+    out.raw(std::string_view(
+        buffer, static_cast<std::size_t>(write_integer(buffer, *binary_size) - buffer)));
+  }
+  out.raw('}');
+}
+
+void write_shape(json_out& out, const shape_type& shape) {
+  out.key("shape");
+  out.raw('[');
+  char buffer[max_number_chars];
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i != 0) out.raw(',');
+    out.raw(std::string_view(buffer,
+                             static_cast<std::size_t>(write_integer(buffer, shape[i]) - buffer)));
+  }
+  out.raw(']');
+}
+
+// One tensor object: name, datatype, shape, parameters, then data (JSON) or its bytes appended to
+// `body.binary` (binary).
+status write_tensor(json_out& out, encoded_body& body, const tensor& t, bool binary,
+                    std::string_view role, bool non_finite_as_null) {
+  out.raw('{');
+  out.key("name");
+  out.string(t.name());
+  out.raw(',');
+  out.key("datatype");
+  out.string(to_string(t.type()));
+  out.raw(',');
+  write_shape(out, t.shape());
+  if (binary) {
+    write_parameters(out, t.parameters(), true, t.data().size());
+    body.binary.push_back(t.data());
+    body.uses_binary = true;
+  } else {
+    write_parameters(out, t.parameters(), true);
+    out.raw(',');
+    out.key("data");
+    if (status s = write_data(out, t, role, non_finite_as_null); !s.ok()) return s;
+  }
+  out.raw('}');
+  return {};
+}
+
+}  // namespace
+
+result<encoded_body> encode_response(const inference_response& response,
+                                     const response_format& format) {
+  encoded_body body;
+  json_out out{body.json};
+  out.raw('{');
+  if (response.id) {
+    out.key("id");
+    out.string(*response.id);
+    out.raw(',');
+  }
+  out.key("model_name");
+  out.string(response.model_name);
+  if (!response.model_version.empty()) {
+    out.raw(',');
+    out.key("model_version");
+    out.string(response.model_version);
+  }
+  write_parameters(out, response.parameters, true);
+  out.raw(',');
+  out.key("outputs");
+  out.raw('[');
+  for (std::size_t i = 0; i < response.outputs.size(); ++i) {
+    if (i != 0) out.raw(',');
+    const tensor& t = response.outputs[i];
+    if (status s = write_tensor(out, body, t, format.is_binary(t.name()), "output",
+                                format.non_finite_as_null);
+        !s.ok()) {
+      return s;
+    }
+  }
+  out.raw("]}");
+  return body;
+}
+
+result<encoded_body> encode_request(const inference_request& request,
+                                    const request_format& format) {
+  encoded_body body;
+  json_out out{body.json};
+  out.raw('{');
+  if (request.id) {
+    out.key("id");
+    out.string(*request.id);
+    out.raw(',');
+  }
+  if (!request.parameters.empty()) {
+    write_parameters(out, request.parameters, false);
+    out.raw(',');
+  }
+  out.key("inputs");
+  out.raw('[');
+  for (std::size_t i = 0; i < request.inputs.size(); ++i) {
+    if (i != 0) out.raw(',');
+    if (status s = write_tensor(out, body, request.inputs[i], format.binary_inputs, "input",
+                                format.non_finite_as_null);
+        !s.ok()) {
+      return s;
+    }
+  }
+  out.raw(']');
+  if (!request.outputs.empty()) {
+    out.raw(',');
+    out.key("outputs");
+    out.raw('[');
+    for (std::size_t i = 0; i < request.outputs.size(); ++i) {
+      if (i != 0) out.raw(',');
+      out.raw('{');
+      out.key("name");
+      out.string(request.outputs[i].name);
+      write_parameters(out, request.outputs[i].parameters, true);
+      out.raw('}');
+    }
+    out.raw(']');
+  }
+  out.raw('}');
+  return body;
+}
+
+namespace {
+void write_string_array(json_out& out, std::string_view key,
+                        const std::vector<std::string>& items) {
+  out.key(key);
+  out.raw('[');
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i != 0) out.raw(',');
+    out.string(items[i]);
+  }
+  out.raw(']');
+}
+
+void write_tensor_metadata(json_out& out, std::string_view key,
+                           const std::vector<tensor_metadata>& tensors) {
+  out.key(key);
+  out.raw('[');
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (i != 0) out.raw(',');
+    out.raw('{');
+    out.key("name");
+    out.string(tensors[i].name);
+    out.raw(',');
+    out.key("datatype");
+    out.string(to_string(tensors[i].type));
+    out.raw(',');
+    write_shape(out, tensors[i].shape);
+    write_parameters(out, tensors[i].parameters, true);
+    out.raw('}');
+  }
+  out.raw(']');
+}
+}  // namespace
+
+std::string encode(const server_metadata& metadata) {
+  std::string text;
+  json_out out{text};
+  out.raw('{');
+  out.key("name");
+  out.string(metadata.name);
+  out.raw(',');
+  out.key("version");
+  out.string(metadata.version);
+  out.raw(',');
+  write_string_array(out, "extensions", metadata.extensions);
+  out.raw('}');
+  return text;
+}
+
+std::string encode(const model_metadata& metadata) {
+  std::string text;
+  json_out out{text};
+  out.raw('{');
+  out.key("name");
+  out.string(metadata.name);
+  if (!metadata.versions.empty()) {
+    out.raw(',');
+    write_string_array(out, "versions", metadata.versions);
+  }
+  out.raw(',');
+  out.key("platform");
+  out.string(metadata.platform);
+  out.raw(',');
+  write_tensor_metadata(out, "inputs", metadata.inputs);
+  out.raw(',');
+  write_tensor_metadata(out, "outputs", metadata.outputs);
+  if (!metadata.properties.empty()) {
+    out.raw(',');
+    out.key("properties");
+    out.raw('{');
+    bool first = true;
+    for (const auto& [name, value] : metadata.properties) {
+      if (!first) out.raw(',');
+      first = false;
+      out.key(name);
+      write_parameter_value(out, value);
+    }
+    out.raw('}');
+  }
+  out.raw('}');
+  return text;
+}
+
+std::string encode(const server_live& live) {
+  return live.live ? R"({"live":true})" : R"({"live":false})";
+}
+
+std::string encode(const server_ready& ready) {
+  return ready.ready ? R"({"ready":true})" : R"({"ready":false})";
+}
+
+std::string encode(const model_ready& ready) {
+  std::string text;
+  json_out out{text};
+  out.raw('{');
+  out.key("name");
+  out.string(ready.name);
+  out.raw(ready.ready ? ",\"ready\":true}" : ",\"ready\":false}");
+  return text;
+}
+
+}  // namespace oip
