@@ -134,6 +134,13 @@ template <class T>
 bool parse_integer(std::string_view token, T& out, bool& out_of_range) {
   out_of_range = false;
   if (!is_json_number(token) || !is_integer_token(token)) return false;
+  if constexpr (std::is_unsigned_v<T>) {
+    if (token.front() == '-') {  // "-0" is zero; any other negative is out of range
+      out_of_range = token.find_first_not_of("-0") != std::string_view::npos;
+      out = 0;
+      return !out_of_range;
+    }
+  }
   const auto [end, error] = std::from_chars(token.data(), token.data() + token.size(), out);
   if (error == std::errc::result_out_of_range) {
     out_of_range = true;
@@ -467,7 +474,7 @@ template <class OnLeaf>
 status for_each_leaf(const document_context& doc, od::value value, std::size_t depth,
                      OnLeaf& on_leaf) {
   return for_each_element(doc, value, depth, [&](od::value element) {
-    const std::string_view token = element.raw_json_token();
+    const std::string_view token = trim_token(element.raw_json_token());
     if (!token.empty() && token.front() == '[') {
       return for_each_leaf(doc, element, depth + 1, on_leaf);
     }

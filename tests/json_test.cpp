@@ -1,0 +1,315 @@
+// The JSON codecs: every datatype decoded exactly, parameters typed, encoding shortest and ordered,
+// metadata and health objects both ways.
+
+#include <oip/json.hpp>
+
+#include <doctest/doctest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "test_support.hpp"
+
+using oip::datatype;
+using oip::testing::body_of;
+using oip::testing::strings_of;
+using oip::testing::values_of;
+
+namespace {
+
+oip::inference_request decode(const std::string& json) {
+  oip::result<oip::inference_request> r = oip::decode_request(body_of(json), std::nullopt);
+  REQUIRE_MESSAGE(r.ok(), r.error().message());
+  return std::move(*r);
+}
+
+oip::tensor decode_one(const std::string& type, const std::string& shape, const std::string& data) {
+  oip::inference_request r = decode(R"({"inputs":[{"name":"x","shape":)" + shape +
+                                    R"(,"datatype":")" + type + R"(","data":)" + data + "}]}");
+  REQUIRE(r.inputs.size() == 1);
+  return r.inputs[0];
+}
+
+oip::status decode_error(const std::string& json) {
+  oip::result<oip::inference_request> r = oip::decode_request(body_of(json), std::nullopt);
+  REQUIRE_FALSE(r.ok());
+  return r.error();
+}
+
+std::string encode_outputs(const std::vector<oip::tensor>& outputs,
+                           const oip::response_format& format = {}) {
+  oip::inference_response response;
+  response.model_name = "m";
+  response.outputs = outputs;
+  oip::result<oip::encoded_body> body = oip::encode_response(response, format);
+  REQUIRE_MESSAGE(body.ok(), body.error().message());
+  return body->json;
+}
+
+std::uint32_t bits(float f) { return std::bit_cast<std::uint32_t>(f); }
+
+}  // namespace
+
+TEST_CASE("request fields: id, parameters, inputs, outputs") {
+  const oip::inference_request r = decode(
+      R"({"id":"r1","parameters":{"i":-3,"u":18446744073709551615,"d":1.5,"b":true,"s":"x",)"
+      R"("big":1e400,"whole":2.0},"inputs":[],"outputs":[{"name":"o","parameters":{"binary_data":true}}]})");
+  CHECK(r.id == "r1");
+  CHECK(*r.parameters.get<std::int64_t>("i") == -3);
+  CHECK(*r.parameters.get<std::uint64_t>("u") == std::numeric_limits<std::uint64_t>::max());
+  CHECK(*r.parameters.get<double>("d") == 1.5);
+  CHECK(*r.parameters.get<double>("whole") == 2.0);  // 2.0 stays a double
+  CHECK(std::isinf(*r.parameters.get<double>("big")));
+  CHECK(*r.parameters.get<bool>("b"));
+  CHECK(*r.parameters.get<std::string>("s") == "x");
+  REQUIRE(r.outputs.size() == 1);
+  CHECK(*r.outputs[0].parameters.get<bool>("binary_data"));
+  CHECK_FALSE(decode(R"({"inputs":[]})").id.has_value());
+}
+
+TEST_CASE("integers are range-checked for their datatype, never narrowed") {
+  CHECK(values_of<std::int8_t>(decode_one("INT8", "[2]", "[-128,127]")) ==
+        std::vector<std::int8_t>{-128, 127});
+  CHECK(values_of<std::uint8_t>(decode_one("UINT8", "[1]", "[255]")) ==
+        std::vector<std::uint8_t>{255});
+  CHECK(values_of<std::int64_t>(decode_one("INT64", "[2]", "[-9223372036854775808,9223372036854775807]")) ==
+        std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::min(),
+                                  std::numeric_limits<std::int64_t>::max()});
+  CHECK(values_of<std::uint64_t>(decode_one("UINT64", "[1]", "[18446744073709551615]")) ==
+        std::vector<std::uint64_t>{std::numeric_limits<std::uint64_t>::max()});
+  CHECK(values_of<std::int16_t>(decode_one("INT16", "[1]", "[-0]")) == std::vector<std::int16_t>{0});
+
+  CHECK(decode_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT8","data":[128]}]})")
+            .message() == "unable to parse 'data' for input 'x': element 0 is 128, out of range for "
+                          "INT8 [-128, 127]");
+  CHECK(decode_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"UINT16","data":[-1]}]})")
+            .message() == "unable to parse 'data' for input 'x': element 0 is -1, out of range for "
+                          "UINT16 [0, 65535]");
+  CHECK(decode_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[1.0]}]})")
+            .message() == "unable to parse 'data' for input 'x': element 0 is 1.0, expected a signed "
+                          "integer for INT32");
+  CHECK(decode_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"UINT64","data":[1e3]}]})")
+            .message() == "unable to parse 'data' for input 'x': element 0 is 1e3, expected an "
+                          "unsigned integer for UINT64");
+}
+
+TEST_CASE("FP32 is rounded once, straight from the decimal") {
+  // Through double this would round twice and give 0x1.000004p+0.
+  const oip::tensor t = decode_one("FP32", "[3]", "[1.000000178813934326171874999999, 0.1, 3.4028235e38]");
+  CHECK(bits(t.at<float>(0)) == bits(0x1.000002p+0F));
+  CHECK(t.at<float>(1) == 0.1F);
+  CHECK(t.at<float>(2) == std::numeric_limits<float>::max());
+  // Out of range: correctly rounded to infinity and to zero.
+  const oip::tensor extremes = decode_one("FP32", "[3]", "[1e39, -1e-50, 1e-46]");
+  CHECK(std::isinf(extremes.at<float>(0)));
+  CHECK(bits(extremes.at<float>(1)) == 0x80000000U);
+  CHECK(extremes.at<float>(2) == 0.0F);
+}
+
+TEST_CASE("FP64 is correctly rounded") {
+  const oip::tensor t = decode_one("FP64", "[2]", "[0.1, 2.2250738585072014e-308]");
+  CHECK(t.at<double>(0) == 0.1);
+  CHECK(t.at<double>(1) == std::numeric_limits<double>::min());
+}
+
+TEST_CASE("FP16 and BF16 from JSON numbers, rounded to nearest even once") {
+  const oip::tensor h = decode_one("FP16", "[4]", "[0.1, 65504, 65520, 1e-8]");
+  CHECK(h.at<oip::half>(0).bits == 0x2E66);
+  CHECK(h.at<oip::half>(1).bits == 0x7BFF);
+  CHECK(h.at<oip::half>(2).bits == 0x7C00);  // halfway to 65536: ties to even, infinity
+  CHECK(h.at<oip::half>(3).bits == 0x0000);
+  // 2049 is exactly halfway between 2048 and 2050 (ties to even: 2048); a decimal a hair above it
+  // must round up even though its nearest double is 2049 itself.
+  const oip::tensor ties = decode_one("FP16", "[3]", "[2049, 2049.0000000000000000001, 2051]");
+  CHECK(oip::to_float(ties.at<oip::half>(0)) == 2048.0F);
+  CHECK(oip::to_float(ties.at<oip::half>(1)) == 2050.0F);
+  CHECK(oip::to_float(ties.at<oip::half>(2)) == 2052.0F);
+  const oip::tensor b = decode_one("BF16", "[3]", "[1, 1.00390625, 1.0039062500000000000001]");
+  CHECK(b.at<oip::bfloat16>(0).bits == 0x3F80);
+  CHECK(b.at<oip::bfloat16>(1).bits == 0x3F80);  // the tie, to even
+  CHECK(b.at<oip::bfloat16>(2).bits == 0x3F81);
+}
+
+TEST_CASE("NaN and infinities: tokens in, tokens (or null) out") {
+  const oip::tensor t = decode_one("FP32", "[3]", "[NaN, Infinity, -Infinity]");
+  CHECK(std::isnan(t.at<float>(0)));
+  CHECK(t.at<float>(1) == INFINITY);
+  CHECK(t.at<float>(2) == -INFINITY);
+  CHECK(encode_outputs({t}).find(R"("data":[NaN,Infinity,-Infinity])") != std::string::npos);
+  oip::response_format as_null;
+  as_null.non_finite_as_null = true;
+  CHECK(encode_outputs({t}, as_null).find(R"("data":[null,null,null])") != std::string::npos);
+  // Not JSON: other spellings are refused.
+  CHECK(decode_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[nan]}]})")
+            .http_status() == 400);
+  CHECK(decode_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[inf]}]})")
+            .http_status() == 400);
+}
+
+TEST_CASE("BOOL from true and false only") {
+  CHECK(values_of<bool>(decode_one("BOOL", "[2]", "[true,false]")) == std::vector<bool>{true, false});
+  CHECK(decode_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"BOOL","data":[1]}]})")
+            .message() == "unable to parse 'data' for input 'x': element 0 is 1, expected true or "
+                          "false for BOOL");
+}
+
+TEST_CASE("BYTES from strings, every escape byte-exact") {
+  const oip::tensor t = decode_one(
+      "BYTES", "[5]", R"(["a\u0000b", "\"\\\/\b\f\n\r\t", "\u00e9\u20ac", "\ud83d\ude00", ""])");
+  CHECK(strings_of(t) == std::vector<std::string>{std::string("a\0b", 3), "\"\\/\b\f\n\r\t",
+                                                  "\xc3\xa9\xe2\x82\xac", "\xf0\x9f\x98\x80", ""});
+  // And back out as JSON: the NUL survives as \u0000.
+  CHECK(encode_outputs({t}).find(R"(["a\u0000b","\"\\/\b\f\n\r\t","é€","😀",""])") !=
+        std::string::npos);
+}
+
+TEST_CASE("BYTES that are not UTF-8 cannot be written as JSON: an error, never altered") {
+  const std::vector<std::string_view> elements{"ok", "\xff\xfe"};
+  oip::result<oip::tensor> t = oip::tensor::from_strings("OUTPUT0", {2}, elements);
+  REQUIRE(t.ok());
+  oip::inference_response response;
+  response.outputs = {*t};
+  oip::result<oip::encoded_body> json = oip::encode_response(response);
+  REQUIRE_FALSE(json.ok());
+  CHECK(json.error().message() == "output 'OUTPUT0' element 1 is not valid UTF-8 (byte 0) and "
+                                  "cannot be written as a JSON string: ask for it as binary data");
+  oip::response_format binary;
+  binary.binary_by_default = true;
+  CHECK(oip::encode_response(response, binary).ok());
+}
+
+TEST_CASE("data may be nested at any depth; leaves are taken in row-major order") {
+  CHECK(values_of<std::int32_t>(decode_one("INT32", "[2,2]", "[[1,2],[3,4]]")) ==
+        std::vector<std::int32_t>{1, 2, 3, 4});
+  CHECK(values_of<std::int32_t>(decode_one("INT32", "[2,2]", "[1,2,3,4]")) ==
+        std::vector<std::int32_t>{1, 2, 3, 4});
+  // As in Triton, the nesting need not follow the shape: only the leaf count must match.
+  CHECK(values_of<std::int32_t>(decode_one("INT32", "[4]", "[[1,[2]],[[3],4]]")) ==
+        std::vector<std::int32_t>{1, 2, 3, 4});
+  CHECK(values_of<std::int32_t>(decode_one("INT32", "[0,3]", "[]")).empty());
+}
+
+TEST_CASE("data before datatype and shape is decoded all the same") {
+  const oip::inference_request r =
+      decode(R"({"inputs":[{"data":[[1.5,2],[3,4]],"name":"x","shape":[2,2],"datatype":"FP32"}]})");
+  CHECK(values_of<float>(r.inputs[0]) == std::vector<float>{1.5F, 2.F, 3.F, 4.F});
+  CHECK(decode_error(R"({"inputs":[{"data":[1,2,}],"name":"x","shape":[2],"datatype":"INT32"}]})")
+            .message()
+            .find("failed to parse the request JSON buffer") == 0);
+  CHECK(decode_error(R"({"inputs":[{"data":[1,"a"],"name":"x","shape":[2],"datatype":"INT32"}]})")
+            .message() == "unable to parse 'data' for input 'x': element 1 is \"a\", expected a "
+                          "signed integer for INT32");
+}
+
+TEST_CASE("unknown keys are accepted and validated") {
+  CHECK(decode(R"({"model_name":"m","extra":{"a":[1,{"b":null}],"c":"\u00e9"},"inputs":[]})")
+            .inputs.empty());
+  CHECK(decode_error(R"({"extra":{"a":tru},"inputs":[]})").http_status() == 400);
+  CHECK(decode_error(R"({"extra":{"a":1,"a":2},"inputs":[]})").message() ==
+        "failed to parse the request JSON buffer: duplicate key 'a'");
+}
+
+TEST_CASE("responses encode in the protocol's order, shortest numbers") {
+  std::vector<float> values{0.1F, 1.0F, -2.5F, 1e-7F, 3.4028235e38F};
+  oip::result<oip::tensor> t = oip::tensor::from_values<float>("OUTPUT0", {5}, values);
+  REQUIRE(t.ok());
+  oip::inference_response response;
+  response.id = "7";
+  response.model_name = "simple";
+  response.model_version = "1";
+  response.parameters.set("sequence_id", std::int64_t{3});
+  response.outputs = {*t};
+  oip::result<oip::encoded_body> body = oip::encode_response(response);
+  REQUIRE(body.ok());
+  CHECK(body->json ==
+        R"({"id":"7","model_name":"simple","model_version":"1","parameters":{"sequence_id":3},)"
+        R"("outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[5],)"
+        R"("data":[0.1,1,-2.5,1e-07,3.4028235e+38]}]})");
+  CHECK_FALSE(body->uses_binary);
+  CHECK(body->content_type() == "application/json");
+}
+
+TEST_CASE("FP16 and BF16 encode as the shortest decimal of their own type") {
+  const std::vector<oip::half> h{oip::to_half(0.1F), oip::to_half(65504.F), oip::half{0x0001},
+                                 oip::to_half(2048.F)};
+  const std::vector<oip::bfloat16> b{oip::to_bfloat16(0.1F), oip::to_bfloat16(3.0F)};
+  const std::string json = encode_outputs({*oip::tensor::from_values<oip::half>("h", {4}, h),
+                                           *oip::tensor::from_values<oip::bfloat16>("b", {2}, b)});
+  CHECK(json.find(R"("data":[0.1,6.55e+04,6e-08,2048])") != std::string::npos);
+  CHECK(json.find(R"("data":[0.1,3])") != std::string::npos);
+  // Every half survives the trip through its decimal.
+  std::vector<oip::half> all;
+  for (std::uint32_t i = 0; i < 65536; ++i) {
+    if ((i & 0x7C00) != 0x7C00) all.push_back(oip::half{static_cast<std::uint16_t>(i)});
+  }
+  oip::result<oip::tensor> every = oip::tensor::from_values<oip::half>("h", {static_cast<std::int64_t>(all.size())}, all);
+  REQUIRE(every.ok());
+  oip::inference_request request;
+  request.inputs = {*every};
+  oip::result<oip::encoded_body> body = oip::encode_request(request);
+  REQUIRE(body.ok());
+  oip::result<oip::inference_request> back = oip::decode_request(body_of(body->json), std::nullopt);
+  REQUIRE(back.ok());
+  CHECK(back->inputs[0].data().as_string_view() == every->data().as_string_view());
+}
+
+TEST_CASE("metadata, health and error objects, both directions") {
+  const oip::server_metadata server{"oip", "0.1.0", {"binary_tensor_data", "classification"}};
+  CHECK(oip::encode(server) ==
+        R"({"name":"oip","version":"0.1.0","extensions":["binary_tensor_data","classification"]})");
+  CHECK(*oip::decode_server_metadata(oip::encode(server)) == server);
+
+  oip::model_metadata model;
+  model.name = "simple";
+  model.versions = {"1"};
+  model.platform = "oip";
+  model.inputs = {{"INPUT0", datatype::int32, {-1, 16}, {}}};
+  model.outputs = {{"OUTPUT0", datatype::int32, {-1, 16}, {}}};
+  model.properties.set("max_batch_size", std::int64_t{8});
+  const std::string json = oip::encode(model);
+  CHECK(json == R"({"name":"simple","versions":["1"],"platform":"oip","inputs":[{"name":"INPUT0",)"
+                R"("datatype":"INT32","shape":[-1,16]}],"outputs":[{"name":"OUTPUT0","datatype":)"
+                R"("INT32","shape":[-1,16]}],"properties":{"max_batch_size":8}})");
+  CHECK(*oip::decode_model_metadata(json) == model);
+  CHECK_FALSE(oip::decode_model_metadata(R"({"name":"m","inputs":[{"name":"a","datatype":"INT32"}]})").ok());
+
+  CHECK(oip::encode(oip::server_live{true}) == R"({"live":true})");
+  CHECK(oip::encode(oip::server_ready{false}) == R"({"ready":false})");
+  CHECK(oip::encode(oip::model_ready{"simple", true}) == R"({"name":"simple","ready":true})");
+  CHECK(oip::decode_server_live(R"({"live":true})")->live);
+  CHECK_FALSE(oip::decode_server_ready(R"({"ready":false})")->ready);
+  // The spec's server-ready example writes "live": that is not a ready response.
+  CHECK_FALSE(oip::decode_server_ready(R"({"live":true})").ok());
+  const oip::result<oip::model_ready> ready = oip::decode_model_ready(R"({"name":"m","ready":true})");
+  CHECK(ready->name == "m");
+  CHECK(ready->ready);
+
+  const oip::status error = oip::decode_error(R"({"error":"Request for unknown model: 'x' is not found"})", 404);
+  CHECK(error.code() == oip::errc::not_found);
+  CHECK(error.message() == "Request for unknown model: 'x' is not found");
+  CHECK(oip::decode_error("<html>", 503).code() == oip::errc::unavailable);
+}
+
+TEST_CASE("client side: requests encode, responses decode, with the same library") {
+  const std::vector<std::int32_t> v(16, 2);
+  oip::inference_request request;
+  request.id = "c1";
+  request.inputs = {*oip::tensor::from_values<std::int32_t>("INPUT0", {1, 16}, v)};
+  request.outputs = {{"OUTPUT0", {}}};
+  request.outputs[0].parameters.set("binary_data", true);
+  oip::result<oip::encoded_body> json = oip::encode_request(request);
+  REQUIRE(json.ok());
+  CHECK(json->json.find(R"("inputs":[{"name":"INPUT0","datatype":"INT32","shape":[1,16],"data":[2,2,)") !=
+        std::string::npos);
+  oip::result<oip::encoded_body> binary = oip::encode_request(request, {.binary_inputs = true});
+  REQUIRE(binary.ok());
+  CHECK(binary->uses_binary);
+  CHECK(binary->content_type() == "application/octet-stream");
+  REQUIRE(binary->binary.size() == 1);
+  CHECK(binary->binary[0].data() == request.inputs[0].data().data());  // not copied
+  CHECK(binary->json.find(R"("parameters":{"binary_data_size":64})") != std::string::npos);
+  CHECK(binary->size() == binary->json.size() + 64);
+}
