@@ -643,6 +643,14 @@ status read_tensor(const document_context& doc, od::value value, std::size_t dep
     }
     if (key == "data") {
       out.has_data = true;
+      od::json_type data_type;
+      if (error_code e = v.type().get(data_type)) return malformed_at(doc, e, v);
+      if (data_type != od::json_type::array) {
+        if (status walked = walk_value(doc, v, depth + 1); !walked.ok()) return walked;
+        return status{errc::invalid_argument,
+                      fmt::format("unable to parse 'data' for {} '{}': expected an array", role,
+                                  name_for_messages)};
+      }
       if (out.type && out.shape) {
         const tensor_context t{&doc, role, name_for_messages, *out.type};
         result<std::uint64_t> count = element_count(*out.shape);
@@ -654,13 +662,7 @@ status read_tensor(const document_context& doc, od::value value, std::size_t dep
         return status{};
       }
       od::array array;
-      if (error_code e = v.get_array().get(array)) {
-        if (e != error_code::INCORRECT_TYPE) return malformed_at(doc, e, v);
-        if (status walked = walk_value(doc, v, depth + 1); !walked.ok()) return walked;
-        return status{errc::invalid_argument,
-                      fmt::format("unable to parse 'data' for {} '{}': expected an array", role,
-                                  name_for_messages)};
-      }
+      if (error_code e = v.get_array().get(array)) return malformed_at(doc, e, v);
       std::string_view raw;
       if (error_code e = array.raw_json().get(raw)) return malformed_at(doc, e, v);
       out.deferred_data = raw;
