@@ -5,11 +5,13 @@
 
 #include <oip/json.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <unordered_set>
+#include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -164,6 +166,15 @@ status check_depth(const document_context& doc, std::size_t depth, od::value& va
 
 status walk_value(const document_context& doc, od::value value, std::size_t depth);
 
+// A name that occurs twice in `names`, if any (reorders `names`).
+std::optional<std::string_view> find_duplicate(std::vector<std::string_view>& names) {
+  if (names.size() < 2) return std::nullopt;
+  std::sort(names.begin(), names.end());
+  const auto twin = std::adjacent_find(names.begin(), names.end());
+  if (twin == names.end()) return std::nullopt;
+  return *twin;
+}
+
 // Iterates an object's fields, refusing duplicate keys; `on_field(key, value)` returns a status.
 template <class OnField>
 status for_each_field(const document_context& doc, od::value value, std::size_t depth,
@@ -171,18 +182,21 @@ status for_each_field(const document_context& doc, od::value value, std::size_t 
   if (status s = check_depth(doc, depth, value); !s.ok()) return s;
   od::object object;
   if (error_code e = value.get_object().get(object)) return malformed_at(doc, e, value);
-  std::unordered_set<std::string_view> seen;
+  // Keys point into the parser's string buffer, valid for the whole document. Sorting them once
+  // at the end keeps duplicate detection O(n log n) with 16 bytes per key.
+  std::vector<std::string_view> keys;
   for (auto field_result : object) {
     od::field field;
     if (error_code e = std::move(field_result).get(field)) return malformed_at(doc, e, value);
     std::string_view key;
     if (error_code e = field.unescaped_key().get(key)) return malformed_at(doc, e, value);
-    if (!seen.insert(key).second) {
-      return status{
-          errc::invalid_argument,
-          fmt::format("failed to parse the {} JSON buffer: duplicate key '{}'", doc.what, key)};
-    }
+    keys.push_back(key);
     if (status s = on_field(key, field.value()); !s.ok()) return s;
+  }
+  if (std::optional<std::string_view> duplicate = find_duplicate(keys)) {
+    return status{errc::invalid_argument,
+                  fmt::format("failed to parse the {} JSON buffer: duplicate key '{}'", doc.what,
+                              *duplicate)};
   }
   return {};
 }
@@ -332,7 +346,7 @@ status read_parameters(const document_context& doc, od::value value, std::size_t
   return for_each_field(doc, value, depth, [&](std::string_view key, od::value v) {
     parameter_value parsed;
     if (status s = read_parameter_value(doc, key, v, parsed); !s.ok()) return s;
-    out.set(std::string{key}, std::move(parsed));  // keys are unique: for_each_field checks
+    out.append_unchecked(std::string{key}, std::move(parsed));  // for_each_field refuses duplicates
     return status{};
   });
 }
@@ -533,22 +547,30 @@ status element_count_mismatch(const tensor_context& t, const shape_type& shape,
 result<buffer> decode_data(const tensor_context& t, od::value data, std::size_t depth,
                            const shape_type& shape, std::uint64_t expected, std::size_t json_size) {
   if (t.type == datatype::bytes) {
-    // Two passes over views: the strings stay in simdjson's string buffer until the copy.
-    std::vector<std::string_view> strings;
+    // Elements are appended in the BYTES format as they are read; the string becomes the buffer.
+    std::string elements;
+    std::uint64_t count = 0;
     auto on_leaf = [&](od::value& element, std::string_view token) {
       std::string_view s;
       if (error_code e = element.get_string().get(s)) {
         if (e != error_code::INCORRECT_TYPE) return malformed_at(*t.doc, e, element);
         if (status walked = walk_value(*t.doc, element, 0); !walked.ok()) return walked;
-        return bad_element(t, strings.size(), token, "a string for BYTES");
+        return bad_element(t, count, token, "a string for BYTES");
       }
-      strings.push_back(s);
+      // A string from the JSON is shorter than the JSON: its length fits the 4-byte prefix
+      // whenever the body fits the limits (which are below 4 GiB per string by construction).
+      const auto length = static_cast<std::uint32_t>(s.size());
+      const char prefix[4] = {
+          static_cast<char>(length & 0xFFU), static_cast<char>((length >> 8U) & 0xFFU),
+          static_cast<char>((length >> 16U) & 0xFFU), static_cast<char>((length >> 24U) & 0xFFU)};
+      elements.append(prefix, 4);
+      elements.append(s);
+      ++count;
       return status{};
     };
     if (status s = for_each_leaf(*t.doc, data, depth, on_leaf); !s.ok()) return s;
-    if (strings.size() != expected)
-      return element_count_mismatch(t, shape, expected, strings.size());
-    return encode_bytes_elements(strings);
+    if (count != expected) return element_count_mismatch(t, shape, expected, count);
+    return buffer::from_string(std::move(elements));
   }
   // Each leaf takes at least one byte of JSON: more elements than JSON bytes cannot match, so
   // count them without allocating.
@@ -785,6 +807,15 @@ od::parser& thread_parser(int which) {
   return parsers[which];
 }
 
+// A parser keeps its buffers (about 7 bytes per JSON byte) for the next document; past this
+// capacity they are released after use, so that one large request does not pin memory in every
+// thread that ever served one.
+constexpr std::size_t retained_parser_capacity = std::size_t{16} << 20U;
+
+void release_if_large(od::parser& parser) {
+  if (parser.capacity() > retained_parser_capacity) parser = od::parser{};
+}
+
 result<buffer> decode_deferred_data(const tensor_context& t, std::string_view raw,
                                     const shape_type& shape, std::uint64_t expected,
                                     const char* document_end) {
@@ -800,10 +831,11 @@ result<buffer> decode_deferred_data(const tensor_context& t, std::string_view ra
   if (error_code e = doc.get_value().get(root)) return malformed(*t.doc, e, raw.data());
   // Offsets in messages stay relative to the outer document.
   result<buffer> data = decode_data(t, root, 1, shape, expected, raw.size());
-  if (!data) return data;
-  if (const char* trailing = nullptr; doc.current_location().get(trailing) == error_code::SUCCESS) {
-    return malformed(*t.doc, error_code::TRAILING_CONTENT, trailing);
+  if (const char* trailing = nullptr;
+      data && doc.current_location().get(trailing) == error_code::SUCCESS) {
+    data = malformed(*t.doc, error_code::TRAILING_CONTENT, trailing);
   }
+  release_if_large(parser);
   return data;
 }
 
@@ -832,19 +864,20 @@ status parse_document(document_context& doc, const padded_json& json, ReadRoot&&
         errc::invalid_argument,
         fmt::format("failed to parse the {} JSON buffer: expected an object at 0", doc.what)};
   }
-  if (status s = read_root(root); !s.ok()) return s;
+  status read = read_root(root);
   // In bounds after the root value means something follows it.
   if (const char* trailing = nullptr;
-      document.current_location().get(trailing) == error_code::SUCCESS) {
-    return malformed(doc, error_code::TRAILING_CONTENT, trailing);
+      read.ok() && document.current_location().get(trailing) == error_code::SUCCESS) {
+    read = malformed(doc, error_code::TRAILING_CONTENT, trailing);
   }
-  return {};
+  release_if_large(parser);
+  return read;
 }
 
 status read_request_outputs(const document_context& doc, od::value value,
                             std::vector<requested_output>& outputs) {
   std::size_t index = 0;
-  return for_each_element(doc, value, 1, [&](od::value element) {
+  status read = for_each_element(doc, value, 1, [&](od::value element) {
     requested_output out;
     bool has_name = false;
     status s = for_each_field(doc, element, 2, [&](std::string_view key, od::value v) {
@@ -857,36 +890,42 @@ status read_request_outputs(const document_context& doc, od::value value,
     });
     if (!s.ok()) return s;
     if (!has_name) return missing_field(doc, "output", "name", index);
-    for (const requested_output& earlier : outputs) {
-      if (earlier.name == out.name) {
-        return status{errc::invalid_argument,
-                      fmt::format("output '{}' already exists in request", out.name)};
-      }
-    }
     outputs.push_back(std::move(out));
     ++index;
     return status{};
   });
+  if (!read.ok()) return read;
+  std::vector<std::string_view> names;
+  names.reserve(outputs.size());
+  for (const requested_output& o : outputs) names.push_back(o.name);
+  if (std::optional<std::string_view> duplicate = find_duplicate(names)) {
+    return status{errc::invalid_argument,
+                  fmt::format("output '{}' already exists in request", *duplicate)};
+  }
+  return {};
 }
 
 status read_tensors(const document_context& doc, od::value value, std::string_view role,
                     std::size_t json_size, const char* document_end,
                     std::vector<parsed_tensor>& tensors) {
-  return for_each_element(doc, value, 1, [&](od::value element) {
+  status read = for_each_element(doc, value, 1, [&](od::value element) {
     parsed_tensor t;
     if (status s = read_tensor(doc, element, 2, role, tensors.size(), json_size, document_end, t);
         !s.ok()) {
       return s;
     }
-    for (const parsed_tensor& earlier : tensors) {
-      if (earlier.name == t.name) {
-        return status{errc::invalid_argument,
-                      fmt::format("{} '{}' already exists in {}", role, t.name, doc.what)};
-      }
-    }
     tensors.push_back(std::move(t));
     return status{};
   });
+  if (!read.ok()) return read;
+  std::vector<std::string_view> names;
+  names.reserve(tensors.size());
+  for (const parsed_tensor& t : tensors) names.push_back(t.name);
+  if (std::optional<std::string_view> duplicate = find_duplicate(names)) {
+    return status{errc::invalid_argument,
+                  fmt::format("{} '{}' already exists in {}", role, *duplicate, doc.what)};
+  }
+  return {};
 }
 
 // Splits a body into its JSON part and binary part per the header length.

@@ -1,14 +1,14 @@
 // The binary tensor data extension: framing, zero-copy placement, raw requests, response framing.
 
+#include "test_support.hpp"
+
 #include <oip/binary.hpp>
 #include <oip/json.hpp>
-
-#include <doctest/doctest.h>
 
 #include <cstring>
 #include <string>
 
-#include "test_support.hpp"
+#include <doctest/doctest.h>
 
 using oip::datatype;
 
@@ -69,8 +69,9 @@ TEST_CASE("binary framing errors name the tensor and the numbers") {
   SUBCASE("leftover bytes") {
     auto r = decode(header(binary_input("INPUT0", "INT8", "[2]", 2)), "abc");
     REQUIRE_FALSE(r.ok());
-    CHECK(r.error().message() ==
-          "unexpected additional input data for model 'simple': 1 bytes after the last binary input");
+    CHECK(
+        r.error().message() ==
+        "unexpected additional input data for model 'simple': 1 bytes after the last binary input");
   }
   SUBCASE("size different from the shape") {
     auto r = decode(header(binary_input("INPUT0", "FP16", "[2,2]", 16)), std::string(16, 'x'));
@@ -85,15 +86,18 @@ TEST_CASE("binary framing errors name the tensor and the numbers") {
                  std::string(size) + "}}");
       auto r = decode(json, "x");
       REQUIRE_FALSE(r.ok());
-      CHECK(r.error().message() == "unable to parse 'binary_data_size' for input 'x': expected a "
-                                   "non-negative integer");
+      CHECK(r.error().message() ==
+            "unable to parse 'binary_data_size' for input 'x': expected a "
+            "non-negative integer");
     }
   }
   SUBCASE("malformed BYTES") {
-    auto r = decode(header(binary_input("s", "BYTES", "[1]", 6)), std::string("\x05\x00\x00\x00xy", 6));
+    auto r =
+        decode(header(binary_input("s", "BYTES", "[1]", 6)), std::string("\x05\x00\x00\x00xy", 6));
     REQUIRE_FALSE(r.ok());
-    CHECK(r.error().message() == "malformed BYTES data for tensor 's': element 0 has length 5 but "
-                                 "only 2 bytes remain for model 'simple'");
+    CHECK(r.error().message() ==
+          "malformed BYTES data for tensor 's': element 0 has length 5 but "
+          "only 2 bytes remain for model 'simple'");
   }
   SUBCASE("header length past the body") {
     auto r = oip::decode_request(oip::buffer::from_string("{}"), 3);
@@ -140,20 +144,23 @@ TEST_CASE("raw binary requests deduce the input from the model's metadata") {
   SUBCASE("two variable dimensions") {
     auto r = oip::decode_raw_request(sixteen, {"INPUT0", datatype::int32, {-1, -1}, false});
     REQUIRE_FALSE(r.ok());
-    CHECK(r.error().message() == "The shape of the raw input 'INPUT0' can not be deduced because "
-                                 "there are more than one variable-sized dimension");
+    CHECK(r.error().message() ==
+          "The shape of the raw input 'INPUT0' can not be deduced because "
+          "there are more than one variable-sized dimension");
   }
   SUBCASE("not a whole number of rows") {
     auto r = oip::decode_raw_request(sixteen, {"INPUT0", datatype::fp32, {-1, 3}, false});
     REQUIRE_FALSE(r.ok());
-    CHECK(r.error().message() == "unexpected size 16 for raw input 'INPUT0': not a whole number of "
-                                 "12-byte rows of shape [-1,3]");
+    CHECK(r.error().message() ==
+          "unexpected size 16 for raw input 'INPUT0': not a whole number of "
+          "12-byte rows of shape [-1,3]");
   }
   SUBCASE("BYTES needs shape [1]") {
     auto r = oip::decode_raw_request(sixteen, {"TEXT", datatype::bytes, {1}, true});
     REQUIRE(r.ok());
     CHECK(r->inputs[0].shape() == oip::shape_type{1, 1});
-    CHECK(oip::testing::strings_of(r->inputs[0]) == std::vector<std::string>{std::string(16, '\1')});
+    CHECK(oip::testing::strings_of(r->inputs[0]) ==
+          std::vector<std::string>{std::string(16, '\1')});
     auto bad = oip::decode_raw_request(sixteen, {"TEXT", datatype::bytes, {-1}, false});
     REQUIRE_FALSE(bad.ok());
     CHECK(bad.error().message() ==
@@ -192,8 +199,8 @@ TEST_CASE("response framing: binary_data per output, else binary_data_output, el
   CHECK(body->binary[0].data() == response.outputs[0].data().data());  // scatter/gather, no copy
   CHECK(body->header_length() == body->json.size());
 
-  oip::result<oip::inference_response> back = oip::decode_response(
-      oip::buffer::from_string(body->flatten()), body->header_length());
+  oip::result<oip::inference_response> back =
+      oip::decode_response(oip::buffer::from_string(body->flatten()), body->header_length());
   REQUIRE(back.ok());
   oip::testing::check_same_tensors(back->outputs, response.outputs);
 

@@ -4,15 +4,15 @@
 // faulty ones (docs/spec-errata.md) are negative tests; their corrected readings
 // (<example>.fixed.txt) decode.
 
-#include <oip/json.hpp>
+#include "test_support.hpp"
 
-#include <doctest/doctest.h>
+#include <oip/json.hpp>
 
 #include <cstdint>
 #include <regex>
 #include <string>
 
-#include "test_support.hpp"
+#include <doctest/doctest.h>
 
 namespace {
 
@@ -37,7 +37,8 @@ struct spec_message {
 };
 
 spec_message load(const std::string& name) {
-  const std::string text = oip::testing::read_file(std::string(OIP_TEST_DATA_DIR) + "/spec/" + name);
+  const std::string text =
+      oip::testing::read_file(std::string(OIP_TEST_DATA_DIR) + "/spec/" + name);
   spec_message m;
   std::istringstream lines(text);
   std::string line;
@@ -129,8 +130,9 @@ TEST_CASE("003-E1: JSON request (as printed, BOOL [3] has one value)") {
   const spec_message original = load("003-E1.txt");
   oip::result<oip::inference_request> r = oip::decode_request(original.body(), std::nullopt);
   REQUIRE_FALSE(r.ok());
-  check_rejected(r.error(), "unable to parse 'data' for input 'input1': shape [3] expects 3 "
-                            "elements, got 1");
+  check_rejected(r.error(),
+                 "unable to parse 'data' for input 'input1': shape [3] expects 3 "
+                 "elements, got 1");
 
   const spec_message fixed = load("003-E1.fixed.txt");
   const oip::inference_request request = decode_request(fixed);
@@ -233,8 +235,8 @@ TEST_CASE("001-E1: mixed request (as printed, FP16 [2,2] announced as 16 bytes)"
   // Re-encoding sends every input binary: check that it reads back the same.
   oip::result<oip::encoded_body> encoded = oip::encode_request(request, {.binary_inputs = true});
   REQUIRE(encoded.ok());
-  oip::result<oip::inference_request> again = oip::decode_request(
-      oip::buffer::from_string(encoded->flatten()), encoded->header_length());
+  oip::result<oip::inference_request> again =
+      oip::decode_request(oip::buffer::from_string(encoded->flatten()), encoded->header_length());
   REQUIRE(again.ok());
   check_same_tensors(again->inputs, request.inputs);
 }
@@ -270,8 +272,9 @@ TEST_CASE("001-E4: binary response (as printed, sizes announced wrong)") {
   oip::result<oip::inference_response> r =
       oip::decode_response(original.body(), original.header_length());
   REQUIRE_FALSE(r.ok());
-  check_rejected(r.error(), "output byte size mismatch for output 'output_tensor0'. Expected 12, "
-                            "got 16");
+  check_rejected(r.error(),
+                 "output byte size mismatch for output 'output_tensor0'. Expected 12, "
+                 "got 16");
   const spec_message fixed = load("001-E4.fixed.txt");
   const oip::inference_response response = decode_response(fixed);
   REQUIRE(response.outputs.size() == 2);

@@ -1,9 +1,9 @@
 // The JSON codecs: every datatype decoded exactly, parameters typed, encoding shortest and ordered,
 // metadata and health objects both ways.
 
-#include <oip/json.hpp>
+#include "test_support.hpp"
 
-#include <doctest/doctest.h>
+#include <oip/json.hpp>
 
 #include <bit>
 #include <cmath>
@@ -11,7 +11,7 @@
 #include <limits>
 #include <string>
 
-#include "test_support.hpp"
+#include <doctest/doctest.h>
 
 using oip::datatype;
 using oip::testing::body_of;
@@ -75,30 +75,37 @@ TEST_CASE("integers are range-checked for their datatype, never narrowed") {
         std::vector<std::int8_t>{-128, 127});
   CHECK(values_of<std::uint8_t>(decode_one("UINT8", "[1]", "[255]")) ==
         std::vector<std::uint8_t>{255});
-  CHECK(values_of<std::int64_t>(decode_one("INT64", "[2]", "[-9223372036854775808,9223372036854775807]")) ==
+  CHECK(values_of<std::int64_t>(
+            decode_one("INT64", "[2]", "[-9223372036854775808,9223372036854775807]")) ==
         std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::min(),
                                   std::numeric_limits<std::int64_t>::max()});
   CHECK(values_of<std::uint64_t>(decode_one("UINT64", "[1]", "[18446744073709551615]")) ==
         std::vector<std::uint64_t>{std::numeric_limits<std::uint64_t>::max()});
-  CHECK(values_of<std::int16_t>(decode_one("INT16", "[1]", "[-0]")) == std::vector<std::int16_t>{0});
+  CHECK(values_of<std::int16_t>(decode_one("INT16", "[1]", "[-0]")) ==
+        std::vector<std::int16_t>{0});
 
   CHECK(decode_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT8","data":[128]}]})")
-            .message() == "unable to parse 'data' for input 'x': element 0 is 128, out of range for "
-                          "INT8 [-128, 127]");
+            .message() ==
+        "unable to parse 'data' for input 'x': element 0 is 128, out of range for "
+        "INT8 [-128, 127]");
   CHECK(decode_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"UINT16","data":[-1]}]})")
-            .message() == "unable to parse 'data' for input 'x': element 0 is -1, out of range for "
-                          "UINT16 [0, 65535]");
+            .message() ==
+        "unable to parse 'data' for input 'x': element 0 is -1, out of range for "
+        "UINT16 [0, 65535]");
   CHECK(decode_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[1.0]}]})")
-            .message() == "unable to parse 'data' for input 'x': element 0 is 1.0, expected a signed "
-                          "integer for INT32");
+            .message() ==
+        "unable to parse 'data' for input 'x': element 0 is 1.0, expected a signed "
+        "integer for INT32");
   CHECK(decode_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"UINT64","data":[1e3]}]})")
-            .message() == "unable to parse 'data' for input 'x': element 0 is 1e3, expected an "
-                          "unsigned integer for UINT64");
+            .message() ==
+        "unable to parse 'data' for input 'x': element 0 is 1e3, expected an "
+        "unsigned integer for UINT64");
 }
 
 TEST_CASE("FP32 is rounded once, straight from the decimal") {
   // Through double this would round twice and give 0x1.000004p+0.
-  const oip::tensor t = decode_one("FP32", "[3]", "[1.000000178813934326171874999999, 0.1, 3.4028235e38]");
+  const oip::tensor t =
+      decode_one("FP32", "[3]", "[1.000000178813934326171874999999, 0.1, 3.4028235e38]");
   CHECK(bits(t.at<float>(0)) == bits(0x1.000002p+0F));
   CHECK(t.at<float>(1) == 0.1F);
   CHECK(t.at<float>(2) == std::numeric_limits<float>::max());
@@ -150,10 +157,12 @@ TEST_CASE("NaN and infinities: tokens in, tokens (or null) out") {
 }
 
 TEST_CASE("BOOL from true and false only") {
-  CHECK(values_of<bool>(decode_one("BOOL", "[2]", "[true,false]")) == std::vector<bool>{true, false});
+  CHECK(values_of<bool>(decode_one("BOOL", "[2]", "[true,false]")) ==
+        std::vector<bool>{true, false});
   CHECK(decode_error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"BOOL","data":[1]}]})")
-            .message() == "unable to parse 'data' for input 'x': element 0 is 1, expected true or "
-                          "false for BOOL");
+            .message() ==
+        "unable to parse 'data' for input 'x': element 0 is 1, expected true or "
+        "false for BOOL");
 }
 
 TEST_CASE("BYTES from strings, every escape byte-exact") {
@@ -174,8 +183,9 @@ TEST_CASE("BYTES that are not UTF-8 cannot be written as JSON: an error, never a
   response.outputs = {*t};
   oip::result<oip::encoded_body> json = oip::encode_response(response);
   REQUIRE_FALSE(json.ok());
-  CHECK(json.error().message() == "output 'OUTPUT0' element 1 is not valid UTF-8 (byte 0) and "
-                                  "cannot be written as a JSON string: ask for it as binary data");
+  CHECK(json.error().message() ==
+        "output 'OUTPUT0' element 1 is not valid UTF-8 (byte 0) and "
+        "cannot be written as a JSON string: ask for it as binary data");
   oip::response_format binary;
   binary.binary_by_default = true;
   CHECK(oip::encode_response(response, binary).ok());
@@ -200,8 +210,9 @@ TEST_CASE("data before datatype and shape is decoded all the same") {
             .message()
             .find("failed to parse the request JSON buffer") == 0);
   CHECK(decode_error(R"({"inputs":[{"data":[1,"a"],"name":"x","shape":[2],"datatype":"INT32"}]})")
-            .message() == "unable to parse 'data' for input 'x': element 1 is \"a\", expected a "
-                          "signed integer for INT32");
+            .message() ==
+        "unable to parse 'data' for input 'x': element 1 is \"a\", expected a "
+        "signed integer for INT32");
 }
 
 TEST_CASE("unknown keys are accepted and validated") {
@@ -245,7 +256,8 @@ TEST_CASE("FP16 and BF16 encode as the shortest decimal of their own type") {
   for (std::uint32_t i = 0; i < 65536; ++i) {
     if ((i & 0x7C00) != 0x7C00) all.push_back(oip::half{static_cast<std::uint16_t>(i)});
   }
-  oip::result<oip::tensor> every = oip::tensor::from_values<oip::half>("h", {static_cast<std::int64_t>(all.size())}, all);
+  oip::result<oip::tensor> every =
+      oip::tensor::from_values<oip::half>("h", {static_cast<std::int64_t>(all.size())}, all);
   REQUIRE(every.ok());
   oip::inference_request request;
   request.inputs = {*every};
@@ -274,7 +286,9 @@ TEST_CASE("metadata, health and error objects, both directions") {
                 R"("datatype":"INT32","shape":[-1,16]}],"outputs":[{"name":"OUTPUT0","datatype":)"
                 R"("INT32","shape":[-1,16]}],"properties":{"max_batch_size":8}})");
   CHECK(*oip::decode_model_metadata(json) == model);
-  CHECK_FALSE(oip::decode_model_metadata(R"({"name":"m","inputs":[{"name":"a","datatype":"INT32"}]})").ok());
+  CHECK_FALSE(
+      oip::decode_model_metadata(R"({"name":"m","inputs":[{"name":"a","datatype":"INT32"}]})")
+          .ok());
 
   CHECK(oip::encode(oip::server_live{true}) == R"({"live":true})");
   CHECK(oip::encode(oip::server_ready{false}) == R"({"ready":false})");
@@ -283,11 +297,13 @@ TEST_CASE("metadata, health and error objects, both directions") {
   CHECK_FALSE(oip::decode_server_ready(R"({"ready":false})")->ready);
   // The spec's server-ready example writes "live": that is not a ready response.
   CHECK_FALSE(oip::decode_server_ready(R"({"live":true})").ok());
-  const oip::result<oip::model_ready> ready = oip::decode_model_ready(R"({"name":"m","ready":true})");
+  const oip::result<oip::model_ready> ready =
+      oip::decode_model_ready(R"({"name":"m","ready":true})");
   CHECK(ready->name == "m");
   CHECK(ready->ready);
 
-  const oip::status error = oip::decode_error(R"({"error":"Request for unknown model: 'x' is not found"})", 404);
+  const oip::status error =
+      oip::decode_error(R"({"error":"Request for unknown model: 'x' is not found"})", 404);
   CHECK(error.code() == oip::errc::not_found);
   CHECK(error.message() == "Request for unknown model: 'x' is not found");
   CHECK(oip::decode_error("<html>", 503).code() == oip::errc::unavailable);
@@ -302,7 +318,8 @@ TEST_CASE("client side: requests encode, responses decode, with the same library
   request.outputs[0].parameters.set("binary_data", true);
   oip::result<oip::encoded_body> json = oip::encode_request(request);
   REQUIRE(json.ok());
-  CHECK(json->json.find(R"("inputs":[{"name":"INPUT0","datatype":"INT32","shape":[1,16],"data":[2,2,)") !=
+  CHECK(json->json.find(
+            R"("inputs":[{"name":"INPUT0","datatype":"INT32","shape":[1,16],"data":[2,2,)") !=
         std::string::npos);
   oip::result<oip::encoded_body> binary = oip::encode_request(request, {.binary_inputs = true});
   REQUIRE(binary.ok());

@@ -2,9 +2,9 @@
 // included) go through JSON and through binary, as requests and as responses, and come back
 // bit-identical (NaN payloads aside: JSON has one NaN).
 
-#include <oip/json.hpp>
+#include "test_support.hpp"
 
-#include <doctest/doctest.h>
+#include <oip/json.hpp>
 
 #include <bit>
 #include <cmath>
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "test_support.hpp"
+#include <doctest/doctest.h>
 
 namespace {
 
@@ -77,8 +77,8 @@ struct generator {
   }
 
   std::string utf8_string() {
-    static const std::vector<std::string> pieces{"a", "Z", " ", "\"", "\\", "\n", std::string(1, '\0'),
-                                                 "\x1f", "é", "€", "😀", "/", "\t"};
+    static const std::vector<std::string> pieces{
+        "a", "Z", " ", "\"", "\\", "\n", std::string(1, '\0'), "\x1f", "é", "€", "😀", "/", "\t"};
     std::string s;
     for (std::size_t n = rng() % 6; n > 0; --n) s += pieces[rng() % pieces.size()];
     return s;
@@ -154,8 +154,8 @@ TEST_CASE("random tensors of every datatype survive JSON and binary, both direct
 }
 
 TEST_CASE("special floating values survive JSON") {
-  const std::vector<float> f{0.0F, -0.0F, INFINITY, -INFINITY, 1e-45F, 3.4028235e38F,
-                             1.17549435e-38F, 0.1F};
+  const std::vector<float> f{0.0F,   -0.0F,         INFINITY,        -INFINITY,
+                             1e-45F, 3.4028235e38F, 1.17549435e-38F, 0.1F};
   const std::vector<double> d{-0.0, 5e-324, 1.7976931348623157e308, 0.1, 1.0 / 3};
   check_request_trip(*oip::tensor::from_values<float>("f", {8}, f), false);
   check_response_trip(*oip::tensor::from_values<double>("d", {5}, d), false);

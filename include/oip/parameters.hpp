@@ -65,6 +65,12 @@ class parameters {
     entries_.emplace_back(std::move(name), std::move(value));
   }
 
+  /// Adds `name` without looking for it: for decoders that have already refused duplicates
+  /// (keeps decoding linear in the number of parameters).
+  void append_unchecked(std::string name, parameter_value value) {
+    entries_.emplace_back(std::move(name), std::move(value));
+  }
+
   /// Removes `name`; returns whether it was present.
   bool erase(std::string_view name) noexcept {
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
