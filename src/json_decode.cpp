@@ -30,6 +30,7 @@ using simdjson::error_code;
 // messages mention.
 struct document_context {
   const char* begin = nullptr;
+  const char* end = nullptr;  // one past the JSON text (its padding follows)
   const limits* bounds = nullptr;
   std::string_view what = "request";  // "request", "response", "model metadata", ...
   std::string_view model_name;        // for messages, may be empty
@@ -67,6 +68,16 @@ std::string_view trim_token(std::string_view token) {
     token.remove_suffix(1);
   }
   return token;
+}
+
+// The text of a scalar, trailing whitespace removed. simdjson computes it from the next token's
+// position without checks: in a truncated document that can point past the end, so the span is
+// clamped to the document (a clamped token is then refused as malformed).
+std::string_view token_of(const document_context& doc, od::value& value) {
+  const std::string_view raw = value.raw_json_token();
+  if (raw.data() < doc.begin || raw.data() > doc.end) return {};
+  const auto available = static_cast<std::size_t>(doc.end - raw.data());
+  return trim_token(raw.substr(0, std::min(raw.size(), available)));
 }
 
 // --- numbers
@@ -176,20 +187,19 @@ std::optional<std::string_view> find_duplicate(std::vector<std::string_view>& na
 }
 
 // Iterates an object's fields, refusing duplicate keys; `on_field(key, value)` returns a status.
-template <class OnField>
-status for_each_field(const document_context& doc, od::value value, std::size_t depth,
-                      OnField&& on_field) {
-  if (status s = check_depth(doc, depth, value); !s.ok()) return s;
-  od::object object;
-  if (error_code e = value.get_object().get(object)) return malformed_at(doc, e, value);
+// Iterates an object's fields, refusing duplicate keys; `on_field(key, value)` returns a status.
+// `where()` gives the current position for messages.
+template <class Where, class OnField>
+status for_each_member(const document_context& doc, od::object& object, Where&& where,
+                       OnField&& on_field) {
   // Keys point into the parser's string buffer, valid for the whole document. Sorting them once
   // at the end keeps duplicate detection O(n log n) with 16 bytes per key.
   std::vector<std::string_view> keys;
   for (auto field_result : object) {
     od::field field;
-    if (error_code e = std::move(field_result).get(field)) return malformed_at(doc, e, value);
+    if (error_code e = std::move(field_result).get(field)) return malformed(doc, e, where());
     std::string_view key;
-    if (error_code e = field.unescaped_key().get(key)) return malformed_at(doc, e, value);
+    if (error_code e = field.unescaped_key().get(key)) return malformed(doc, e, where());
     keys.push_back(key);
     if (status s = on_field(key, field.value()); !s.ok()) return s;
   }
@@ -199,6 +209,16 @@ status for_each_field(const document_context& doc, od::value value, std::size_t 
                               *duplicate)};
   }
   return {};
+}
+
+template <class OnField>
+status for_each_field(const document_context& doc, od::value value, std::size_t depth,
+                      OnField&& on_field) {
+  if (status s = check_depth(doc, depth, value); !s.ok()) return s;
+  od::object object;
+  if (error_code e = value.get_object().get(object)) return malformed_at(doc, e, value);
+  return for_each_member(
+      doc, object, [&] { return location_of(value); }, on_field);
 }
 
 template <class OnElement>
@@ -232,7 +252,7 @@ status walk_value(const document_context& doc, od::value value, std::size_t dept
       return {};
     }
     case od::json_type::number: {
-      const std::string_view token = trim_token(value.raw_json_token());
+      const std::string_view token = token_of(doc, value);
       if (!is_json_number(token)) return malformed_token(doc, token);
       return {};
     }
@@ -287,6 +307,12 @@ status read_bool(const document_context& doc, od::value value, std::string_view 
 // bool or string. Anything else is refused, with Triton's wording.
 status read_parameter_value(const document_context& doc, std::string_view key, od::value value,
                             parameter_value& out) {
+  // NaN and Infinity, which JSON lacks, as in tensor data (and as the encoder writes them).
+  if (const std::string_view token = token_of(doc, value); token == "NaN" || token == "Infinity") {
+    out = token == "NaN" ? std::numeric_limits<double>::quiet_NaN()
+                         : std::numeric_limits<double>::infinity();
+    return {};
+  }
   od::json_type type;
   if (error_code e = value.type().get(type)) return malformed_at(doc, e, value);
   switch (type) {
@@ -303,7 +329,7 @@ status read_parameter_value(const document_context& doc, std::string_view key, o
       return {};
     }
     case od::json_type::number: {
-      const std::string_view token = trim_token(value.raw_json_token());
+      const std::string_view token = token_of(doc, value);
       if (!is_json_number(token)) return malformed_token(doc, token);
       if (is_integer_token(token)) {
         bool out_of_range = false;
@@ -362,7 +388,7 @@ status read_shape(const document_context& doc, od::value value, std::size_t dept
         fmt::format("unable to parse 'shape' for {} '{}': expected an array", role, name)};
   }
   return for_each_element(doc, value, depth, [&](od::value element) {
-    const std::string_view token = trim_token(element.raw_json_token());
+    const std::string_view token = token_of(doc, element);
     std::int64_t dim = 0;
     bool out_of_range = false;
     if (!parse_integer(token, dim, out_of_range)) {
@@ -488,10 +514,9 @@ template <class OnLeaf>
 status for_each_leaf(const document_context& doc, od::value value, std::size_t depth,
                      OnLeaf& on_leaf) {
   return for_each_element(doc, value, depth, [&](od::value element) {
-    const std::string_view token = trim_token(element.raw_json_token());
-    if (!token.empty() && token.front() == '[') {
-      return for_each_leaf(doc, element, depth + 1, on_leaf);
-    }
+    const std::string_view token = token_of(doc, element);
+    if (token.empty()) return malformed_at(doc, error_code::TAPE_ERROR, element);
+    if (token.front() == '[') return for_each_leaf(doc, element, depth + 1, on_leaf);
     return on_leaf(element, token);
   });
 }
@@ -827,6 +852,10 @@ result<buffer> decode_deferred_data(const tensor_context& t, std::string_view ra
   if (error_code e = parser.iterate(raw.data(), raw.size(), readable).get(doc)) {
     return malformed(*t.doc, e, raw.data());
   }
+  // Checked by the document itself: the array is closed (see parse_document).
+  od::array closed;
+  if (error_code e = doc.get_array().get(closed)) return malformed(*t.doc, e, raw.data());
+  doc.rewind();
   od::value root;
   if (error_code e = doc.get_value().get(root)) return malformed(*t.doc, e, raw.data());
   // Offsets in messages stay relative to the outer document.
@@ -839,8 +868,8 @@ result<buffer> decode_deferred_data(const tensor_context& t, std::string_view ra
   return data;
 }
 
-// Runs `read_root(root_value)` over a JSON text with the thread's parser, then checks that nothing
-// follows the root value.
+// Runs `read_root(fields)` over a JSON text with the thread's parser, where `fields(on_field)`
+// iterates the root object's members; then checks that nothing follows the root object.
 template <class ReadRoot>
 status parse_document(document_context& doc, const padded_json& json, ReadRoot&& read_root) {
   if (json.size > doc.bounds->max_json_bytes) {
@@ -849,22 +878,29 @@ status parse_document(document_context& doc, const padded_json& json, ReadRoot&&
                               doc.bounds->max_json_bytes)};
   }
   doc.begin = json.data;
+  doc.end = json.data + json.size;
   od::parser& parser = thread_parser(0);
   od::document document;
   if (error_code e = parser.iterate(json.data, json.size, json.capacity).get(document)) {
     return malformed(doc, e, json.data);
   }
-  od::value root;
-  if (error_code e = document.get_value().get(root)) return malformed(doc, e, json.data);
   od::json_type type;
-  if (error_code e = root.type().get(type)) return malformed(doc, e, json.data);
+  if (error_code e = document.type().get(type)) return malformed(doc, e, json.data);
   if (type != od::json_type::object) {
-    if (status walked = walk_value(doc, root, 0); !walked.ok()) return walked;
     return status{
         errc::invalid_argument,
         fmt::format("failed to parse the {} JSON buffer: expected an object at 0", doc.what)};
   }
-  status read = read_root(root);
+  // The document's own get_object() checks that the root object is closed; simdjson relies on
+  // that check to never read past the last token of an unbalanced document.
+  od::object root;
+  if (error_code e = document.get_object().get(root)) return malformed(doc, e, json.data);
+  const auto where = [&document]() -> const char* {
+    const char* at = nullptr;
+    return document.current_location().get(at) == error_code::SUCCESS ? at : nullptr;
+  };
+  status read =
+      read_root([&](auto&& on_field) { return for_each_member(doc, root, where, on_field); });
   // In bounds after the root value means something follows it.
   if (const char* trailing = nullptr;
       read.ok() && document.current_location().get(trailing) == error_code::SUCCESS) {
@@ -970,15 +1006,15 @@ result<inference_request> decode_request(const buffer& body,
   }
   result<body_parts> parts = split_body(body, header_length, bounds, "request");
   if (!parts) return std::move(parts).error();
-  document_context doc{nullptr, &bounds, "request", model_name};
+  document_context doc{nullptr, nullptr, &bounds, "request", model_name};
   const padded_json json{parts->json, parts->json_size, parts->readable_after};
   const char* document_end = json.data + json.size;
 
   inference_request request;
   std::vector<parsed_tensor> inputs;
   bool has_inputs = false;
-  status parsed = parse_document(doc, json, [&](od::value root) {
-    return for_each_field(doc, root, 0, [&](std::string_view key, od::value v) {
+  status parsed = parse_document(doc, json, [&](auto&& fields) {
+    return fields([&](std::string_view key, od::value v) {
       if (key == "id") {
         std::string id;
         if (status s = read_string(doc, v, "id", id); !s.ok()) return s;
@@ -1013,14 +1049,14 @@ result<inference_response> decode_response(const buffer& body,
                                            const limits& bounds) {
   result<body_parts> parts = split_body(body, header_length, bounds, "response");
   if (!parts) return std::move(parts).error();
-  document_context doc{nullptr, &bounds, "response", {}};
+  document_context doc{nullptr, nullptr, &bounds, "response", {}};
   const padded_json json{parts->json, parts->json_size, parts->readable_after};
   const char* document_end = json.data + json.size;
 
   inference_response response;
   std::vector<parsed_tensor> outputs;
-  status parsed = parse_document(doc, json, [&](od::value root) {
-    return for_each_field(doc, root, 0, [&](std::string_view key, od::value v) {
+  status parsed = parse_document(doc, json, [&](auto&& fields) {
+    return fields([&](std::string_view key, od::value v) {
       if (key == "id") {
         std::string id;
         if (status s = read_string(doc, v, "id", id); !s.ok()) return s;
@@ -1052,9 +1088,9 @@ namespace {
 template <class Reader>
 status decode_small(std::string_view text, std::string_view what, const limits& bounds,
                     Reader&& read) {
-  document_context doc{nullptr, &bounds, what, {}};
+  document_context doc{nullptr, nullptr, &bounds, what, {}};
   const padded_json json{text.data(), text.size(), 0};
-  return parse_document(doc, json, [&](od::value root) { return read(doc, root); });
+  return parse_document(doc, json, [&](auto&& fields) { return read(doc, fields); });
 }
 
 status read_string_array(const document_context& doc, od::value value, std::string_view field,
@@ -1097,7 +1133,7 @@ status read_tensor_metadata(const document_context& doc, od::value value,
       if (key == "shape") {
         has_shape = true;
         return for_each_element(doc, v, 3, [&](od::value dim) {
-          const std::string_view token = trim_token(dim.raw_json_token());
+          const std::string_view token = token_of(doc, dim);
           std::int64_t d = 0;
           bool out_of_range = false;
           if (!parse_integer(token, d, out_of_range) || d < -1) {
@@ -1127,8 +1163,8 @@ status read_tensor_metadata(const document_context& doc, od::value value,
 
 result<server_metadata> decode_server_metadata(std::string_view json, const limits& bounds) {
   server_metadata out;
-  status s = decode_small(json, "server metadata", bounds, [&](auto& doc, od::value root) {
-    return for_each_field(doc, root, 0, [&](std::string_view key, od::value v) {
+  status s = decode_small(json, "server metadata", bounds, [&](auto& doc, auto&& fields) {
+    return fields([&](std::string_view key, od::value v) {
       if (key == "name") return read_string(doc, v, "name", out.name);
       if (key == "version") return read_string(doc, v, "version", out.version);
       if (key == "extensions") return read_string_array(doc, v, "extensions", out.extensions);
@@ -1141,8 +1177,8 @@ result<server_metadata> decode_server_metadata(std::string_view json, const limi
 
 result<model_metadata> decode_model_metadata(std::string_view json, const limits& bounds) {
   model_metadata out;
-  status s = decode_small(json, "model metadata", bounds, [&](auto& doc, od::value root) {
-    return for_each_field(doc, root, 0, [&](std::string_view key, od::value v) {
+  status s = decode_small(json, "model metadata", bounds, [&](auto& doc, auto&& fields) {
+    return fields([&](std::string_view key, od::value v) {
       if (key == "name") return read_string(doc, v, "name", out.name);
       if (key == "versions") return read_string_array(doc, v, "versions", out.versions);
       if (key == "platform") return read_string(doc, v, "platform", out.platform);
@@ -1164,8 +1200,8 @@ result<Object> decode_flag_object(std::string_view json, std::string_view what,
   Object out;
   bool found = false;
   const limits bounds;
-  status s = decode_small(json, what, bounds, [&](auto& doc, od::value root) {
-    return for_each_field(doc, root, 0, [&](std::string_view key, od::value v) {
+  status s = decode_small(json, what, bounds, [&](auto& doc, auto&& fields) {
+    return fields([&](std::string_view key, od::value v) {
       if (key == flag) {
         found = true;
         return read_bool(doc, v, flag, out.*member);
@@ -1203,8 +1239,8 @@ status decode_error(std::string_view json, int http_status) {
   std::string message;
   bool found = false;
   const limits bounds;
-  status s = decode_small(json, "error", bounds, [&](auto& doc, od::value root) {
-    return for_each_field(doc, root, 0, [&](std::string_view key, od::value v) {
+  status s = decode_small(json, "error", bounds, [&](auto& doc, auto&& fields) {
+    return fields([&](std::string_view key, od::value v) {
       if (key == "error") {
         found = true;
         return read_string(doc, v, "error", message);

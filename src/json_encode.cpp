@@ -180,7 +180,7 @@ void write_parameter_value(json_out& out, const parameter_value& value) {
           char buffer[max_number_chars];
           char* end = nullptr;
           if constexpr (std::is_same_v<T, double>) {
-            end = write_floating(buffer, v, true);  // parameters: JSON proper, no NaN tokens
+            end = write_floating(buffer, v, false);  // NaN and Infinity as in tensor data
           } else {
             end = write_integer(buffer, v);
           }
@@ -190,32 +190,41 @@ void write_parameter_value(json_out& out, const parameter_value& value) {
       value);
 }
 
-// Writes "parameters":{...} (with a leading comma when `comma`), skipping `skip` and adding
-// binary_data_size when given. Writes nothing when there is nothing to write.
+// What write_parameters does with `binary_data_size`, which on a tensor object is framing.
+struct tensor_framing {
+  bool is_tensor = false;                    // drop the tensor's own binary_data_size
+  std::optional<std::uint64_t> binary_size;  // and write this one instead
+};
+
+// Writes `,"<key>":{...}` (no comma when `comma` is false), or nothing when there is nothing to
+// write.
 void write_parameters(json_out& out, const parameters& params, bool comma,
-                      std::optional<std::uint64_t> binary_size = std::nullopt) {
-  bool any = binary_size.has_value();
-  for (const auto& [name, value] : params) any = any || name != parameter_names::binary_data_size;
-  if (!any) return;
-  if (comma) out.raw(',');
-  out.key("parameters");
-  out.raw('{');
-  bool first = true;
+                      const tensor_framing& framing = {}, std::string_view key = "parameters") {
+  bool open = false;
+  const auto next_member = [&] {
+    if (open) {
+      out.raw(',');
+      return;
+    }
+    if (comma) out.raw(',');
+    out.key(key);
+    out.raw('{');
+    open = true;
+  };
   for (const auto& [name, value] : params) {
-    if (name == parameter_names::binary_data_size) continue;
-    if (!first) out.raw(',');
-    first = false;
+    if (framing.is_tensor && name == parameter_names::binary_data_size) continue;
+    next_member();
     out.key(name);
     write_parameter_value(out, value);
   }
-  if (binary_size) {
-    if (!first) out.raw(',');
+  if (framing.binary_size) {
+    next_member();
     out.key(parameter_names::binary_data_size);
     char buffer[max_number_chars];
-    out.raw(std::string_view(
-        buffer, static_cast<std::size_t>(write_integer(buffer, *binary_size) - buffer)));
+    const char* end = write_integer(buffer, *framing.binary_size);
+    out.raw(std::string_view(buffer, static_cast<std::size_t>(end - buffer)));
   }
-  out.raw('}');
+  if (open) out.raw('}');
 }
 
 void write_shape(json_out& out, const shape_type& shape) {
@@ -243,11 +252,11 @@ status write_tensor(json_out& out, encoded_body& body, const tensor& t, bool bin
   out.raw(',');
   write_shape(out, t.shape());
   if (binary) {
-    write_parameters(out, t.parameters(), true, t.data().size());
+    write_parameters(out, t.parameters(), true, {true, t.data().size()});
     body.binary.push_back(t.data());
     body.uses_binary = true;
   } else {
-    write_parameters(out, t.parameters(), true);
+    write_parameters(out, t.parameters(), true, {true, std::nullopt});
     out.raw(',');
     out.key("data");
     if (status s = write_data(out, t, role, non_finite_as_null); !s.ok()) return s;
@@ -400,19 +409,7 @@ std::string encode(const model_metadata& metadata) {
   write_tensor_metadata(out, "inputs", metadata.inputs);
   out.raw(',');
   write_tensor_metadata(out, "outputs", metadata.outputs);
-  if (!metadata.properties.empty()) {
-    out.raw(',');
-    out.key("properties");
-    out.raw('{');
-    bool first = true;
-    for (const auto& [name, value] : metadata.properties) {
-      if (!first) out.raw(',');
-      first = false;
-      out.key(name);
-      write_parameter_value(out, value);
-    }
-    out.raw('}');
-  }
+  write_parameters(out, metadata.properties, true, {}, "properties");
   out.raw('}');
   return text;
 }

@@ -1,0 +1,55 @@
+// libFuzzer target: response, metadata, health and error decoding (the client side).
+// Input: byte 0 picks the decoder, bytes 1-4 a header length (responses), the rest is the body.
+
+#include <oip/json.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size < 5) return 0;
+  std::uint32_t header = 0;
+  std::memcpy(&header, data + 1, 4);
+  const std::string text(reinterpret_cast<const char*>(data + 5), size - 5);
+  oip::limits bounds;
+  bounds.max_elements = 1U << 20U;
+  switch (data[0] % 7) {
+    case 0:
+    case 1: {
+      const oip::buffer body = oip::buffer::from_string(text);
+      std::optional<std::size_t> header_length;
+      if (data[0] % 7 == 1) header_length = header % (body.size() + 1);
+      oip::result<oip::inference_response> r = oip::decode_response(body, header_length, bounds);
+      if (r) {
+        oip::response_format format;
+        format.binary_by_default = (header & 1U) != 0;
+        oip::result<oip::encoded_body> encoded = oip::encode_response(*r, format);
+        (void)encoded;
+      }
+      break;
+    }
+    case 2: {
+      oip::result<oip::model_metadata> m = oip::decode_model_metadata(text, bounds);
+      if (m) {
+        oip::result<oip::model_metadata> again =
+            oip::decode_model_metadata(oip::encode(*m), bounds);
+        if (!again || !(*again == *m)) __builtin_trap();
+      }
+      break;
+    }
+    case 3: {
+      oip::result<oip::server_metadata> m = oip::decode_server_metadata(text, bounds);
+      if (m) {
+        oip::result<oip::server_metadata> again =
+            oip::decode_server_metadata(oip::encode(*m), bounds);
+        if (!again || !(*again == *m)) __builtin_trap();
+      }
+      break;
+    }
+    case 4: (void)oip::decode_server_ready(text); break;
+    case 5: (void)oip::decode_model_ready(text); break;
+    default: (void)oip::decode_error(text, 400 + static_cast<int>(header % 200)); break;
+  }
+  return 0;
+}
