@@ -1,28 +1,32 @@
 #include <oip/buffer.hpp>
 
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <new>
 
 #include <fmt/format.h>
 
 namespace oip {
 
-void mutable_buffer::aligned_delete::operator()(std::byte* bytes) const noexcept {
-  ::operator delete (bytes, std::align_val_t{buffer_alignment});
-}
+void detail::aligned_delete::operator()(std::byte* /*bytes*/) const noexcept { std::free(base); }
 
 result<mutable_buffer> mutable_buffer::allocate(std::size_t size, std::size_t padding) {
-  mutable_buffer out;
-  if (size + padding < size) {
+  // Never a zero-byte allocation, so that data() of an empty buffer is still a valid pointer.
+  const std::size_t total = std::max<std::size_t>(size + padding, 1);
+  if (size + padding < size || total > SIZE_MAX - buffer_alignment) {
     return status{errc::internal, fmt::format("cannot allocate {} + {} bytes", size, padding)};
   }
-  // Never a zero-byte allocation, so that data() of an empty buffer is still a valid pointer.
-  const std::size_t total = size + padding == 0 ? 1 : size + padding;
-  auto* bytes = static_cast<std::byte*>(
-      ::operator new (total, std::align_val_t{buffer_alignment}, std::nothrow));
-  if (bytes == nullptr) {
+  // malloc and align by hand: one malloc costs far less than an aligned operator new (memalign).
+  void* base = std::malloc(total + buffer_alignment - 1);
+  if (base == nullptr) {
     return status{errc::internal, fmt::format("out of memory allocating {} bytes", total)};
   }
-  out.storage_.reset(bytes);
+  const auto address = reinterpret_cast<std::uintptr_t>(base);
+  auto* bytes =
+      reinterpret_cast<std::byte*>((address + buffer_alignment - 1) & ~(buffer_alignment - 1));
+  mutable_buffer out;
+  out.storage_ = std::unique_ptr<std::byte[], detail::aligned_delete>(bytes, {base});
   std::memset(bytes + size, 0, total - size);
   out.size_ = size;
   out.padding_ = padding;

@@ -6,11 +6,14 @@
 #include <oip/json.hpp>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include <fmt/format.h>
@@ -83,57 +86,67 @@ std::string_view token_of(const document_context& doc, od::value& value) {
 // --- numbers
 // ---------------------------------------------------------------------------------------
 
-// Strict JSON number grammar (RFC 8259): -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-bool is_json_number(std::string_view s) {
-  std::size_t i = 0;
-  const auto digit = [&](std::size_t at) { return at < s.size() && s[at] >= '0' && s[at] <= '9'; };
-  if (i < s.size() && s[i] == '-') ++i;
-  if (!digit(i)) return false;
-  if (s[i] == '0') {
-    ++i;
+// One pass over a JSON number token (RFC 8259: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?):
+// whether it is one, and whether it is an integer (no fraction, no exponent).
+struct number_shape {
+  bool valid = false;
+  bool integer = false;
+};
+
+inline bool is_digit(char c) { return static_cast<unsigned>(c - '0') < 10U; }
+
+inline number_shape scan_number(std::string_view s) {
+  const char* p = s.data();
+  const char* const end = p + s.size();
+  if (p != end && *p == '-') ++p;
+  if (p == end) return {};
+  if (*p == '0') {
+    ++p;
+  } else if (is_digit(*p)) {
+    while (p != end && is_digit(*p)) ++p;
   } else {
-    while (digit(i)) ++i;
+    return {};
   }
-  if (i < s.size() && s[i] == '.') {
-    ++i;
-    if (!digit(i)) return false;
-    while (digit(i)) ++i;
+  bool integer = true;
+  if (p != end && *p == '.') {
+    integer = false;
+    if (++p == end || !is_digit(*p)) return {};
+    while (p != end && is_digit(*p)) ++p;
   }
-  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
-    ++i;
-    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
-    if (!digit(i)) return false;
-    while (digit(i)) ++i;
+  if (p != end && (*p == 'e' || *p == 'E')) {
+    integer = false;
+    if (++p != end && (*p == '+' || *p == '-')) ++p;
+    if (p == end || !is_digit(*p)) return {};
+    while (p != end && is_digit(*p)) ++p;
   }
-  return i == s.size();
+  return {p == end, integer};
 }
 
-bool is_integer_token(std::string_view s) {
-  return s.find_first_of(".eE") == std::string_view::npos;
-}
+bool is_json_number(std::string_view s) { return scan_number(s).valid; }
+bool is_integer_token(std::string_view s) { return scan_number(s).integer; }
 
 // A floating-point leaf: a JSON number, or NaN, Infinity, -Infinity (what Triton writes and
 // Python's json reads). Parsed straight to T with correct rounding (std::from_chars).
 template <class T>
 bool parse_floating(std::string_view token, T& out) {
-  if (token == "NaN") {
-    out = std::numeric_limits<T>::quiet_NaN();
+  const char first = token.front();
+  if (first == 'N' || first == 'I' || (first == '-' && token.size() > 1 && token[1] == 'I'))
+      [[unlikely]] {
+    if (token == "NaN") {
+      out = std::numeric_limits<T>::quiet_NaN();
+    } else if (token == "Infinity" || token == "-Infinity") {
+      out = first == '-' ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+    } else {
+      return false;
+    }
     return true;
   }
-  if (token == "Infinity") {
-    out = std::numeric_limits<T>::infinity();
-    return true;
-  }
-  if (token == "-Infinity") {
-    out = -std::numeric_limits<T>::infinity();
-    return true;
-  }
-  if (!is_json_number(token)) return false;
+  if (!scan_number(token).valid) return false;
   const auto [end, error] = std::from_chars(token.data(), token.data() + token.size(), out);
-  if (error == std::errc::result_out_of_range) {
+  if (error == std::errc::result_out_of_range) [[unlikely]] {
     // from_chars reports overflow and underflow without a value: the correctly rounded results
     // are infinity and (signed) zero.
-    const bool negative = token.front() == '-';
+    const bool negative = first == '-';
     const bool tiny = detail::decimal_magnitude_below_one(token);
     out = tiny ? (negative ? -T{0} : T{0})
                : (negative ? -std::numeric_limits<T>::infinity()
@@ -143,23 +156,39 @@ bool parse_floating(std::string_view token, T& out) {
   return error == std::errc{} && end == token.data() + token.size();
 }
 
+// A JSON integer token that fits T. `out_of_range` tells an integer too large (or negative for
+// an unsigned T) from a token that is no integer at all.
 template <class T>
 bool parse_integer(std::string_view token, T& out, bool& out_of_range) {
   out_of_range = false;
-  if (!is_json_number(token) || !is_integer_token(token)) return false;
+  const char* p = token.data();
+  const char* const end = p + token.size();
+  const bool negative = p != end && *p == '-';
+  if (negative) ++p;
+  if (p == end || (*p == '0' && p + 1 != end)) return false;  // "-", "01", "0.5", "0e1"
+  std::uint64_t magnitude = 0;
+  bool overflow = false;
+  for (; p != end; ++p) {
+    const auto digit = static_cast<unsigned>(*p - '0');
+    if (digit >= 10U) return false;
+    overflow |= __builtin_mul_overflow(magnitude, 10U, &magnitude);
+    overflow |= __builtin_add_overflow(magnitude, digit, &magnitude);
+  }
   if constexpr (std::is_unsigned_v<T>) {
-    if (token.front() == '-') {  // "-0" is zero; any other negative is out of range
-      out_of_range = token.find_first_not_of("-0") != std::string_view::npos;
-      out = 0;
-      return !out_of_range;
+    if (overflow || (negative && magnitude != 0) || magnitude > std::numeric_limits<T>::max()) {
+      out_of_range = true;
+      return false;
     }
+    out = static_cast<T>(magnitude);
+  } else {
+    const auto max = static_cast<std::uint64_t>(std::numeric_limits<T>::max());
+    if (overflow || magnitude > max + (negative ? 1U : 0U)) {
+      out_of_range = true;
+      return false;
+    }
+    out = static_cast<T>(negative ? 0U - magnitude : magnitude);  // modular, as C++20 defines
   }
-  const auto [end, error] = std::from_chars(token.data(), token.data() + token.size(), out);
-  if (error == std::errc::result_out_of_range) {
-    out_of_range = true;
-    return false;
-  }
-  return error == std::errc{} && end == token.data() + token.size();
+  return true;
 }
 
 // --- walking any value in full
@@ -178,13 +207,52 @@ status check_depth(const document_context& doc, std::size_t depth, od::value& va
 status walk_value(const document_context& doc, od::value value, std::size_t depth);
 
 // A name that occurs twice in `names`, if any (reorders `names`).
-std::optional<std::string_view> find_duplicate(std::vector<std::string_view>& names) {
+std::optional<std::string_view> find_duplicate(std::span<std::string_view> names) {
   if (names.size() < 2) return std::nullopt;
+  if (names.size() <= 16) {  // a few names: comparing pairs beats sorting
+    for (std::size_t i = 1; i < names.size(); ++i) {
+      for (std::size_t j = 0; j < i; ++j) {
+        if (names[i] == names[j]) return names[i];
+      }
+    }
+    return std::nullopt;
+  }
   std::sort(names.begin(), names.end());
   const auto twin = std::adjacent_find(names.begin(), names.end());
   if (twin == names.end()) return std::nullopt;
   return *twin;
 }
+
+// The names seen in one object or array, checked for duplicates at the end: the first few live
+// inline (no allocation for the usual small objects), the rest in a vector. Names point into the
+// parser's string buffer or into decoded values, valid until the check.
+class name_set {
+ public:
+  name_set() noexcept {}  // leaves the inline slots uninitialised: they are written before use
+  name_set(const name_set&) = delete;
+  name_set& operator=(const name_set&) = delete;
+
+  void add(std::string_view name) {
+    if (more_.empty() && inline_count_ < inline_capacity) {
+      inline_names_[inline_count_++] = name;
+      return;
+    }
+    if (more_.empty()) more_.assign(inline_names_, inline_names_ + inline_count_);
+    more_.push_back(name);
+  }
+  std::optional<std::string_view> duplicate() {
+    if (more_.empty()) return find_duplicate(std::span(inline_names_, inline_count_));
+    return find_duplicate(more_);
+  }
+
+ private:
+  static constexpr std::size_t inline_capacity = 16;
+  union {
+    std::string_view inline_names_[inline_capacity];
+  };
+  std::size_t inline_count_ = 0;
+  std::vector<std::string_view> more_;
+};
 
 // Iterates an object's fields, refusing duplicate keys; `on_field(key, value)` returns a status.
 // Iterates an object's fields, refusing duplicate keys; `on_field(key, value)` returns a status.
@@ -192,18 +260,17 @@ std::optional<std::string_view> find_duplicate(std::vector<std::string_view>& na
 template <class Where, class OnField>
 status for_each_member(const document_context& doc, od::object& object, Where&& where,
                        OnField&& on_field) {
-  // Keys point into the parser's string buffer, valid for the whole document. Sorting them once
-  // at the end keeps duplicate detection O(n log n) with 16 bytes per key.
-  std::vector<std::string_view> keys;
+  // Sorting the keys once at the end keeps duplicate detection O(n log n), 16 bytes per key.
+  name_set keys;
   for (auto field_result : object) {
     od::field field;
     if (error_code e = std::move(field_result).get(field)) return malformed(doc, e, where());
     std::string_view key;
     if (error_code e = field.unescaped_key().get(key)) return malformed(doc, e, where());
-    keys.push_back(key);
+    keys.add(key);
     if (status s = on_field(key, field.value()); !s.ok()) return s;
   }
-  if (std::optional<std::string_view> duplicate = find_duplicate(keys)) {
+  if (std::optional<std::string_view> duplicate = keys.duplicate()) {
     return status{errc::invalid_argument,
                   fmt::format("failed to parse the {} JSON buffer: duplicate key '{}'", doc.what,
                               *duplicate)};
@@ -414,7 +481,9 @@ struct leaf_sink {
 
   template <class T>
   void put(const T& value) {
-    if (count < capacity) std::memcpy(out + count * sizeof(T), &value, sizeof(T));
+    if (count < capacity) [[likely]] {
+      std::memcpy(out + count * sizeof(T), &value, sizeof(T));
+    }
     ++count;
   }
 };
@@ -426,13 +495,107 @@ struct tensor_context {
   datatype type;
 };
 
-status bad_element(const tensor_context& t, std::uint64_t index, std::string_view token,
-                   std::string_view expected) {
-  std::string shown{trim_token(token).substr(0, 64)};
-  return status{errc::invalid_argument,
-                fmt::format("unable to parse 'data' for {} '{}': element {} is {}, expected {}",
-                            t.role, t.name, index, shown, expected)};
+// The leaf readers: `read(element, sink)` stores one value and returns true, or returns false
+// and leaves the explanation to `explain_leaf` (off the hot path). Numbers go through simdjson's
+// validating, correctly rounded parser; the few tokens it refuses that JSON data may still hold
+// (NaN, Infinity, -Infinity) and the rare values whose rounding needs the decimal itself take the
+// slow path through the token's text.
+template <class T>
+struct integer_leaf {
+  const document_context* doc;
+  bool operator()(od::value& element, leaf_sink& sink) const {
+    if constexpr (std::is_signed_v<T>) {
+      std::int64_t value = 0;
+      if (element.get_int64().get(value) != error_code::SUCCESS) return slow(element, sink);
+      if (value < std::numeric_limits<T>::min() || value > std::numeric_limits<T>::max()) {
+        return false;
+      }
+      sink.put(static_cast<T>(value));
+    } else {
+      std::uint64_t value = 0;
+      if (element.get_uint64().get(value) != error_code::SUCCESS) return slow(element, sink);
+      if (value > std::numeric_limits<T>::max()) return false;
+      sink.put(static_cast<T>(value));
+    }
+    return true;
+  }
+  // "-0" is a fine unsigned zero that simdjson refuses.
+  bool slow(od::value& element, leaf_sink& sink) const {
+    T value;
+    bool out_of_range = false;
+    if (!parse_integer(token_of(*doc, element), value, out_of_range)) return false;
+    sink.put(value);
+    return true;
+  }
+};
+
+// FP32 from simdjson's double when that is safe: a double that is not exactly halfway between two
+// floats rounds to the same float as the decimal does. Halfway doubles, and values outside the
+// normal float range, are parsed again from the text, straight to float.
+inline bool double_rounds_like_decimal(double d) {
+  const auto bits = std::bit_cast<std::uint64_t>(d);
+  const auto exponent = static_cast<int>((bits >> 52U) & 0x7FFU) - 1023;
+  constexpr std::uint64_t below_float_precision = (std::uint64_t{1} << 29U) - 1U;
+  return exponent >= -126 && exponent <= 126 &&
+         (bits & below_float_precision) != (std::uint64_t{1} << 28U);
 }
+
+struct fp32_leaf {
+  const document_context* doc;
+  bool operator()(od::value& element, leaf_sink& sink) const {
+    double value = 0;
+    if (element.get_double().get(value) == error_code::SUCCESS && double_rounds_like_decimal(value))
+        [[likely]] {
+      sink.put(static_cast<float>(value));
+      return true;
+    }
+    float exact = 0;
+    const std::string_view token = token_of(*doc, element);
+    if (token.empty() || !parse_floating(token, exact)) return false;
+    sink.put(exact);
+    return true;
+  }
+};
+
+struct fp64_leaf {
+  const document_context* doc;
+  bool operator()(od::value& element, leaf_sink& sink) const {
+    double value = 0;
+    if (element.get_double().get(value) != error_code::SUCCESS) [[unlikely]] {
+      const std::string_view token = token_of(*doc, element);
+      if (token.empty() || !parse_floating(token, value)) return false;
+    }
+    sink.put(value);
+    return true;
+  }
+};
+
+// FP16/BF16: the decimal is rounded to double, then to 16 bits; a double exactly halfway between
+// two 16-bit values may stand for a decimal just above or below it, which settles the tie.
+template <class Half>
+struct half_leaf {
+  const document_context* doc;
+  bool operator()(od::value& element, leaf_sink& sink) const {
+    const std::string_view token = token_of(*doc, element);
+    double value = 0;
+    if (token.empty() || !parse_floating(token, value)) return false;
+    if constexpr (std::is_same_v<Half, half>) {
+      sink.put(detail::correct_half_tie(detail::double_to_half(value), value, token));
+    } else {
+      sink.put(detail::correct_half_tie(detail::double_to_bfloat16(value), value, token));
+    }
+    return true;
+  }
+};
+
+struct bool_leaf {
+  bool operator()(od::value& element, leaf_sink& sink) const {
+    bool value = false;
+    if (element.get_bool().get(value) != error_code::SUCCESS) return false;
+    sink.put(static_cast<std::uint8_t>(value ? 1 : 0));
+    return true;
+  }
+};
 
 template <class T>
 std::string_view integer_expectation() {
@@ -444,117 +607,104 @@ std::string_view integer_expectation() {
 }
 
 template <class T>
-status read_integer_leaf(const tensor_context& t, od::value& value, std::string_view token,
-                         leaf_sink& sink) {
-  T parsed{};
-  bool out_of_range = false;
-  if (parse_integer(token, parsed, out_of_range)) {
-    sink.put(parsed);
-    return {};
-  }
-  if (out_of_range) {
-    return status{errc::invalid_argument,
-                  fmt::format("unable to parse 'data' for {} '{}': element {} is {}, out of "
-                              "range for {} [{}, {}]",
-                              t.role, t.name, sink.count, trim_token(token), to_string(t.type),
-                              +std::numeric_limits<T>::min(), +std::numeric_limits<T>::max())};
-  }
-  if (status walked = walk_value(*t.doc, value, 0); !walked.ok()) return walked;
-  return bad_element(t, sink.count, token,
-                     fmt::format("{} for {}", integer_expectation<T>(), to_string(t.type)));
+std::string range_of() {
+  return fmt::format("[{}, {}]", +std::numeric_limits<T>::min(), +std::numeric_limits<T>::max());
 }
 
-template <class T>
-status read_floating_leaf(const tensor_context& t, od::value& value, std::string_view token,
-                          leaf_sink& sink) {
-  T parsed{};
-  if (parse_floating(token, parsed)) {
-    sink.put(parsed);
-    return {};
+std::string integer_range(datatype type) {
+  switch (type) {
+    case datatype::uint8: return range_of<std::uint8_t>();
+    case datatype::uint16: return range_of<std::uint16_t>();
+    case datatype::uint32: return range_of<std::uint32_t>();
+    case datatype::uint64: return range_of<std::uint64_t>();
+    case datatype::int8: return range_of<std::int8_t>();
+    case datatype::int16: return range_of<std::int16_t>();
+    case datatype::int32: return range_of<std::int32_t>();
+    default: return range_of<std::int64_t>();
   }
-  if (status walked = walk_value(*t.doc, value, 0); !walked.ok()) return walked;
-  return bad_element(t, sink.count, token, fmt::format("a number for {}", to_string(t.type)));
 }
 
-template <class Half, Half (*Narrow)(double)>
-status read_half_leaf(const tensor_context& t, od::value& value, std::string_view token,
-                      leaf_sink& sink) {
-  double parsed = 0;
-  if (parse_floating(token, parsed)) {
-    Half h = Narrow(parsed);
-    // A double exactly halfway between two 16-bit values may stand for a decimal just above or
-    // below it: settle the tie on the decimal itself.
-    h = detail::correct_half_tie(h, parsed, trim_token(token));
-    sink.put(h);
-    return {};
+// Why a leaf was refused: malformed JSON (reported as such), an integer out of range, or a value
+// of the wrong JSON type for the datatype.
+[[gnu::cold]] status explain_leaf(const tensor_context& t, od::value& element,
+                                  std::string_view token, std::uint64_t index) {
+  if (status walked = walk_value(*t.doc, element, 0); !walked.ok()) return walked;
+  const std::string shown{token.substr(0, 64)};
+  const number_shape number = scan_number(token);
+  if (is_integer(t.type) && number.valid && number.integer) {
+    return status{
+        errc::invalid_argument,
+        fmt::format("unable to parse 'data' for {} '{}': element {} is {}, out of range "
+                    "for {} {}",
+                    t.role, t.name, index, shown, to_string(t.type), integer_range(t.type))};
   }
-  if (status walked = walk_value(*t.doc, value, 0); !walked.ok()) return walked;
-  return bad_element(t, sink.count, token, fmt::format("a number for {}", to_string(t.type)));
-}
-
-half narrow_to_half(double d) { return detail::double_to_half(d); }
-bfloat16 narrow_to_bfloat16(double d) { return detail::double_to_bfloat16(d); }
-
-status read_bool_leaf(const tensor_context& t, od::value& value, std::string_view token,
-                      leaf_sink& sink) {
-  token = trim_token(token);
-  if (token == "true" || token == "false") {
-    bool b = false;
-    if (error_code e = value.get_bool().get(b)) return malformed_at(*t.doc, e, value);
-    sink.put(static_cast<std::uint8_t>(b ? 1 : 0));
-    return {};
+  std::string expected;
+  if (is_signed_integer(t.type)) {
+    expected = fmt::format("a signed integer for {}", to_string(t.type));
+  } else if (is_unsigned_integer(t.type)) {
+    expected = fmt::format("an unsigned integer for {}", to_string(t.type));
+  } else if (is_floating(t.type)) {
+    expected = fmt::format("a number for {}", to_string(t.type));
+  } else if (is_bool(t.type)) {
+    expected = "true or false for BOOL";
+  } else {
+    expected = "a string for BYTES";
   }
-  if (status walked = walk_value(*t.doc, value, 0); !walked.ok()) return walked;
-  return bad_element(t, sink.count, token, "true or false for BOOL");
+  return status{errc::invalid_argument,
+                fmt::format("unable to parse 'data' for {} '{}': element {} is {}, expected {}",
+                            t.role, t.name, index, shown, expected)};
 }
 
 // Walks `data` (nested arrays at any depth, flattened in row-major order, as Triton does) and
-// hands each leaf to `on_leaf(value, token)`.
-template <class OnLeaf>
-status for_each_leaf(const document_context& doc, od::value value, std::size_t depth,
-                     OnLeaf& on_leaf) {
-  return for_each_element(doc, value, depth, [&](od::value element) {
-    const std::string_view token = token_of(doc, element);
-    if (token.empty()) return malformed_at(doc, error_code::TAPE_ERROR, element);
-    if (token.front() == '[') return for_each_leaf(doc, element, depth + 1, on_leaf);
-    return on_leaf(element, token);
-  });
-}
-
-template <class Leaf>
-status decode_fixed_data(const tensor_context& t, od::value data, std::size_t depth,
-                         leaf_sink& sink, Leaf leaf) {
-  auto on_leaf = [&](od::value& element, std::string_view token) {
-    return leaf(t, element, token, sink);
-  };
-  return for_each_leaf(*t.doc, data, depth, on_leaf);
+// hands each leaf to `read`.
+template <class Read>
+status read_leaves(const tensor_context& t, od::value value, std::size_t depth, leaf_sink& sink,
+                   const Read& read) {
+  const document_context& doc = *t.doc;
+  if (status s = check_depth(doc, depth, value); !s.ok()) return s;
+  od::array array;
+  if (error_code e = value.get_array().get(array)) return malformed_at(doc, e, value);
+  for (auto element_result : array) {
+    od::value element;
+    if (error_code e = std::move(element_result).get(element)) [[unlikely]] {
+      return malformed_at(doc, e, value);
+    }
+    od::json_type type;
+    if (element.type().get(type) == error_code::SUCCESS && type == od::json_type::array) {
+      if (status s = read_leaves(t, element, depth + 1, sink, read); !s.ok()) return s;
+      continue;
+    }
+    if (!read(element, sink)) [[unlikely]] {
+      const std::string_view token = token_of(doc, element);
+      if (token.empty()) return malformed_at(doc, error_code::TAPE_ERROR, element);
+      return explain_leaf(t, element, token, sink.count);
+    }
+  }
+  return {};
 }
 
 status decode_leaves(const tensor_context& t, od::value data, std::size_t depth, leaf_sink& sink) {
   switch (t.type) {
-    case datatype::boolean: return decode_fixed_data(t, data, depth, sink, read_bool_leaf);
+    case datatype::boolean: return read_leaves(t, data, depth, sink, bool_leaf{});
     case datatype::uint8:
-      return decode_fixed_data(t, data, depth, sink, read_integer_leaf<std::uint8_t>);
+      return read_leaves(t, data, depth, sink, integer_leaf<std::uint8_t>{t.doc});
     case datatype::uint16:
-      return decode_fixed_data(t, data, depth, sink, read_integer_leaf<std::uint16_t>);
+      return read_leaves(t, data, depth, sink, integer_leaf<std::uint16_t>{t.doc});
     case datatype::uint32:
-      return decode_fixed_data(t, data, depth, sink, read_integer_leaf<std::uint32_t>);
+      return read_leaves(t, data, depth, sink, integer_leaf<std::uint32_t>{t.doc});
     case datatype::uint64:
-      return decode_fixed_data(t, data, depth, sink, read_integer_leaf<std::uint64_t>);
-    case datatype::int8:
-      return decode_fixed_data(t, data, depth, sink, read_integer_leaf<std::int8_t>);
+      return read_leaves(t, data, depth, sink, integer_leaf<std::uint64_t>{t.doc});
+    case datatype::int8: return read_leaves(t, data, depth, sink, integer_leaf<std::int8_t>{t.doc});
     case datatype::int16:
-      return decode_fixed_data(t, data, depth, sink, read_integer_leaf<std::int16_t>);
+      return read_leaves(t, data, depth, sink, integer_leaf<std::int16_t>{t.doc});
     case datatype::int32:
-      return decode_fixed_data(t, data, depth, sink, read_integer_leaf<std::int32_t>);
+      return read_leaves(t, data, depth, sink, integer_leaf<std::int32_t>{t.doc});
     case datatype::int64:
-      return decode_fixed_data(t, data, depth, sink, read_integer_leaf<std::int64_t>);
-    case datatype::fp16:
-      return decode_fixed_data(t, data, depth, sink, read_half_leaf<half, narrow_to_half>);
-    case datatype::bf16:
-      return decode_fixed_data(t, data, depth, sink, read_half_leaf<bfloat16, narrow_to_bfloat16>);
-    case datatype::fp32: return decode_fixed_data(t, data, depth, sink, read_floating_leaf<float>);
-    case datatype::fp64: return decode_fixed_data(t, data, depth, sink, read_floating_leaf<double>);
+      return read_leaves(t, data, depth, sink, integer_leaf<std::int64_t>{t.doc});
+    case datatype::fp16: return read_leaves(t, data, depth, sink, half_leaf<half>{t.doc});
+    case datatype::bf16: return read_leaves(t, data, depth, sink, half_leaf<bfloat16>{t.doc});
+    case datatype::fp32: return read_leaves(t, data, depth, sink, fp32_leaf{t.doc});
+    case datatype::fp64: return read_leaves(t, data, depth, sink, fp64_leaf{t.doc});
     case datatype::bytes: break;
   }
   return status{errc::internal, "BYTES data reached the fixed-size decoder"};
@@ -574,26 +724,22 @@ result<buffer> decode_data(const tensor_context& t, od::value data, std::size_t 
   if (t.type == datatype::bytes) {
     // Elements are appended in the BYTES format as they are read; the string becomes the buffer.
     std::string elements;
-    std::uint64_t count = 0;
-    auto on_leaf = [&](od::value& element, std::string_view token) {
+    leaf_sink counter;  // counts only
+    const auto read_string_leaf = [&elements](od::value& element, leaf_sink& sink) {
       std::string_view s;
-      if (error_code e = element.get_string().get(s)) {
-        if (e != error_code::INCORRECT_TYPE) return malformed_at(*t.doc, e, element);
-        if (status walked = walk_value(*t.doc, element, 0); !walked.ok()) return walked;
-        return bad_element(t, count, token, "a string for BYTES");
-      }
-      // A string from the JSON is shorter than the JSON: its length fits the 4-byte prefix
-      // whenever the body fits the limits (which are below 4 GiB per string by construction).
+      if (element.get_string().get(s) != error_code::SUCCESS) return false;
+      // A string is shorter than the JSON it came from, which the limits keep far below 4 GiB.
       const auto length = static_cast<std::uint32_t>(s.size());
       const char prefix[4] = {
           static_cast<char>(length & 0xFFU), static_cast<char>((length >> 8U) & 0xFFU),
           static_cast<char>((length >> 16U) & 0xFFU), static_cast<char>((length >> 24U) & 0xFFU)};
       elements.append(prefix, 4);
       elements.append(s);
-      ++count;
-      return status{};
+      ++sink.count;
+      return true;
     };
-    if (status s = for_each_leaf(*t.doc, data, depth, on_leaf); !s.ok()) return s;
+    if (status s = read_leaves(t, data, depth, counter, read_string_leaf); !s.ok()) return s;
+    const std::uint64_t count = counter.count;
     if (count != expected) return element_count_mismatch(t, shape, expected, count);
     return buffer::from_string(std::move(elements));
   }
@@ -647,11 +793,17 @@ status read_tensor(const document_context& doc, od::value value, std::size_t dep
         errc::invalid_argument,
         fmt::format("unable to parse the {} JSON: {} {} is not an object", doc.what, role, index)};
   }
-  std::string name_for_messages = fmt::format("#{}", index);
+  // Until its "name" is read, a tensor is called by its position in messages.
+  char position[24] = {'#'};
+  std::string_view name_for_messages(
+      position,
+      static_cast<std::size_t>(std::to_chars(position + 1, position + 24, index).ptr - position));
+  bool has_name = false;
   status field_status = for_each_field(doc, value, depth, [&](std::string_view key, od::value v) {
     if (key == "name") {
       if (status s = read_string(doc, v, "name", out.name); !s.ok()) return s;
       name_for_messages = out.name;
+      has_name = true;
       return status{};
     }
     if (key == "datatype") {
@@ -667,6 +819,7 @@ status read_tensor(const document_context& doc, od::value value, std::size_t dep
     }
     if (key == "shape") {
       shape_type shape;
+      shape.reserve(4);
       if (status s = read_shape(doc, v, depth + 1, role, name_for_messages, shape); !s.ok()) {
         return s;
       }
@@ -719,8 +872,7 @@ status read_tensor(const document_context& doc, od::value value, std::size_t dep
   });
   if (!field_status.ok()) return field_status;
 
-  if (out.name.empty() && name_for_messages.front() == '#')
-    return missing_field(doc, role, "name", index);
+  if (!has_name) return missing_field(doc, role, "name", index);
   if (!out.type) return missing_field(doc, role, "datatype", index);
   if (!out.shape) return missing_field(doc, role, "shape", index);
   result<std::uint64_t> count = element_count(*out.shape);
@@ -931,10 +1083,9 @@ status read_request_outputs(const document_context& doc, od::value value,
     return status{};
   });
   if (!read.ok()) return read;
-  std::vector<std::string_view> names;
-  names.reserve(outputs.size());
-  for (const requested_output& o : outputs) names.push_back(o.name);
-  if (std::optional<std::string_view> duplicate = find_duplicate(names)) {
+  name_set names;
+  for (const requested_output& o : outputs) names.add(o.name);
+  if (std::optional<std::string_view> duplicate = names.duplicate()) {
     return status{errc::invalid_argument,
                   fmt::format("output '{}' already exists in request", *duplicate)};
   }
@@ -944,6 +1095,7 @@ status read_request_outputs(const document_context& doc, od::value value,
 status read_tensors(const document_context& doc, od::value value, std::string_view role,
                     std::size_t json_size, const char* document_end,
                     std::vector<parsed_tensor>& tensors) {
+  tensors.reserve(4);
   status read = for_each_element(doc, value, 1, [&](od::value element) {
     parsed_tensor t;
     if (status s = read_tensor(doc, element, 2, role, tensors.size(), json_size, document_end, t);
@@ -954,10 +1106,9 @@ status read_tensors(const document_context& doc, od::value value, std::string_vi
     return status{};
   });
   if (!read.ok()) return read;
-  std::vector<std::string_view> names;
-  names.reserve(tensors.size());
-  for (const parsed_tensor& t : tensors) names.push_back(t.name);
-  if (std::optional<std::string_view> duplicate = find_duplicate(names)) {
+  name_set names;
+  for (const parsed_tensor& t : tensors) names.add(t.name);
+  if (std::optional<std::string_view> duplicate = names.duplicate()) {
     return status{errc::invalid_argument,
                   fmt::format("{} '{}' already exists in {}", role, *duplicate, doc.what)};
   }

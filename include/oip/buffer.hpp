@@ -20,6 +20,14 @@ namespace oip {
 /// Alignment of every allocation oip makes for tensor or body bytes.
 inline constexpr std::size_t buffer_alignment = 64;
 
+namespace detail {
+// Frees the allocation that aligned bytes were carved from.
+struct aligned_delete {
+  void* base = nullptr;
+  OIP_EXPORT void operator()(std::byte* bytes) const noexcept;
+};
+}  // namespace detail
+
 /// Writable bytes with a single owner, 64-byte aligned, optionally followed by `padding` readable
 /// bytes (zeroed) that are not part of the data; a JSON parser that reads ahead needs them.
 /// Freeze it into an `oip::buffer` to share it.
@@ -48,11 +56,7 @@ class OIP_EXPORT mutable_buffer {
 
  private:
   friend class buffer;
-  struct aligned_delete {
-    void operator()(std::byte* bytes) const noexcept;
-  };
-
-  std::unique_ptr<std::byte[], aligned_delete> storage_;
+  std::unique_ptr<std::byte[], detail::aligned_delete> storage_;
   std::size_t size_ = 0;
   std::size_t padding_ = 0;
 };
