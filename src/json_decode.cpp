@@ -669,12 +669,14 @@ status read_leaves(const tensor_context& t, od::value value, std::size_t depth, 
     if (error_code e = std::move(element_result).get(element)) [[unlikely]] {
       return malformed_at(doc, e, value);
     }
+    if (read(element, sink)) [[likely]] continue;
+    // Not a leaf of the datatype: a nested array (natural form), or a mistake.
     od::json_type type;
     if (element.type().get(type) == error_code::SUCCESS && type == od::json_type::array) {
       if (status s = read_leaves(t, element, depth + 1, sink, read); !s.ok()) return s;
       continue;
     }
-    if (!read(element, sink)) [[unlikely]] {
+    {
       const std::string_view token = token_of(doc, element);
       if (token.empty()) return malformed_at(doc, error_code::TAPE_ERROR, element);
       return explain_leaf(t, element, token, sink.count);
