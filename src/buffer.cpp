@@ -9,25 +9,57 @@
 
 namespace oip {
 
-void detail::aligned_delete::operator()(std::byte* /*bytes*/) const noexcept { std::free(base); }
+namespace {
+
+// An allocator over malloc that aligns by hand: one malloc costs far less than an aligned
+// operator new (memalign). The malloc'd address is kept just before the aligned one.
+template <class T>
+struct aligned_malloc_allocator {
+  using value_type = T;
+  static constexpr std::size_t alignment = std::max(alignof(T), alignof(std::max_align_t));
+
+  aligned_malloc_allocator() = default;
+  template <class U>
+  explicit aligned_malloc_allocator(const aligned_malloc_allocator<U>&) noexcept {}
+
+  T* allocate(std::size_t n) {
+    if (n > (SIZE_MAX - alignment - sizeof(void*)) / sizeof(T)) throw std::bad_alloc{};
+    void* base = std::malloc(n * sizeof(T) + alignment + sizeof(void*));
+    if (base == nullptr) throw std::bad_alloc{};
+    const auto address = reinterpret_cast<std::uintptr_t>(base) + sizeof(void*);
+    auto* aligned = reinterpret_cast<void*>((address + alignment - 1) & ~(alignment - 1));
+    std::memcpy(static_cast<std::byte*>(aligned) - sizeof(void*), &base, sizeof(void*));
+    return static_cast<T*>(aligned);
+  }
+  void deallocate(T* p, std::size_t) noexcept {
+    void* base = nullptr;
+    std::memcpy(&base, reinterpret_cast<std::byte*>(p) - sizeof(void*), sizeof(void*));
+    std::free(base);
+  }
+  template <class U>
+  bool operator==(const aligned_malloc_allocator<U>&) const noexcept {
+    return true;
+  }
+};
+
+}  // namespace
 
 result<mutable_buffer> mutable_buffer::allocate(std::size_t size, std::size_t padding) {
-  // Never a zero-byte allocation, so that data() of an empty buffer is still a valid pointer.
-  const std::size_t total = std::max<std::size_t>(size + padding, 1);
-  if (size + padding < size || total > SIZE_MAX - buffer_alignment) {
+  if (size + padding < size) {
     return status{errc::internal, fmt::format("cannot allocate {} + {} bytes", size, padding)};
   }
-  // malloc and align by hand: one malloc costs far less than an aligned operator new (memalign).
-  void* base = std::malloc(total + buffer_alignment - 1);
-  if (base == nullptr) {
+  // Never an empty allocation, so that data() of an empty buffer is still a valid pointer.
+  const std::size_t total = std::max<std::size_t>(size + padding, 1);
+  const std::size_t blocks = total / buffer_alignment + (total % buffer_alignment != 0 ? 1 : 0);
+  mutable_buffer out;
+  try {
+    // Out of memory is the one exception here; it becomes a result at once.
+    out.storage_ = std::allocate_shared_for_overwrite<detail::aligned_block[]>(
+        aligned_malloc_allocator<detail::aligned_block>{}, blocks);
+  } catch (const std::bad_alloc&) {
     return status{errc::internal, fmt::format("out of memory allocating {} bytes", total)};
   }
-  const auto address = reinterpret_cast<std::uintptr_t>(base);
-  auto* bytes =
-      reinterpret_cast<std::byte*>((address + buffer_alignment - 1) & ~(buffer_alignment - 1));
-  mutable_buffer out;
-  out.storage_ = std::unique_ptr<std::byte[], detail::aligned_delete>(bytes, {base});
-  std::memset(bytes + size, 0, total - size);
+  std::memset(out.data() + size, 0, blocks * buffer_alignment - size);
   out.size_ = size;
   out.padding_ = padding;
   return out;

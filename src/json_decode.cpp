@@ -669,7 +669,8 @@ status read_leaves(const tensor_context& t, od::value value, std::size_t depth, 
     if (error_code e = std::move(element_result).get(element)) [[unlikely]] {
       return malformed_at(doc, e, value);
     }
-    if (read(element, sink)) [[likely]] continue;
+    if (read(element, sink)) [[likely]]
+      continue;
     // Not a leaf of the datatype: a nested array (natural form), or a mistake.
     od::json_type type;
     if (element.type().get(type) == error_code::SUCCESS && type == od::json_type::array) {

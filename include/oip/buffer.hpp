@@ -21,10 +21,9 @@ namespace oip {
 inline constexpr std::size_t buffer_alignment = 64;
 
 namespace detail {
-// Frees the allocation that aligned bytes were carved from.
-struct aligned_delete {
-  void* base = nullptr;
-  OIP_EXPORT void operator()(std::byte* bytes) const noexcept;
+// The unit of buffer storage: its alignment is the buffer's.
+struct alignas(buffer_alignment) aligned_block {
+  std::byte bytes[buffer_alignment];
 };
 }  // namespace detail
 
@@ -47,16 +46,17 @@ class OIP_EXPORT mutable_buffer {
   /// memory cannot be had (hosts bound sizes with `oip::limits` long before that).
   [[nodiscard]] static result<mutable_buffer> allocate(std::size_t size, std::size_t padding = 0);
 
-  [[nodiscard]] std::byte* data() noexcept { return storage_.get(); }
-  [[nodiscard]] const std::byte* data() const noexcept { return storage_.get(); }
+  [[nodiscard]] std::byte* data() noexcept { return storage_.get()->bytes; }
+  [[nodiscard]] const std::byte* data() const noexcept { return storage_.get()->bytes; }
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   [[nodiscard]] std::size_t padding() const noexcept { return padding_; }
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
-  [[nodiscard]] std::span<std::byte> bytes() noexcept { return {storage_.get(), size_}; }
+  [[nodiscard]] std::span<std::byte> bytes() noexcept { return {data(), size_}; }
 
  private:
   friend class buffer;
-  std::unique_ptr<std::byte[], detail::aligned_delete> storage_;
+  // Shared from the start (use count 1 until frozen): the count and the bytes are one allocation.
+  std::shared_ptr<detail::aligned_block[]> storage_;
   std::size_t size_ = 0;
   std::size_t padding_ = 0;
 };
