@@ -24,10 +24,12 @@ struct aligned_malloc_allocator {
 
   T* allocate(std::size_t n) {
     if (n > (SIZE_MAX - alignment - sizeof(void*)) / sizeof(T)) throw std::bad_alloc{};
-    void* base = std::malloc(n * sizeof(T) + alignment + sizeof(void*));
+    std::size_t space = n * sizeof(T) + alignment + sizeof(void*);
+    void* base = std::malloc(space);
     if (base == nullptr) throw std::bad_alloc{};
-    const auto address = reinterpret_cast<std::uintptr_t>(base) + sizeof(void*);
-    auto* aligned = reinterpret_cast<void*>((address + alignment - 1) & ~(alignment - 1));
+    void* aligned = static_cast<std::byte*>(base) + sizeof(void*);
+    space -= sizeof(void*);
+    std::align(alignment, n * sizeof(T), aligned, space);  // cannot fail: `alignment` spare bytes
     std::memcpy(static_cast<std::byte*>(aligned) - sizeof(void*), &base, sizeof(void*));
     return static_cast<T*>(aligned);
   }

@@ -263,8 +263,8 @@ status for_each_member(const document_context& doc, od::object& object, Where&& 
   // Sorting the keys once at the end keeps duplicate detection O(n log n), 16 bytes per key.
   name_set keys;
   for (auto field_result : object) {
-    od::field field;
-    if (error_code e = std::move(field_result).get(field)) return malformed(doc, e, where());
+    if (error_code e = field_result.error()) return malformed(doc, e, where());
+    od::field field = field_result.value_unsafe();
     std::string_view key;
     if (error_code e = field.unescaped_key().get(key)) return malformed(doc, e, where());
     keys.add(key);
@@ -295,8 +295,8 @@ status for_each_element(const document_context& doc, od::value value, std::size_
   od::array array;
   if (error_code e = value.get_array().get(array)) return malformed_at(doc, e, value);
   for (auto element_result : array) {
-    od::value element;
-    if (error_code e = std::move(element_result).get(element)) return malformed_at(doc, e, value);
+    if (error_code e = element_result.error()) return malformed_at(doc, e, value);
+    od::value element = element_result.value_unsafe();
     if (status s = on_element(element); !s.ok()) return s;
   }
   return {};
@@ -665,10 +665,9 @@ status read_leaves(const tensor_context& t, od::value value, std::size_t depth, 
   od::array array;
   if (error_code e = value.get_array().get(array)) return malformed_at(doc, e, value);
   for (auto element_result : array) {
-    od::value element;
-    if (error_code e = std::move(element_result).get(element)) [[unlikely]] {
+    if (error_code e = element_result.error()) [[unlikely]]
       return malformed_at(doc, e, value);
-    }
+    od::value element = element_result.value_unsafe();
     if (read(element, sink)) [[likely]]
       continue;
     // Not a leaf of the datatype: a nested array (natural form), or a mistake.

@@ -221,14 +221,15 @@ TEST_CASE("BF16 to FP32, exhaustively over all 65536 values, on every path") {
   }
 }
 
-TEST_CASE("FP32 to FP16 matches the exact integer reference on every path") {
-  const std::vector<float> cases = rounding_cases(10, 15);
+// Narrows `cases` on every path the CPU runs and compares each result with `reference`.
+void check_narrowing(const std::vector<float>& cases, std::uint16_t (*reference)(float),
+                     void (*narrow)(simd_path, const void*, void*, std::size_t) noexcept) {
   std::vector<std::uint16_t> expected(cases.size());
-  for (std::size_t i = 0; i < cases.size(); ++i) expected[i] = reference_half(cases[i]);
+  for (std::size_t i = 0; i < cases.size(); ++i) expected[i] = reference(cases[i]);
   for (simd_path path : supported_paths()) {
     CAPTURE(name_of(path));
     std::vector<std::uint16_t> out(cases.size());
-    oip::detail::float_to_half(path, cases.data(), out.data(), cases.size());
+    narrow(path, cases.data(), out.data(), cases.size());
     std::size_t mismatches = 0;
     for (std::size_t i = 0; i < cases.size(); ++i) {
       if (out[i] != expected[i] && ++mismatches <= 5) {
@@ -239,22 +240,12 @@ TEST_CASE("FP32 to FP16 matches the exact integer reference on every path") {
   }
 }
 
+TEST_CASE("FP32 to FP16 matches the exact integer reference on every path") {
+  check_narrowing(rounding_cases(10, 15), reference_half, oip::detail::float_to_half);
+}
+
 TEST_CASE("FP32 to BF16 matches the exact integer reference on every path") {
-  const std::vector<float> cases = rounding_cases(7, 127);
-  std::vector<std::uint16_t> expected(cases.size());
-  for (std::size_t i = 0; i < cases.size(); ++i) expected[i] = reference_bfloat16(cases[i]);
-  for (simd_path path : supported_paths()) {
-    CAPTURE(name_of(path));
-    std::vector<std::uint16_t> out(cases.size());
-    oip::detail::float_to_bfloat16(path, cases.data(), out.data(), cases.size());
-    std::size_t mismatches = 0;
-    for (std::size_t i = 0; i < cases.size(); ++i) {
-      if (out[i] != expected[i] && ++mismatches <= 5) {
-        FAIL_CHECK("float ", bits_of(cases[i]), " gave ", out[i], " expected ", expected[i]);
-      }
-    }
-    CHECK(mismatches == 0);
-  }
+  check_narrowing(rounding_cases(7, 127), reference_bfloat16, oip::detail::float_to_bfloat16);
 }
 
 TEST_CASE("bulk conversions accept unaligned arrays of any length") {

@@ -4,12 +4,12 @@
 #include <oip/buffer.hpp>
 #include <oip/tensor.hpp>
 
-#include <doctest/doctest.h>
-
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 namespace oip::testing {
 

@@ -46,8 +46,8 @@ class OIP_EXPORT mutable_buffer {
   /// memory cannot be had (hosts bound sizes with `oip::limits` long before that).
   [[nodiscard]] static result<mutable_buffer> allocate(std::size_t size, std::size_t padding = 0);
 
-  [[nodiscard]] std::byte* data() noexcept { return storage_.get()->bytes; }
-  [[nodiscard]] const std::byte* data() const noexcept { return storage_.get()->bytes; }
+  [[nodiscard]] std::byte* data() noexcept { return storage_[0].bytes; }
+  [[nodiscard]] const std::byte* data() const noexcept { return storage_[0].bytes; }
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   [[nodiscard]] std::size_t padding() const noexcept { return padding_; }
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
