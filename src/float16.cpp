@@ -59,9 +59,38 @@ __attribute__((target("avx2,f16c"))) void half_to_float_avx2(const std::byte* in
   half_to_float_portable(in + i * 2, out + i * 4, count - i);
 }
 
+// Arrays whose output is larger than this go out with non-temporal stores: they would not stay in
+// cache anyway, and streaming saves reading each output line before writing it.
+constexpr std::size_t streaming_output_bytes = std::size_t{1} << 21U;
+
+// Whether a narrowing to 16 bits streams its output, and how many elements to convert one by one
+// first so that the output is 32-byte aligned.
+struct streaming_plan {
+  bool streaming = false;
+  std::size_t head = 0;
+};
+
+streaming_plan plan_streaming(const std::byte* out, std::size_t count) {
+  const auto address = reinterpret_cast<std::uintptr_t>(out);
+  if (count * 2 < streaming_output_bytes || address % 2 != 0) return {};
+  return {true, ((32 - address % 32) % 32) / 2};
+}
+
 __attribute__((target("avx2,f16c"))) void float_to_half_avx2(const std::byte* in, std::byte* out,
                                                              std::size_t count) {
-  std::size_t i = 0;
+  const streaming_plan plan = plan_streaming(out, count);
+  float_to_half_portable(in, out, plan.head);
+  std::size_t i = plan.head;
+  if (plan.streaming) {
+    for (; i + 16 <= count; i += 16) {
+      const __m256 a = _mm256_loadu_ps(reinterpret_cast<const float*>(in + i * 4));
+      const __m256 b = _mm256_loadu_ps(reinterpret_cast<const float*>(in + i * 4 + 32));
+      const __m128i ha = _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      const __m128i hb = _mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(out + i * 2), _mm256_set_m128i(hb, ha));
+    }
+    _mm_sfence();
+  }
   for (; i + 8 <= count; i += 8) {
     const __m256 f = _mm256_loadu_ps(reinterpret_cast<const float*>(in + i * 4));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i * 2),
@@ -111,7 +140,10 @@ __attribute__((target("avx2"))) __m256i float_to_bfloat16_lanes(__m256i x) {
 
 __attribute__((target("avx2"))) void float_to_bfloat16_avx2(const std::byte* in, std::byte* out,
                                                             std::size_t count) {
-  std::size_t i = 0;
+  const streaming_plan plan = plan_streaming(out, count);
+  float_to_bfloat16_portable(in, out, plan.head);
+  const bool streaming = plan.streaming;
+  std::size_t i = plan.head;
   for (; i + 16 <= count; i += 16) {
     const __m256i lo =
         float_to_bfloat16_lanes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i * 4)));
@@ -119,8 +151,13 @@ __attribute__((target("avx2"))) void float_to_bfloat16_avx2(const std::byte* in,
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i * 4 + 32)));
     // packus works per 128-bit lane: [lo0-3 hi0-3 lo4-7 hi4-7]; restore the order of quadwords.
     const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xD8);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i * 2), packed);
+    if (streaming) {
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(out + i * 2), packed);
+    } else {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i * 2), packed);
+    }
   }
+  if (streaming) _mm_sfence();
   float_to_bfloat16_portable(in + i * 4, out + i * 2, count - i);
 }
 
@@ -142,7 +179,10 @@ __attribute__((target("avx512f,avx512bw"))) void bfloat16_to_float_avx512(const 
 __attribute__((target("avx512f,avx512bw"))) void float_to_bfloat16_avx512(const std::byte* in,
                                                                           std::byte* out,
                                                                           std::size_t count) {
-  std::size_t i = 0;
+  const streaming_plan plan = plan_streaming(out, count);
+  float_to_bfloat16_portable(in, out, plan.head);
+  const bool streaming = plan.streaming;
+  std::size_t i = plan.head;
   for (; i + 16 <= count; i += 16) {
     const __m512i x = _mm512_loadu_si512(in + i * 4);
     const __mmask16 is_nan = _mm512_cmpgt_epu32_mask(
@@ -151,9 +191,14 @@ __attribute__((target("avx512f,avx512bw"))) void float_to_bfloat16_avx512(const 
     const __m512i rounded = _mm512_srli_epi32(
         _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7FFF)), odd), 16);
     const __m512i nan = _mm512_or_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x0040));
-    const __m512i result = _mm512_mask_blend_epi32(is_nan, rounded, nan);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i * 2), _mm512_cvtepi32_epi16(result));
+    const __m256i narrowed = _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(is_nan, rounded, nan));
+    if (streaming) {
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(out + i * 2), narrowed);
+    } else {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i * 2), narrowed);
+    }
   }
+  if (streaming) _mm_sfence();
   float_to_bfloat16_portable(in + i * 4, out + i * 2, count - i);
 }
 
