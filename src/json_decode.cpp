@@ -937,18 +937,40 @@ status place_binary(const document_context& doc, std::string_view role,
   return {};
 }
 
-result<tensor> finish_tensor(std::string_view role, const document_context& doc,
-                             parsed_tensor&& t) {
+result<tensor> finish_tensor(const document_context& doc, parsed_tensor&& t) {
   result<tensor> made =
       tensor::make(std::move(t.name), *t.type, std::move(*t.shape), std::move(t.data));
   if (!made) {
-    // Only BYTES data can be malformed here (fixed sizes were checked): reword for the protocol.
+    // Only BYTES data can be malformed here (fixed sizes were checked): name the model too.
     return status{made.error().code(),
                   fmt::format("{}{}", made.error().message(), doc.for_model())};
   }
   made->parameters() = std::move(t.parameters);
-  (void)role;
   return made;
+}
+
+// Places the binary tensors, then builds the final tensors in order.
+result<std::vector<tensor>> assemble_tensors(const document_context& doc, std::string_view role,
+                                             std::vector<parsed_tensor>& parsed,
+                                             const buffer& binary) {
+  if (status s = place_binary(doc, role, parsed, binary); !s.ok()) return s;
+  std::vector<tensor> tensors;
+  tensors.reserve(parsed.size());
+  for (parsed_tensor& p : parsed) {
+    result<tensor> t = finish_tensor(doc, std::move(p));
+    if (!t) return std::move(t).error();
+    tensors.push_back(std::move(*t));
+  }
+  return tensors;
+}
+
+// An optional string field, such as "id".
+status read_optional_string(const document_context& doc, od::value value, std::string_view field,
+                            std::optional<std::string>& out) {
+  std::string text;
+  if (status s = read_string(doc, value, field, text); !s.ok()) return s;
+  out = std::move(text);
+  return {};
 }
 
 // --- documents
@@ -1168,12 +1190,7 @@ result<inference_request> decode_request(const buffer& body,
   bool has_inputs = false;
   status parsed = parse_document(doc, json, [&](auto&& fields) {
     return fields([&](std::string_view key, od::value v) {
-      if (key == "id") {
-        std::string id;
-        if (status s = read_string(doc, v, "id", id); !s.ok()) return s;
-        request.id = std::move(id);
-        return status{};
-      }
+      if (key == "id") return read_optional_string(doc, v, "id", request.id);
       if (key == "parameters") return read_parameters(doc, v, 1, request.parameters);
       if (key == "inputs") {
         has_inputs = true;
@@ -1187,13 +1204,9 @@ result<inference_request> decode_request(const buffer& body,
   if (!has_inputs) {
     return status{errc::invalid_argument, "unable to parse the request JSON: it has no 'inputs'"};
   }
-  if (status s = place_binary(doc, "input", inputs, parts->binary); !s.ok()) return s;
-  request.inputs.reserve(inputs.size());
-  for (parsed_tensor& input : inputs) {
-    result<tensor> t = finish_tensor("input", doc, std::move(input));
-    if (!t) return std::move(t).error();
-    request.inputs.push_back(std::move(*t));
-  }
+  result<std::vector<tensor>> tensors = assemble_tensors(doc, "input", inputs, parts->binary);
+  if (!tensors) return std::move(tensors).error();
+  request.inputs = std::move(*tensors);
   return request;
 }
 
@@ -1210,12 +1223,7 @@ result<inference_response> decode_response(const buffer& body,
   std::vector<parsed_tensor> outputs;
   status parsed = parse_document(doc, json, [&](auto&& fields) {
     return fields([&](std::string_view key, od::value v) {
-      if (key == "id") {
-        std::string id;
-        if (status s = read_string(doc, v, "id", id); !s.ok()) return s;
-        response.id = std::move(id);
-        return status{};
-      }
+      if (key == "id") return read_optional_string(doc, v, "id", response.id);
       if (key == "model_name") return read_string(doc, v, "model_name", response.model_name);
       if (key == "model_version") {
         return read_string(doc, v, "model_version", response.model_version);
@@ -1226,13 +1234,9 @@ result<inference_response> decode_response(const buffer& body,
     });
   });
   if (!parsed.ok()) return parsed;
-  if (status s = place_binary(doc, "output", outputs, parts->binary); !s.ok()) return s;
-  response.outputs.reserve(outputs.size());
-  for (parsed_tensor& output : outputs) {
-    result<tensor> t = finish_tensor("output", doc, std::move(output));
-    if (!t) return std::move(t).error();
-    response.outputs.push_back(std::move(*t));
-  }
+  result<std::vector<tensor>> tensors = assemble_tensors(doc, "output", outputs, parts->binary);
+  if (!tensors) return std::move(tensors).error();
+  response.outputs = std::move(*tensors);
   return response;
 }
 

@@ -6,6 +6,21 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <string_view>
+
+namespace {
+// What decodes encodes, and decodes again to what encodes the same (NaN parameters make operator==
+// unusable for the check).
+template <class Object>
+void check_round_trip(oip::result<Object> (*decode)(std::string_view, const oip::limits&),
+                      const std::string& text, const oip::limits& bounds) {
+  oip::result<Object> first = decode(text, bounds);
+  if (!first) return;
+  const std::string encoded = oip::encode(*first);
+  oip::result<Object> again = decode(encoded, bounds);
+  if (!again || oip::encode(*again) != encoded) __builtin_trap();
+}
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 5) return 0;
@@ -29,26 +44,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
       break;
     }
-    case 2: {
-      // What decodes encodes, and decodes again to what encodes the same (NaN parameters make
-      // operator== unusable here).
-      oip::result<oip::model_metadata> m = oip::decode_model_metadata(text, bounds);
-      if (m) {
-        const std::string encoded = oip::encode(*m);
-        oip::result<oip::model_metadata> again = oip::decode_model_metadata(encoded, bounds);
-        if (!again || oip::encode(*again) != encoded) __builtin_trap();
-      }
-      break;
-    }
-    case 3: {
-      oip::result<oip::server_metadata> m = oip::decode_server_metadata(text, bounds);
-      if (m) {
-        const std::string encoded = oip::encode(*m);
-        oip::result<oip::server_metadata> again = oip::decode_server_metadata(encoded, bounds);
-        if (!again || oip::encode(*again) != encoded) __builtin_trap();
-      }
-      break;
-    }
+    case 2: check_round_trip(oip::decode_model_metadata, text, bounds); break;
+    case 3: check_round_trip(oip::decode_server_metadata, text, bounds); break;
     case 4: (void)oip::decode_server_ready(text); break;
     case 5: (void)oip::decode_model_ready(text); break;
     default: (void)oip::decode_error(text, 400 + static_cast<int>(header % 200)); break;
