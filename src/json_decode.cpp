@@ -375,9 +375,11 @@ status read_bool(const document_context& doc, od::value value, std::string_view 
 status read_parameter_value(const document_context& doc, std::string_view key, od::value value,
                             parameter_value& out) {
   // NaN and Infinity, which JSON lacks, as in tensor data (and as the encoder writes them).
-  if (const std::string_view token = token_of(doc, value); token == "NaN" || token == "Infinity") {
-    out = token == "NaN" ? std::numeric_limits<double>::quiet_NaN()
-                         : std::numeric_limits<double>::infinity();
+  if (const std::string_view token = token_of(doc, value);
+      token == "NaN" || token == "Infinity" || token == "-Infinity") {
+    double special = 0;
+    (void)parse_floating(token, special);
+    out = special;
     return {};
   }
   od::json_type type;

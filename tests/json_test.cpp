@@ -63,6 +63,12 @@ TEST_CASE("request fields: id, parameters, inputs, outputs") {
   CHECK(*r.parameters.get<double>("d") == 1.5);
   CHECK(*r.parameters.get<double>("whole") == 2.0);  // 2.0 stays a double
   CHECK(std::isinf(*r.parameters.get<double>("big")));
+  // Non-finite parameters are written as tokens and read back.
+  const oip::inference_request special =
+      decode(R"({"parameters":{"n":-Infinity,"p":Infinity,"q":NaN},"inputs":[]})");
+  CHECK(*special.parameters.get<double>("n") == -INFINITY);
+  CHECK(*special.parameters.get<double>("p") == INFINITY);
+  CHECK(std::isnan(*special.parameters.get<double>("q")));
   CHECK(*r.parameters.get<bool>("b"));
   CHECK(*r.parameters.get<std::string>("s") == "x");
   REQUIRE(r.outputs.size() == 1);
