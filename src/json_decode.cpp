@@ -1,6 +1,7 @@
 // JSON decoding with simdjson's on-demand API. On-demand does not validate what it skips, so every
 // value of a document is visited here: known keys are decoded, unknown ones walked in full.
 
+#include "detail/bytes_format.hpp"
 #include "detail/decimal.hpp"
 
 #include <oip/json.hpp>
@@ -123,7 +124,6 @@ inline number_shape scan_number(std::string_view s) {
 }
 
 bool is_json_number(std::string_view s) { return scan_number(s).valid; }
-bool is_integer_token(std::string_view s) { return scan_number(s).integer; }
 
 // A floating-point leaf: a JSON number, or NaN, Infinity, -Infinity (what Triton writes and
 // Python's json reads). Parsed straight to T with correct rounding (std::from_chars).
@@ -399,8 +399,9 @@ status read_parameter_value(const document_context& doc, std::string_view key, o
     }
     case od::json_type::number: {
       const std::string_view token = token_of(doc, value);
-      if (!is_json_number(token)) return malformed_token(doc, token);
-      if (is_integer_token(token)) {
+      const number_shape number = scan_number(token);
+      if (!number.valid) return malformed_token(doc, token);
+      if (number.integer) {
         bool out_of_range = false;
         std::int64_t i = 0;
         if (parse_integer(token, i, out_of_range)) {
@@ -733,11 +734,9 @@ result<buffer> decode_data(const tensor_context& t, od::value data, std::size_t 
       std::string_view s;
       if (element.get_string().get(s) != error_code::SUCCESS) return false;
       // A string is shorter than the JSON it came from, which the limits keep far below 4 GiB.
-      const auto length = static_cast<std::uint32_t>(s.size());
-      const char prefix[4] = {
-          static_cast<char>(length & 0xFFU), static_cast<char>((length >> 8U) & 0xFFU),
-          static_cast<char>((length >> 16U) & 0xFFU), static_cast<char>((length >> 24U) & 0xFFU)};
-      elements.append(prefix, 4);
+      std::byte prefix[4];
+      detail::write_bytes_length(prefix, static_cast<std::uint32_t>(s.size()));
+      elements.append(reinterpret_cast<const char*>(prefix), 4);
       elements.append(s);
       ++sink.count;
       return true;
@@ -1088,6 +1087,19 @@ status parse_document(document_context& doc, const padded_json& json, ReadRoot&&
   return read;
 }
 
+// Triton's wording for two tensors (or requested outputs) of one name.
+template <class Item>
+status check_unique_names(const std::vector<Item>& items, std::string Item::*name,
+                          std::string_view role, std::string_view where) {
+  name_set names;
+  for (const Item& item : items) names.add(item.*name);
+  if (std::optional<std::string_view> duplicate = names.duplicate()) {
+    return status{errc::invalid_argument,
+                  fmt::format("{} '{}' already exists in {}", role, *duplicate, where)};
+  }
+  return {};
+}
+
 status read_request_outputs(const document_context& doc, od::value value,
                             std::vector<requested_output>& outputs) {
   std::size_t index = 0;
@@ -1109,13 +1121,7 @@ status read_request_outputs(const document_context& doc, od::value value,
     return status{};
   });
   if (!read.ok()) return read;
-  name_set names;
-  for (const requested_output& o : outputs) names.add(o.name);
-  if (std::optional<std::string_view> duplicate = names.duplicate()) {
-    return status{errc::invalid_argument,
-                  fmt::format("output '{}' already exists in request", *duplicate)};
-  }
-  return {};
+  return check_unique_names(outputs, &requested_output::name, "output", "request");
 }
 
 status read_tensors(const document_context& doc, od::value value, std::string_view role,
@@ -1132,13 +1138,7 @@ status read_tensors(const document_context& doc, od::value value, std::string_vi
     return status{};
   });
   if (!read.ok()) return read;
-  name_set names;
-  for (const parsed_tensor& t : tensors) names.add(t.name);
-  if (std::optional<std::string_view> duplicate = names.duplicate()) {
-    return status{errc::invalid_argument,
-                  fmt::format("{} '{}' already exists in {}", role, *duplicate, doc.what)};
-  }
-  return {};
+  return check_unique_names(tensors, &parsed_tensor::name, role, doc.what);
 }
 
 // Splits a body into its JSON part and binary part per the header length.

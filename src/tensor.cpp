@@ -1,3 +1,5 @@
+#include "detail/bytes_format.hpp"
+
 #include <oip/tensor.hpp>
 
 #include <limits>
@@ -10,15 +12,6 @@ namespace oip {
 namespace {
 constexpr std::uint64_t max_bytes_element_length = std::numeric_limits<std::uint32_t>::max();
 
-std::uint32_t read_length(const std::byte* at) {
-  const auto* p = reinterpret_cast<const unsigned char*>(at);
-  return static_cast<std::uint32_t>(p[0]) | (static_cast<std::uint32_t>(p[1]) << 8U) |
-         (static_cast<std::uint32_t>(p[2]) << 16U) | (static_cast<std::uint32_t>(p[3]) << 24U);
-}
-
-void write_length(std::byte* at, std::uint32_t length) {
-  for (int i = 0; i < 4; ++i) at[i] = static_cast<std::byte>((length >> (8 * i)) & 0xFFU);
-}
 }  // namespace
 
 std::string to_string(std::span<const std::int64_t> shape) {
@@ -74,7 +67,7 @@ status validate_bytes_elements(std::span<const std::byte> data, std::uint64_t ex
                                 "length prefix ({} bytes left at offset {})",
                                 what, count, data.size() - offset, offset)};
     }
-    const std::uint32_t length = read_length(data.data() + offset);
+    const std::uint32_t length = detail::read_bytes_length(data.data() + offset);
     offset += 4;
     if (length > data.size() - offset) {
       return status{errc::invalid_argument,
@@ -107,7 +100,7 @@ result<buffer> encode_bytes_elements(std::span<const std::string_view> elements)
   if (!out) return std::move(out).error();
   std::byte* at = out->data();
   for (const std::string_view element : elements) {
-    write_length(at, static_cast<std::uint32_t>(element.size()));
+    detail::write_bytes_length(at, static_cast<std::uint32_t>(element.size()));
     if (!element.empty()) std::memcpy(at + 4, element.data(), element.size());
     at += 4 + element.size();
   }
