@@ -6,6 +6,7 @@
 
 #include <oip/json.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -181,6 +182,12 @@ void write_parameter_value(json_out& out, const parameter_value& value) {
           char* end = nullptr;
           if constexpr (std::is_same_v<T, double>) {
             end = write_floating(buffer, v, false);  // NaN and Infinity as in tensor data
+            // A double parameter stays a double when read back: "1" and "-0" would read as
+            // integers (and -0 would lose its sign).
+            if (std::all_of(buffer, end, [](char c) { return c == '-' || (c >= '0' && c <= '9'); })) {
+              *end++ = '.';
+              *end++ = '0';
+            }
           } else {
             end = write_integer(buffer, v);
           }

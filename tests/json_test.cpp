@@ -76,6 +76,22 @@ TEST_CASE("request fields: id, parameters, inputs, outputs") {
   CHECK_FALSE(decode(R"({"inputs":[]})").id.has_value());
 }
 
+TEST_CASE("double parameters are written so that they read back as doubles, sign included") {
+  oip::inference_request request;
+  request.parameters.set("whole", 2.0);
+  request.parameters.set("negative_zero", -0.0);
+  request.parameters.set("count", std::int64_t{2});
+  oip::result<oip::encoded_body> body = oip::encode_request(request, {});
+  REQUIRE(body.ok());
+  CHECK(body->json.find(R"("whole":2.0)") != std::string::npos);
+  CHECK(body->json.find(R"("negative_zero":-0.0)") != std::string::npos);
+  CHECK(body->json.find(R"("count":2})") != std::string::npos);
+  const oip::inference_request back = decode(body->json);
+  CHECK(*back.parameters.get<double>("whole") == 2.0);
+  CHECK(std::signbit(*back.parameters.get<double>("negative_zero")));
+  CHECK(*back.parameters.get<std::int64_t>("count") == 2);
+}
+
 TEST_CASE("integers are range-checked for their datatype, never narrowed") {
   CHECK(values_of<std::int8_t>(decode_one("INT8", "[2]", "[-128,127]")) ==
         std::vector<std::int8_t>{-128, 127});
