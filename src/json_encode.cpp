@@ -30,6 +30,16 @@ class json_out {
     string(k);
     out_.push_back(':');
   }
+  // The protocol's own keys need no escaping: quotes, key and colon go in one append.
+  template <std::size_t N>
+  void key(const char (&k)[N]) {
+    char quoted[N + 2];
+    quoted[0] = '"';
+    std::memcpy(quoted + 1, k, N - 1);
+    quoted[N] = '"';
+    quoted[N + 1] = ':';
+    out_.append(quoted, N + 2);
+  }
   std::string& text() { return out_; }
 
  private:
@@ -184,7 +194,8 @@ void write_parameter_value(json_out& out, const parameter_value& value) {
             end = write_floating(buffer, v, false);  // NaN and Infinity as in tensor data
             // A double parameter stays a double when read back: "1" and "-0" would read as
             // integers (and -0 would lose its sign).
-            if (std::all_of(buffer, end, [](char c) { return c == '-' || (c >= '0' && c <= '9'); })) {
+            if (std::all_of(buffer, end,
+                            [](char c) { return c == '-' || (c >= '0' && c <= '9'); })) {
               *end++ = '.';
               *end++ = '0';
             }
@@ -277,6 +288,7 @@ status write_tensor(json_out& out, encoded_body& body, const tensor& t, bool bin
 result<encoded_body> encode_response(const inference_response& response,
                                      const response_format& format) {
   encoded_body body;
+  body.json.reserve(128 + 128 * response.outputs.size());  // the framing; data grows it once
   json_out out{body.json};
   out.raw('{');
   if (response.id) {

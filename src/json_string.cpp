@@ -48,12 +48,29 @@ std::size_t find_invalid_utf8(std::string_view text) {
   return std::string_view::npos;
 }
 
+namespace {
+
+// Bytes that a JSON string holds as they are: printable ASCII other than '"' and '\\'.
+constexpr std::array<bool, 256> plain_bytes = [] {
+  std::array<bool, 256> table{};
+  for (unsigned c = 0x20; c < 0x80; ++c) table[c] = c != '"' && c != '\\';
+  return table;
+}();
+
+}  // namespace
+
 void append_json_string(std::string& out, std::string_view text) {
   static constexpr char hex[] = "0123456789abcdef";
   out.reserve(out.size() + text.size() + 2);
   out.push_back('"');
   std::size_t i = 0;
   while (i < text.size()) {
+    // Runs of plain bytes (nearly every name and id) are appended at once.
+    std::size_t run = i;
+    while (run < text.size() && plain_bytes[static_cast<unsigned char>(text[run])]) ++run;
+    out.append(text.data() + i, run - i);
+    i = run;
+    if (i == text.size()) break;
     const auto c = static_cast<unsigned char>(text[i]);
     if (c >= 0x80U) {
       const std::size_t length = utf8_sequence_length(text.substr(i));
@@ -75,13 +92,9 @@ void append_json_string(std::string& out, std::string_view text) {
       case '\r': out.append("\\r"); break;
       case '\t': out.append("\\t"); break;
       default:
-        if (c < 0x20U) {
-          out.append("\\u00");
-          out.push_back(hex[c >> 4U]);
-          out.push_back(hex[c & 0xFU]);
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
+        out.append("\\u00");
+        out.push_back(hex[c >> 4U]);
+        out.push_back(hex[c & 0xFU]);
     }
     ++i;
   }
