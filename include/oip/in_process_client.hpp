@@ -1,0 +1,54 @@
+#pragma once
+/// \file
+/// A client that drives an `http_handler` without a socket: a host's unit tests exercise their
+/// model through the real protocol path (encode, route, decode, validate, execute, encode,
+/// decode) in a few lines.
+
+#include <oip/export.hpp>
+#include <oip/http_handler.hpp>
+#include <oip/infer.hpp>
+#include <oip/json.hpp>
+#include <oip/metadata.hpp>
+#include <oip/status.hpp>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace oip {
+
+/// Example:
+/// \code
+///   oip::in_process_client client{handler};
+///   oip::inference_request request;
+///   request.inputs.push_back(*oip::tensor::from_values<float>("x", {2}, values));
+///   oip::result<oip::inference_response> r = client.infer("my_model", request);
+/// \endcode
+class OIP_EXPORT in_process_client {
+ public:
+  explicit in_process_client(http_handler& handler) : handler_{handler} {}
+
+  /// POST /v2/models/<model>[/versions/<version>]/infer; inputs go as binary data when
+  /// `format.binary_inputs` is set. An error reply becomes the error status, code included.
+  [[nodiscard]] result<inference_response> infer(std::string_view model,
+                                                 const inference_request& request,
+                                                 const request_format& format = {},
+                                                 std::optional<std::uint64_t> version = {});
+
+  [[nodiscard]] result<server_metadata> metadata();
+  [[nodiscard]] result<model_metadata> metadata(std::string_view model,
+                                                std::optional<std::uint64_t> version = {});
+  [[nodiscard]] bool live();
+  [[nodiscard]] bool ready();
+  [[nodiscard]] bool ready(std::string_view model, std::optional<std::uint64_t> version = {});
+
+  /// Any request, as a transport would pass it.
+  [[nodiscard]] http_response send(std::string method, std::string target, std::string body = {},
+                                   std::vector<http_header> headers = {});
+
+ private:
+  http_handler& handler_;
+};
+
+}  // namespace oip

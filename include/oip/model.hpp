@@ -1,0 +1,189 @@
+#pragma once
+/// \file
+/// The model interface a host implements: what the model is (its configuration) and how it runs
+/// (execute, possibly asynchronously, observing cancellation).
+
+#include <oip/export.hpp>
+#include <oip/infer.hpp>
+#include <oip/metadata.hpp>
+#include <oip/parameters.hpp>
+#include <oip/status.hpp>
+#include <oip/tensor.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace oip {
+
+/// What a model is: the metadata that clients see and the rules that requests are checked against.
+///
+/// Input and output shapes are given without the batch dimension, as in a Triton model
+/// configuration's `dims`; -1 marks a variable dimension. When `max_batch_size` > 0 the model
+/// batches: every input and output has a leading batch dimension of 1 to `max_batch_size`, and the
+/// metadata route shows it as -1.
+struct model_config {
+  std::string name;
+  std::string platform = "oip";
+  std::int64_t max_batch_size = 0;
+  std::vector<tensor_metadata> inputs;
+  std::vector<tensor_metadata> outputs;
+  /// Extra fields of the model metadata object (`properties`).
+  oip::parameters properties;
+  /// Class labels per output name, for the classification extension.
+  std::vector<std::pair<std::string, std::vector<std::string>>> labels;
+  /// Shown by the config route, where perf_analyzer reads them to choose its mode.
+  bool dynamic_batching = false;
+  bool sequence_batching = false;
+
+  /// The labels of `output`, empty when it has none.
+  [[nodiscard]] const std::vector<std::string>& labels_of(std::string_view output) const noexcept {
+    static const std::vector<std::string> none;
+    for (const auto& [output_name, list] : labels) {
+      if (output_name == output) return list;
+    }
+    return none;
+  }
+  [[nodiscard]] const tensor_metadata* find_input(std::string_view input) const noexcept {
+    for (const tensor_metadata& t : inputs) {
+      if (t.name == input) return &t;
+    }
+    return nullptr;
+  }
+  [[nodiscard]] const tensor_metadata* find_output(std::string_view output) const noexcept {
+    for (const tensor_metadata& t : outputs) {
+      if (t.name == output) return &t;
+    }
+    return nullptr;
+  }
+};
+
+/// What a model produces for one request: its output tensors (all of them, or only the requested
+/// ones: oip keeps those the client asked for) and response parameters.
+struct model_output {
+  std::vector<tensor> outputs;
+  oip::parameters parameters;
+};
+
+/// Cancellation of one request: the transport sets it when the client goes away; a deadline, when
+/// the request has one, cancels it too. Cheap to copy; all copies share the flag.
+class cancellation {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  cancellation() : flag_{std::make_shared<std::atomic<bool>>(false)} {}
+
+  void cancel() noexcept { flag_->store(true, std::memory_order_relaxed); }
+  void set_deadline(clock::time_point deadline) noexcept { deadline_ = deadline; }
+  [[nodiscard]] std::optional<clock::time_point> deadline() const noexcept { return deadline_; }
+
+  /// True once cancelled or past the deadline.
+  [[nodiscard]] bool cancelled() const noexcept {
+    return flag_->load(std::memory_order_relaxed) || (deadline_ && clock::now() >= *deadline_);
+  }
+  /// True once cancelled by the transport (not by the deadline).
+  [[nodiscard]] bool client_gone() const noexcept { return flag_->load(std::memory_order_relaxed); }
+
+ private:
+  std::shared_ptr<std::atomic<bool>> flag_;
+  std::optional<clock::time_point> deadline_;
+};
+
+namespace detail {
+struct call_state;
+}
+
+/// One request handed to a model. Move-only; `finish` is called exactly once, from any thread, so
+/// a model may complete on a thread or stream of its own without blocking the transport. A call
+/// destroyed without `finish` answers the client with a 500 ("the model returned no result")
+/// rather than leaving it waiting.
+class OIP_EXPORT inference_call {
+ public:
+  using completion = std::function<void(result<model_output>)>;
+
+  inference_call(inference_request request, std::uint64_t version, cancellation cancel,
+                 completion done);
+  inference_call(inference_call&&) noexcept;
+  inference_call& operator=(inference_call&&) noexcept;
+  inference_call(const inference_call&) = delete;
+  inference_call& operator=(const inference_call&) = delete;
+  ~inference_call();
+
+  /// The validated request: inputs match the model's configuration; tensor data may be views
+  /// into the request body (kept alive by the request).
+  [[nodiscard]] const inference_request& request() const noexcept;
+  [[nodiscard]] inference_request& request() noexcept;
+  [[nodiscard]] std::uint64_t version() const noexcept;
+  /// Whether the client went away or the request's deadline passed: a long-running model should
+  /// look now and then, and may finish early with any status.
+  [[nodiscard]] bool cancelled() const noexcept;
+
+  /// Completes the call with outputs or an error. Later calls are ignored.
+  void finish(result<model_output> outcome);
+
+ private:
+  std::unique_ptr<detail::call_state> state_;
+};
+
+/// The model interface. `execute` runs on an executor worker thread, never on a transport thread.
+///
+/// Example:
+/// \code
+///   class doubler : public oip::model {
+///    public:
+///     const oip::model_config& config() const noexcept override { return config_; }
+///     void execute(oip::inference_call call) override { call.finish(run(call.request())); }
+///    ...
+///   };
+/// \endcode
+class OIP_EXPORT model {
+ public:
+  model() = default;
+  model(const model&) = delete;
+  model& operator=(const model&) = delete;
+  virtual ~model();
+
+  [[nodiscard]] virtual const model_config& config() const noexcept = 0;
+  [[nodiscard]] virtual bool ready() const noexcept { return true; }
+  virtual void execute(inference_call call) = 0;
+};
+
+/// A synchronous model from a function: the few lines that most CPU models need.
+///
+/// Example:
+/// \code
+///   auto identity = oip::make_model(config, [](const oip::inference_request& r)
+///                                               -> oip::result<oip::model_output> {
+///     oip::model_output out;
+///     out.outputs.push_back(r.inputs[0]);
+///     return out;
+///   });
+/// \endcode
+class OIP_EXPORT function_model : public model {
+ public:
+  using function = std::function<result<model_output>(const inference_request&)>;
+
+  function_model(model_config config, function run)
+      : config_{std::move(config)}, run_{std::move(run)} {}
+
+  [[nodiscard]] const model_config& config() const noexcept override { return config_; }
+  void execute(inference_call call) override;
+
+ private:
+  model_config config_;
+  function run_;
+};
+
+[[nodiscard]] inline std::shared_ptr<model> make_model(model_config config,
+                                                       function_model::function run) {
+  return std::make_shared<function_model>(std::move(config), std::move(run));
+}
+
+}  // namespace oip

@@ -1,0 +1,159 @@
+#include "detail/compression.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include <zlib.h>
+
+namespace oip::detail {
+
+namespace {
+
+bool equals_ignoring_case(std::string_view a, std::string_view b) noexcept {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+std::string_view trim(std::string_view s) noexcept {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// zlib's window bits: 15 + 16 reads and writes the gzip wrapper, 15 the zlib one (HTTP deflate).
+int window_bits(content_coding coding) noexcept { return coding == content_coding::gzip ? 31 : 15; }
+
+}  // namespace
+
+result<content_coding> parse_content_encoding(std::string_view value) {
+  const std::string_view coding = trim(value);
+  if (coding.empty() || equals_ignoring_case(coding, "identity")) return content_coding::identity;
+  if (equals_ignoring_case(coding, "gzip") || equals_ignoring_case(coding, "x-gzip")) {
+    return content_coding::gzip;
+  }
+  if (equals_ignoring_case(coding, "deflate")) return content_coding::deflate;
+  return status{
+      errc::unsupported_media_type,
+      fmt::format("unsupported Content-Encoding '{}': gzip, deflate or identity", coding)};
+}
+
+content_coding choose_response_coding(std::string_view accept_encoding) {
+  bool gzip = false;
+  bool deflate = false;
+  while (!accept_encoding.empty()) {
+    const std::size_t comma = accept_encoding.find(',');
+    std::string_view item = accept_encoding.substr(0, comma);
+    accept_encoding = comma == std::string_view::npos ? "" : accept_encoding.substr(comma + 1);
+    double q = 1.0;
+    if (const std::size_t semicolon = item.find(';'); semicolon != std::string_view::npos) {
+      std::string_view parameter = trim(item.substr(semicolon + 1));
+      item = item.substr(0, semicolon);
+      if (parameter.size() > 2 && (parameter[0] == 'q' || parameter[0] == 'Q') &&
+          parameter[1] == '=') {
+        q = std::strtod(std::string(parameter.substr(2)).c_str(), nullptr);
+      }
+    }
+    item = trim(item);
+    if (q <= 0) continue;
+    if (equals_ignoring_case(item, "gzip") || equals_ignoring_case(item, "x-gzip")) gzip = true;
+    if (equals_ignoring_case(item, "deflate")) deflate = true;
+  }
+  if (gzip) return content_coding::gzip;
+  if (deflate) return content_coding::deflate;
+  return content_coding::identity;
+}
+
+std::string_view coding_name(content_coding coding) noexcept {
+  switch (coding) {
+    case content_coding::gzip: return "gzip";
+    case content_coding::deflate: return "deflate";
+    case content_coding::identity: break;
+  }
+  return "identity";
+}
+
+result<buffer> decompress(const buffer& body, content_coding coding, std::size_t max_size) {
+  if (coding == content_coding::identity) return body;
+  z_stream stream{};
+  if (inflateInit2(&stream, window_bits(coding)) != Z_OK) {
+    return status{errc::internal, "zlib could not start inflating"};
+  }
+  // Grows geometrically up to the limit: memory follows the real output, not a claimed size.
+  std::string out;
+  out.resize(std::min<std::size_t>(std::max<std::size_t>(body.size() * 4, 4096), max_size + 1));
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(body.data()));
+  stream.avail_in = static_cast<uInt>(body.size());
+  std::size_t produced = 0;
+  int rc = Z_OK;
+  while (rc != Z_STREAM_END) {
+    if (produced == out.size()) {
+      if (out.size() > max_size) break;
+      out.resize(std::min(out.size() * 2, max_size + 1));
+    }
+    stream.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
+    stream.avail_out = static_cast<uInt>(std::min<std::size_t>(out.size() - produced, 1U << 30U));
+    const uInt before = stream.avail_out;
+    rc = inflate(&stream, Z_NO_FLUSH);
+    produced += before - stream.avail_out;
+    if (rc == Z_STREAM_END) break;
+    if (rc != Z_OK && rc != Z_BUF_ERROR) break;
+    if (rc == Z_BUF_ERROR && stream.avail_in == 0) break;  // truncated input
+  }
+  inflateEnd(&stream);
+  if (produced > max_size) {
+    return status{
+        errc::payload_too_large,
+        fmt::format("the decompressed request body is above the limit of {} bytes", max_size)};
+  }
+  if (rc != Z_STREAM_END) {
+    return status{errc::invalid_argument,
+                  fmt::format("the request body is not valid {} data", coding_name(coding))};
+  }
+  result<mutable_buffer> decoded = mutable_buffer::allocate(produced, 64);
+  if (!decoded) return std::move(decoded).error();
+  std::memcpy(decoded->data(), out.data(), produced);
+  return buffer{std::move(*decoded)};
+}
+
+result<std::string> compress(std::span<const std::string_view> parts, content_coding coding) {
+  std::size_t total = 0;
+  for (std::string_view part : parts) total += part.size();
+  if (coding == content_coding::identity) {
+    std::string out;
+    out.reserve(total);
+    for (std::string_view part : parts) out += part;
+    return out;
+  }
+  z_stream stream{};
+  if (deflateInit2(&stream, Z_DEFAULT_COMPRESSION, Z_DEFLATED, window_bits(coding), 8,
+                   Z_DEFAULT_STRATEGY) != Z_OK) {
+    return status{errc::internal, "zlib could not start deflating"};
+  }
+  std::string out;
+  out.resize(deflateBound(&stream, static_cast<uLong>(total)) + 64);
+  stream.next_out = reinterpret_cast<Bytef*>(out.data());
+  stream.avail_out = static_cast<uInt>(out.size());
+  int rc = Z_OK;
+  for (std::size_t i = 0; i < parts.size() || i == 0; ++i) {
+    const std::string_view part = i < parts.size() ? parts[i] : std::string_view{};
+    stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(part.data()));
+    stream.avail_in = static_cast<uInt>(part.size());
+    rc = deflate(&stream, i + 1 >= parts.size() ? Z_FINISH : Z_NO_FLUSH);
+    if (rc == Z_STREAM_ERROR) break;
+  }
+  if (rc != Z_STREAM_END) {
+    deflateEnd(&stream);
+    return status{errc::internal, "zlib failed to compress the response"};
+  }
+  out.resize(stream.total_out);
+  deflateEnd(&stream);
+  return out;
+}
+
+}  // namespace oip::detail

@@ -1,0 +1,35 @@
+#pragma once
+// Internal: HTTP Content-Encoding and Accept-Encoding with zlib (gzip and deflate).
+
+#include <oip/buffer.hpp>
+#include <oip/status.hpp>
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace oip::detail {
+
+enum class content_coding { identity, gzip, deflate };
+
+/// The coding named by a Content-Encoding value; 415 for anything but gzip, deflate, identity.
+[[nodiscard]] result<content_coding> parse_content_encoding(std::string_view value);
+
+/// The coding to answer with for an Accept-Encoding value: gzip, else deflate, when accepted
+/// (q > 0); identity otherwise.
+[[nodiscard]] content_coding choose_response_coding(std::string_view accept_encoding);
+
+[[nodiscard]] std::string_view coding_name(content_coding coding) noexcept;
+
+/// Decompresses `body`; a 400 for corrupt data and a 413 as soon as the output passes
+/// `max_size` (a zip bomb never gets further). The result has simdjson's padding after it.
+[[nodiscard]] result<buffer> decompress(const buffer& body, content_coding coding,
+                                        std::size_t max_size);
+
+/// Compresses `parts` in order into one body.
+[[nodiscard]] result<std::string> compress(std::span<const std::string_view> parts,
+                                           content_coding coding);
+
+}  // namespace oip::detail

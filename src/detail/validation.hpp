@@ -1,0 +1,31 @@
+#pragma once
+// Internal: a decoded request checked against its model's configuration before the model runs,
+// and the model's outputs turned into the response the client asked for.
+
+#include <oip/infer.hpp>
+#include <oip/model.hpp>
+#include <oip/status.hpp>
+
+#include <cstdint>
+#include <string_view>
+
+namespace oip::detail {
+
+/// Every failure is a 400 in Triton's wording.
+[[nodiscard]] status validate_request(const model_config& config, const inference_request& request);
+
+/// The batch size of a validated request: the first input's first dimension for a batching
+/// model, else 1.
+[[nodiscard]] std::uint64_t batch_size(const model_config& config,
+                                       const inference_request& request) noexcept;
+
+/// The outputs the client asked for, in its order (all of the model's when it named none), with
+/// classification applied; id, model name and version set. A requested output that the model did
+/// not produce is the model's fault (500).
+[[nodiscard]] result<inference_response> make_response(const model_config& config,
+                                                       std::uint64_t version,
+                                                       const std::optional<std::string>& id,
+                                                       const std::vector<requested_output>& asked,
+                                                       model_output&& produced);
+
+}  // namespace oip::detail

@@ -1,0 +1,552 @@
+#include "detail/compression.hpp"
+#include "detail/json_string.hpp"
+#include "detail/validation.hpp"
+
+#include <oip/binary.hpp>
+#include <oip/http_handler.hpp>
+#include <oip/json.hpp>
+#include <oip/version.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <condition_variable>
+#include <mutex>
+
+#include <fmt/format.h>
+
+namespace oip {
+
+std::optional<std::string_view> find_header(const std::vector<http_header>& headers,
+                                            std::string_view name) noexcept {
+  for (const http_header& h : headers) {
+    if (h.name.size() == name.size() &&
+        std::equal(h.name.begin(), h.name.end(), name.begin(), [](char a, char b) {
+          return std::tolower(static_cast<unsigned char>(a)) ==
+                 std::tolower(static_cast<unsigned char>(b));
+        })) {
+      return std::string_view{h.value};
+    }
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+std::uint64_t nanoseconds_between(clock::time_point from, clock::time_point to) noexcept {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count());
+}
+
+http_response json_reply(int status_code, std::string json) {
+  http_response r;
+  r.status = status_code;
+  r.headers.push_back({"Content-Type", std::string{json_content_type}});
+  r.head = std::move(json);
+  return r;
+}
+
+http_response error_reply(const status& s) { return json_reply(s.http_status(), s.to_json()); }
+
+// --- targets -------------------------------------------------------------------------------------
+
+// The path's segments, percent-decoded; the query is ignored.
+result<std::vector<std::string>> split_path(std::string_view target) {
+  target = target.substr(0, target.find('?'));
+  std::vector<std::string> segments;
+  while (!target.empty()) {
+    if (target.front() == '/') {
+      target.remove_prefix(1);
+      continue;
+    }
+    const std::size_t end = std::min(target.find('/'), target.size());
+    const std::string_view raw = target.substr(0, end);
+    target.remove_prefix(end);
+    std::string segment;
+    for (std::size_t i = 0; i < raw.size(); ++i) {
+      if (raw[i] != '%') {
+        segment += raw[i];
+        continue;
+      }
+      unsigned value = 0;
+      if (i + 2 >= raw.size() ||
+          std::from_chars(raw.data() + i + 1, raw.data() + i + 3, value, 16).ptr !=
+              raw.data() + i + 3) {
+        return status{errc::invalid_argument,
+                      fmt::format("malformed percent-encoding in the request path at '{}'",
+                                  raw.substr(i, 3))};
+      }
+      segment += static_cast<char>(value);
+      i += 2;
+    }
+    segments.push_back(std::move(segment));
+  }
+  return segments;
+}
+
+result<std::uint64_t> parse_version(std::string_view text) {
+  std::uint64_t version = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), version);
+  if (ec != std::errc{} || end != text.data() + text.size() || version == 0) {
+    return status{errc::invalid_argument,
+                  fmt::format("invalid model version '{}': versions are positive integers", text)};
+  }
+  return version;
+}
+
+status method_not_allowed(std::string_view method, std::string_view allowed) {
+  return status{errc::method_not_allowed,
+                fmt::format("method {} is not allowed here; use {}", method, allowed)};
+}
+
+// --- Triton-shaped JSON for the extensions -------------------------------------------------------
+
+std::string quoted(std::string_view text) {
+  std::string out;
+  detail::append_json_string(out, text);
+  return out;
+}
+
+std::string config_datatype(datatype type) {
+  if (type == datatype::bytes) return "TYPE_STRING";
+  return fmt::format("TYPE_{}", to_string(type));
+}
+
+std::string encode_config(const model_config& config) {
+  const auto tensors = [](const std::vector<tensor_metadata>& list) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (i != 0) out += ',';
+      out += fmt::format(R"({{"name":{},"data_type":"{}","dims":[{}]}})", quoted(list[i].name),
+                         config_datatype(list[i].type), fmt::join(list[i].shape, ","));
+    }
+    return out + "]";
+  };
+  std::string out = fmt::format(
+      R"({{"name":{},"platform":{},"backend":{},"max_batch_size":{},"input":{},"output":{},)"
+      R"("version_policy":{{"latest":{{"num_versions":1}}}})",
+      quoted(config.name), quoted(config.platform), quoted(config.platform), config.max_batch_size,
+      tensors(config.inputs), tensors(config.outputs));
+  if (config.dynamic_batching) out += R"(,"dynamic_batching":{})";
+  if (config.sequence_batching) out += R"(,"sequence_batching":{})";
+  return out + "}";
+}
+
+std::string encode_statistics(const std::string& name, std::uint64_t version,
+                              const model_statistics& s) {
+  const auto duration = [](const model_statistics::duration& d) {
+    return fmt::format(R"({{"count":{},"ns":{}}})", d.count.load(), d.ns.load());
+  };
+  return fmt::format(
+      R"({{"name":{},"version":"{}","last_inference":{},"inference_count":{},)"
+      R"("execution_count":{},"inference_stats":{{"success":{},"fail":{},"queue":{},)"
+      R"("compute_input":{},"compute_infer":{},"compute_output":{},)"
+      R"("cache_hit":{{"count":0,"ns":0}},"cache_miss":{{"count":0,"ns":0}}}},"batch_stats":[]}})",
+      quoted(name), version, s.last_inference_ms.load(), s.inference_count.load(),
+      s.execution_count.load(), duration(s.success), duration(s.fail), duration(s.queue),
+      duration(s.compute_input), duration(s.compute_infer), duration(s.compute_output));
+}
+
+model_metadata metadata_of(const model_config& config, const std::vector<std::uint64_t>& versions) {
+  model_metadata m;
+  m.name = config.name;
+  for (std::uint64_t v : versions) m.versions.push_back(std::to_string(v));
+  m.platform = config.platform;
+  const auto with_batch = [&](const std::vector<tensor_metadata>& list) {
+    std::vector<tensor_metadata> out = list;
+    if (config.max_batch_size > 0) {
+      for (tensor_metadata& t : out) t.shape.insert(t.shape.begin(), -1);
+    }
+    return out;
+  };
+  m.inputs = with_batch(config.inputs);
+  m.outputs = with_batch(config.outputs);
+  m.properties = config.properties;
+  return m;
+}
+
+// One inference between its decoding and its reply.
+struct pending_inference {
+  model_lease lease;
+  std::optional<std::string> id;
+  std::vector<requested_output> asked;
+  response_format format;
+  detail::content_coding reply_coding = detail::content_coding::identity;
+  http_handler::completion done;
+  cancellation cancel;
+  std::uint64_t batch = 1;
+  clock::time_point received;
+  clock::time_point queued;
+  clock::time_point started;
+};
+
+}  // namespace
+
+struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
+  model_repository& repository;
+  executor& workers;
+  server_options options;
+
+  state(model_repository& r, executor& w, server_options o)
+      : repository{r}, workers{w}, options{std::move(o)} {
+    if (options.version.empty()) options.version = std::string{oip::version_string};
+  }
+
+  // Compresses a reply when the client asked for it and it is worth it.
+  http_response finish_reply(http_response reply, detail::content_coding coding) const {
+    if (coding == detail::content_coding::identity || !options.compress_responses ||
+        reply.body_size() < options.compression_threshold) {
+      return reply;
+    }
+    std::vector<std::string_view> parts{reply.head};
+    for (const buffer& b : reply.tail) parts.push_back(b.as_string_view());
+    result<std::string> compressed = detail::compress(parts, coding);
+    if (!compressed) return reply;  // sent as it is: still a correct reply
+    reply.head = std::move(*compressed);
+    reply.tail.clear();
+    reply.headers.push_back({"Content-Encoding", std::string{detail::coding_name(coding)}});
+    return reply;
+  }
+
+  // --- routes ----------------------------------------------------------------------------------
+
+  http_response server_metadata_reply() const {
+    server_metadata m;
+    m.name = options.name;
+    m.version = options.version;
+    m.extensions = {"binary_tensor_data", "classification", "model_configuration",
+                    "model_repository",   "parameters",     "statistics"};
+    return json_reply(200, encode(m));
+  }
+
+  http_response health_reply(bool ready_route) const {
+    if (!ready_route) return json_reply(200, encode(server_live{true}));
+    const bool ready = repository.all_ready();
+    return json_reply(ready ? 200 : 503, encode(server_ready{ready}));
+  }
+
+  http_response model_metadata_reply(std::string_view name,
+                                     std::optional<std::uint64_t> version) const {
+    result<model_lease> lease = repository.find(name, version);
+    if (!lease) return error_reply(lease.error());
+    return json_reply(200, encode(metadata_of(lease->get().config(), repository.versions(name))));
+  }
+
+  http_response model_ready_reply(std::string_view name,
+                                  std::optional<std::uint64_t> version) const {
+    result<model_lease> lease = repository.find(name, version);
+    if (!lease) return error_reply(lease.error());
+    const bool ready = repository.acquire(name, version).ok();
+    return json_reply(ready ? 200 : 503, encode(model_ready{std::string{name}, ready}));
+  }
+
+  http_response config_reply(std::string_view name, std::optional<std::uint64_t> version) const {
+    result<model_lease> lease = repository.find(name, version);
+    if (!lease) return error_reply(lease.error());
+    return json_reply(200, encode_config(lease->get().config()));
+  }
+
+  http_response statistics_reply(std::optional<std::string_view> name,
+                                 std::optional<std::uint64_t> version) const {
+    std::string out = R"({"model_stats":[)";
+    bool first = true;
+    for (const model_index_entry& entry : repository.index()) {
+      if (name && entry.name != *name) continue;
+      if (version && entry.version != *version) continue;
+      result<model_lease> lease = repository.find(entry.name, entry.version);
+      if (!lease) continue;  // removed meanwhile
+      if (!first) out += ',';
+      first = false;
+      out += encode_statistics(entry.name, entry.version, lease->statistics());
+    }
+    if (name && first) return error_reply(unknown_model(*name, version));
+    return json_reply(200, out + "]}");
+  }
+
+  http_response repository_index_reply() const {
+    std::string out = "[";
+    std::vector<std::string> listed;
+    for (const model_index_entry& entry : repository.index()) {
+      if (out.size() > 1) out += ',';
+      out += fmt::format(R"({{"name":{},"version":"{}","state":"{}","reason":{}}})",
+                         quoted(entry.name), entry.version, entry.state, quoted(entry.reason));
+      listed.push_back(entry.name);
+    }
+    if (const std::shared_ptr<model_loader> loader = repository.loader()) {
+      for (const std::string& name : loader->available()) {
+        if (std::find(listed.begin(), listed.end(), name) != listed.end()) continue;
+        if (out.size() > 1) out += ',';
+        out +=
+            fmt::format(R"({{"name":{},"state":"UNAVAILABLE","reason":"unloaded"}})", quoted(name));
+      }
+    }
+    return json_reply(200, out + "]");
+  }
+
+  http_response load_reply(const std::string& name) const {
+    const std::shared_ptr<model_loader> loader = repository.loader();
+    if (!loader) {
+      return error_reply(status{errc::invalid_argument,
+                                "this server has no model loader: its models are registered by "
+                                "the host application"});
+    }
+    if (repository.acquire(name, std::nullopt).ok()) return json_reply(200, "{}");
+    result<std::shared_ptr<model>> loaded = loader->load(name);
+    if (!loaded) return error_reply(loaded.error());
+    if (*loaded == nullptr || (*loaded)->config().name != name) {
+      return error_reply(
+          status{errc::internal, fmt::format("the loader did not produce model '{}'", name)});
+    }
+    if (status s = repository.add(std::move(*loaded)); !s.ok()) return error_reply(s);
+    return json_reply(200, "{}");
+  }
+
+  http_response unload_reply(const std::string& name) const {
+    if (status s = repository.remove(name); !s.ok()) return error_reply(s);
+    return json_reply(200, "{}");
+  }
+
+  // --- inference ---------------------------------------------------------------------------------
+
+  void infer(http_request& request, const std::string& name, std::optional<std::uint64_t> version,
+             completion& done, cancellation& cancel) {
+    const clock::time_point received = clock::now();
+    const detail::content_coding reply_coding =
+        detail::choose_response_coding(request.header("Accept-Encoding").value_or(""));
+    const auto fail = [&](const status& s) { done(finish_reply(error_reply(s), reply_coding)); };
+
+    result<model_lease> lease = repository.acquire(name, version);
+    if (!lease) return fail(lease.error());
+    model_statistics& stats = lease->statistics();
+    const auto refuse = [&](const status& s) {
+      stats.fail.add(nanoseconds_between(received, clock::now()));
+      fail(s);
+    };
+    const model_config& config = lease->get().config();
+
+    result<detail::content_coding> coding =
+        detail::parse_content_encoding(request.header("Content-Encoding").value_or(""));
+    if (!coding) return refuse(coding.error());
+    result<buffer> body = detail::decompress(request.body, *coding, options.bounds.max_body_bytes);
+    if (!body) return refuse(body.error());
+
+    std::optional<std::size_t> header_length;
+    if (const auto value = request.header(header_length_field)) {
+      result<std::size_t> parsed = parse_header_length(*value, body->size());
+      if (!parsed) return refuse(parsed.error());
+      header_length = *parsed;
+    }
+    result<inference_request> decoded = status{errc::internal, "not decoded"};
+    if (header_length && *header_length == 0) {
+      if (config.inputs.size() != 1) {
+        return refuse(status{errc::invalid_argument,
+                             fmt::format("a raw binary request needs a model with exactly one "
+                                         "input; model '{}' has {}",
+                                         name, config.inputs.size())});
+      }
+      const tensor_metadata& input = config.inputs[0];
+      decoded = decode_raw_request(
+          *body, raw_input_spec{input.name, input.type, input.shape, config.max_batch_size > 0},
+          options.bounds);
+    } else {
+      decoded = decode_request(*body, header_length, options.bounds, name);
+    }
+    if (!decoded) return refuse(decoded.error());
+    if (status s = detail::validate_request(config, *decoded); !s.ok()) return refuse(s);
+    result<response_format> format = response_format::from_request(*decoded);
+    if (!format) return refuse(format.error());
+    if (header_length && *header_length == 0) format->binary_by_default = true;
+    if (const auto* timeout = decoded->parameters.get<std::int64_t>("timeout");
+        timeout != nullptr && *timeout > 0) {
+      cancel.set_deadline(received + std::chrono::microseconds{*timeout});
+    }
+
+    auto pending = std::make_shared<pending_inference>();
+    pending->id = decoded->id;
+    pending->asked = decoded->outputs;
+    pending->format = std::move(*format);
+    pending->reply_coding = reply_coding;
+    pending->done = std::move(done);
+    pending->cancel = cancel;
+    pending->batch = detail::batch_size(config, *decoded);
+    pending->received = received;
+    pending->queued = clock::now();
+    stats.compute_input.add(nanoseconds_between(received, pending->queued));
+    pending->lease = std::move(*lease);
+
+    auto request_ptr = std::make_shared<inference_request>(std::move(*decoded));
+    status submitted = workers.submit([self = shared_from_this(), pending, request_ptr] {
+      self->run(pending, std::move(*request_ptr));
+    });
+    if (!submitted.ok()) {
+      pending->lease.statistics().fail.add(nanoseconds_between(received, clock::now()));
+      completion reply = std::move(pending->done);
+      reply(finish_reply(error_reply(submitted), reply_coding));
+    }
+  }
+
+  void run(const std::shared_ptr<pending_inference>& pending, inference_request request) {
+    pending->started = clock::now();
+    model_statistics& stats = pending->lease.statistics();
+    stats.queue.add(nanoseconds_between(pending->queued, pending->started));
+    if (pending->cancel.cancelled()) {
+      complete(pending, status{errc::unavailable,
+                               pending->cancel.client_gone()
+                                   ? "the request was cancelled by the client"
+                                   : "the request's timeout expired before the model ran"});
+      return;
+    }
+    model& m = pending->lease.get();
+    m.execute(inference_call{std::move(request), pending->lease.version(), pending->cancel,
+                             [self = shared_from_this(), pending](result<model_output> outcome) {
+                               self->complete(pending, std::move(outcome));
+                             }});
+  }
+
+  void complete(const std::shared_ptr<pending_inference>& pending,
+                result<model_output> outcome) const {
+    const clock::time_point computed = clock::now();
+    model_statistics& stats = pending->lease.statistics();
+    completion done = std::move(pending->done);
+    if (!done) return;
+    const model_config& config = pending->lease.get().config();
+    const auto fail = [&](const status& s) {
+      stats.fail.add(nanoseconds_between(pending->received, clock::now()));
+      done(finish_reply(error_reply(s), pending->reply_coding));
+    };
+    if (!outcome) return fail(outcome.error());
+    stats.compute_infer.add(nanoseconds_between(pending->started, computed));
+    stats.execution_count.fetch_add(1, std::memory_order_relaxed);
+    stats.inference_count.fetch_add(pending->batch, std::memory_order_relaxed);
+    stats.last_inference_ms.store(
+        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       std::chrono::system_clock::now().time_since_epoch())
+                                       .count()),
+        std::memory_order_relaxed);
+
+    result<inference_response> response = detail::make_response(
+        config, pending->lease.version(), pending->id, pending->asked, std::move(*outcome));
+    if (!response) return fail(response.error());
+    result<encoded_body> body = encode_response(*response, pending->format);
+    if (!body) return fail(body.error());
+
+    http_response reply;
+    reply.status = 200;
+    reply.headers.push_back({"Content-Type", std::string{body->content_type()}});
+    if (body->uses_binary) {
+      reply.headers.push_back(
+          {std::string{header_length_field}, std::to_string(body->json.size())});
+    }
+    reply.head = std::move(body->json);
+    reply.tail = std::move(body->binary);
+    const clock::time_point encoded = clock::now();
+    stats.compute_output.add(nanoseconds_between(computed, encoded));
+    stats.success.add(nanoseconds_between(pending->received, encoded));
+    done(finish_reply(std::move(reply), pending->reply_coding));
+  }
+
+  // --- dispatch --------------------------------------------------------------------------------
+
+  void handle(http_request& request, completion& done, cancellation& cancel) {
+    const detail::content_coding reply_coding =
+        detail::choose_response_coding(request.header("Accept-Encoding").value_or(""));
+    const auto reply = [&](http_response r) { done(finish_reply(std::move(r), reply_coding)); };
+    const auto fail = [&](const status& s) { reply(error_reply(s)); };
+
+    result<std::vector<std::string>> parsed = split_path(request.target);
+    if (!parsed) return fail(parsed.error());
+    const std::vector<std::string>& path = *parsed;
+    const std::string& method = request.method;
+    const bool get = method == "GET" || method == "HEAD";
+    const bool post = method == "POST";
+    const auto not_found = [&] {
+      fail(status{errc::not_found,
+                  fmt::format("no route for {} {}", method, request.target.substr(0, 200))});
+    };
+    if (path.empty() || path[0] != "v2") return not_found();
+
+    if (path.size() == 1) {
+      return get ? reply(server_metadata_reply()) : fail(method_not_allowed(method, "GET"));
+    }
+    if (path[1] == "health" && path.size() == 3 && (path[2] == "live" || path[2] == "ready")) {
+      return get ? reply(health_reply(path[2] == "ready"))
+                 : fail(method_not_allowed(method, "GET"));
+    }
+    if (path[1] == "repository") {
+      if (path.size() == 3 && path[2] == "index") {
+        return post ? reply(repository_index_reply()) : fail(method_not_allowed(method, "POST"));
+      }
+      if (path.size() == 5 && path[2] == "models" && (path[4] == "load" || path[4] == "unload")) {
+        if (!post) return fail(method_not_allowed(method, "POST"));
+        return reply(path[4] == "load" ? load_reply(path[3]) : unload_reply(path[3]));
+      }
+      return not_found();
+    }
+    if (path[1] != "models" || path.size() < 3) return not_found();
+    if (path.size() == 3 && path[2] == "stats") {
+      return get ? reply(statistics_reply(std::nullopt, std::nullopt))
+                 : fail(method_not_allowed(method, "GET"));
+    }
+
+    // /v2/models/<m>[/versions/<v>][/ready|/infer|/stats|/config]
+    const std::string& name = path[2];
+    std::size_t next = 3;
+    std::optional<std::uint64_t> version;
+    if (path.size() >= 5 && path[3] == "versions") {
+      result<std::uint64_t> v = parse_version(path[4]);
+      if (!v) return fail(v.error());
+      version = *v;
+      next = 5;
+    }
+    if (path.size() > next + 1) return not_found();
+    const std::string_view action = path.size() == next ? std::string_view{} : path[next];
+    if (action.empty()) {
+      return get ? reply(model_metadata_reply(name, version))
+                 : fail(method_not_allowed(method, "GET"));
+    }
+    if (action == "ready") {
+      return get ? reply(model_ready_reply(name, version))
+                 : fail(method_not_allowed(method, "GET"));
+    }
+    if (action == "config") {
+      return get ? reply(config_reply(name, version)) : fail(method_not_allowed(method, "GET"));
+    }
+    if (action == "stats") {
+      return get ? reply(statistics_reply(name, version)) : fail(method_not_allowed(method, "GET"));
+    }
+    if (action == "infer") {
+      if (!post) return fail(method_not_allowed(method, "POST"));
+      return infer(request, name, version, done, cancel);
+    }
+    return not_found();
+  }
+};
+
+http_handler::http_handler(model_repository& repository, executor& workers, server_options options)
+    : state_{std::make_shared<state>(repository, workers, std::move(options))} {}
+
+http_handler::~http_handler() = default;
+
+const server_options& http_handler::options() const noexcept { return state_->options; }
+
+void http_handler::handle(http_request request, completion done, cancellation cancel) {
+  state_->handle(request, done, cancel);
+}
+
+http_response http_handler::handle(http_request request) {
+  std::mutex mutex;
+  std::condition_variable ready;
+  std::optional<http_response> reply;
+  handle(std::move(request), [&](http_response r) {
+    const std::lock_guard lock{mutex};
+    reply = std::move(r);
+    ready.notify_one();
+  });
+  std::unique_lock lock{mutex};
+  ready.wait(lock, [&] { return reply.has_value(); });
+  return std::move(*reply);
+}
+
+}  // namespace oip

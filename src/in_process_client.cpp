@@ -1,0 +1,72 @@
+#include <oip/in_process_client.hpp>
+
+#include <fmt/format.h>
+
+namespace oip {
+
+namespace {
+
+std::string model_path(std::string_view model, std::optional<std::uint64_t> version) {
+  std::string path = fmt::format("/v2/models/{}", model);
+  if (version) path += fmt::format("/versions/{}", *version);
+  return path;
+}
+
+status error_of(const http_response& reply) { return decode_error(reply.body(), reply.status); }
+
+}  // namespace
+
+http_response in_process_client::send(std::string method, std::string target, std::string body,
+                                      std::vector<http_header> headers) {
+  http_request request;
+  request.method = std::move(method);
+  request.target = std::move(target);
+  request.headers = std::move(headers);
+  request.body = buffer::from_string(std::move(body));
+  return handler_.handle(std::move(request));
+}
+
+result<inference_response> in_process_client::infer(std::string_view model,
+                                                    const inference_request& request,
+                                                    const request_format& format,
+                                                    std::optional<std::uint64_t> version) {
+  result<encoded_body> body = encode_request(request, format);
+  if (!body) return std::move(body).error();
+  std::vector<http_header> headers;
+  if (body->uses_binary) {
+    headers.push_back({std::string{header_length_field}, std::to_string(body->json.size())});
+  }
+  const http_response reply =
+      send("POST", model_path(model, version) + "/infer", body->flatten(), std::move(headers));
+  if (reply.status != 200) return error_of(reply);
+  std::optional<std::size_t> header_length;
+  if (const auto value = reply.header(header_length_field)) {
+    result<std::size_t> parsed = parse_header_length(*value, reply.body_size());
+    if (!parsed) return std::move(parsed).error();
+    header_length = *parsed;
+  }
+  return decode_response(buffer::from_string(reply.body()), header_length);
+}
+
+result<server_metadata> in_process_client::metadata() {
+  const http_response reply = send("GET", "/v2");
+  if (reply.status != 200) return error_of(reply);
+  return decode_server_metadata(reply.head);
+}
+
+result<model_metadata> in_process_client::metadata(std::string_view model,
+                                                   std::optional<std::uint64_t> version) {
+  const http_response reply = send("GET", model_path(model, version));
+  if (reply.status != 200) return error_of(reply);
+  return decode_model_metadata(reply.head);
+}
+
+bool in_process_client::live() { return send("GET", "/v2/health/live").status == 200; }
+
+bool in_process_client::ready() { return send("GET", "/v2/health/ready").status == 200; }
+
+bool in_process_client::ready(std::string_view model, std::optional<std::uint64_t> version) {
+  return send("GET", model_path(model, version) + "/ready").status == 200;
+}
+
+}  // namespace oip

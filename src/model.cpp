@@ -1,0 +1,59 @@
+#include <oip/model.hpp>
+
+namespace oip {
+
+namespace detail {
+struct call_state {
+  inference_request request;
+  std::uint64_t version = 0;
+  cancellation cancel;
+  inference_call::completion done;
+  bool finished = false;
+};
+}  // namespace detail
+
+inference_call::inference_call(inference_request request, std::uint64_t version,
+                               cancellation cancel, completion done)
+    : state_{std::make_unique<detail::call_state>(
+          detail::call_state{std::move(request), version, std::move(cancel), std::move(done)})} {}
+
+inference_call::inference_call(inference_call&&) noexcept = default;
+
+inference_call& inference_call::operator=(inference_call&& other) noexcept {
+  if (this != &other) {
+    if (state_ && !state_->finished) {
+      finish(status{errc::internal, "the model returned no result"});
+    }
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+inference_call::~inference_call() {
+  if (state_ && !state_->finished) finish(status{errc::internal, "the model returned no result"});
+}
+
+const inference_request& inference_call::request() const noexcept { return state_->request; }
+inference_request& inference_call::request() noexcept { return state_->request; }
+std::uint64_t inference_call::version() const noexcept { return state_->version; }
+bool inference_call::cancelled() const noexcept { return state_->cancel.cancelled(); }
+
+void inference_call::finish(result<model_output> outcome) {
+  if (!state_ || state_->finished) return;
+  state_->finished = true;
+  // The completion may release the last reference to the model: nothing of `this` is used after.
+  completion done = std::move(state_->done);
+  if (done) done(std::move(outcome));
+}
+
+model::~model() = default;
+
+void function_model::execute(inference_call call) {
+  if (call.cancelled()) {
+    call.finish(status{errc::unavailable, "the request was cancelled before the model ran"});
+    return;
+  }
+  call.finish(run_(call.request()));
+}
+
+}  // namespace oip

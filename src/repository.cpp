@@ -1,0 +1,239 @@
+#include <oip/repository.hpp>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <shared_mutex>
+
+#include <fmt/format.h>
+
+namespace oip {
+
+namespace detail {
+
+struct model_slot {
+  std::shared_ptr<model> instance;
+  std::uint64_t version = 0;
+  model_statistics statistics;
+  std::atomic<std::uint64_t> in_flight{0};
+  std::atomic<bool> draining{false};
+};
+
+// One lock guards the map and the draining flags: requests take it shared, changes exclusive.
+struct repository_state {
+  mutable std::shared_mutex mutex;
+  mutable std::condition_variable_any removed;
+  std::map<std::string, std::map<std::uint64_t, std::shared_ptr<model_slot>>, std::less<>> models;
+  std::shared_ptr<model_loader> loader;
+
+  // Drops a draining slot once nothing holds it; the caller holds the exclusive lock.
+  void erase_if_drained(const std::string& name, const std::shared_ptr<model_slot>& slot) {
+    if (slot->in_flight.load() != 0) return;
+    const auto model = models.find(name);
+    if (model == models.end()) return;
+    const auto version = model->second.find(slot->version);
+    if (version == model->second.end() || version->second != slot) return;
+    model->second.erase(version);
+    if (model->second.empty()) models.erase(model);
+    removed.notify_all();
+  }
+};
+
+}  // namespace detail
+
+// --- lease -------------------------------------------------------------------------------------
+
+model_lease::model_lease(std::shared_ptr<detail::repository_state> repository,
+                         std::shared_ptr<detail::model_slot> slot) noexcept
+    : repository_{std::move(repository)}, slot_{std::move(slot)} {}
+
+model_lease::model_lease(model_lease&& other) noexcept
+    : repository_{std::move(other.repository_)}, slot_{std::move(other.slot_)} {}
+
+model_lease& model_lease::operator=(model_lease&& other) noexcept {
+  if (this != &other) {
+    release();
+    repository_ = std::move(other.repository_);
+    slot_ = std::move(other.slot_);
+  }
+  return *this;
+}
+
+model_lease::~model_lease() { release(); }
+
+void model_lease::release() noexcept {
+  if (!slot_) return;
+  if (slot_->in_flight.fetch_sub(1) == 1 && slot_->draining.load()) {
+    const std::unique_lock lock{repository_->mutex};
+    repository_->erase_if_drained(slot_->instance->config().name, slot_);
+  }
+  slot_.reset();
+  repository_.reset();
+}
+
+model& model_lease::get() const noexcept { return *slot_->instance; }
+const std::shared_ptr<model>& model_lease::shared() const noexcept { return slot_->instance; }
+std::uint64_t model_lease::version() const noexcept { return slot_->version; }
+model_statistics& model_lease::statistics() const noexcept { return slot_->statistics; }
+
+model_loader::~model_loader() = default;
+
+// --- repository --------------------------------------------------------------------------------
+
+status unknown_model(std::string_view name, std::optional<std::uint64_t> version) {
+  if (version) {
+    return status{errc::not_found, fmt::format("Request for unknown model: '{}' version {} is not "
+                                               "found",
+                                               name, *version)};
+  }
+  return status{errc::not_found, fmt::format("Request for unknown model: '{}' is not found", name)};
+}
+
+model_repository::model_repository() : state_{std::make_shared<detail::repository_state>()} {}
+model_repository::~model_repository() = default;
+
+status model_repository::add(std::shared_ptr<model> m, std::uint64_t version) {
+  if (!m) return status{errc::invalid_argument, "no model to add"};
+  const std::string& name = m->config().name;
+  if (name.empty()) return status{errc::invalid_argument, "a model needs a name"};
+  if (version == 0) {
+    return status{errc::invalid_argument,
+                  fmt::format("model '{}': versions are positive integers", name)};
+  }
+  const std::unique_lock lock{state_->mutex};
+  auto& versions = state_->models[name];
+  if (versions.contains(version)) {
+    return status{errc::invalid_argument,
+                  fmt::format("model '{}' version {} is already loaded", name, version)};
+  }
+  auto slot = std::make_shared<detail::model_slot>();
+  slot->instance = std::move(m);
+  slot->version = version;
+  versions.emplace(version, std::move(slot));
+  return {};
+}
+
+status model_repository::remove(std::string_view name, std::optional<std::uint64_t> version) {
+  const std::unique_lock lock{state_->mutex};
+  const auto model = state_->models.find(name);
+  if (model == state_->models.end()) return unknown_model(name, version);
+  std::vector<std::shared_ptr<detail::model_slot>> slots;
+  for (const auto& [v, slot] : model->second) {
+    if (!version || v == *version) slots.push_back(slot);
+  }
+  if (slots.empty()) return unknown_model(name, version);
+  const std::string key = model->first;  // the map entry may go below
+  for (const auto& slot : slots) {
+    slot->draining.store(true);
+    state_->erase_if_drained(key, slot);
+  }
+  return {};
+}
+
+bool model_repository::wait_removed(std::string_view name,
+                                    std::chrono::milliseconds timeout) const {
+  std::shared_lock lock{state_->mutex};
+  return state_->removed.wait_for(lock, timeout, [&] { return !state_->models.contains(name); });
+}
+
+namespace {
+
+enum class lookup { for_inference, for_metadata };
+
+result<model_lease> lookup_model(const std::shared_ptr<detail::repository_state>& state,
+                                 std::string_view name, std::optional<std::uint64_t> version,
+                                 lookup purpose) {
+  const std::shared_lock lock{state->mutex};
+  const auto model = state->models.find(name);
+  if (model == state->models.end()) return unknown_model(name, version);
+  std::shared_ptr<detail::model_slot> slot;
+  if (version) {
+    const auto found = model->second.find(*version);
+    if (found == model->second.end()) return unknown_model(name, version);
+    slot = found->second;
+  } else {
+    // The latest version that can serve; for metadata, the latest of all.
+    for (auto it = model->second.rbegin(); it != model->second.rend(); ++it) {
+      if (purpose == lookup::for_metadata ||
+          (!it->second->draining.load() && it->second->instance->ready())) {
+        slot = it->second;
+        break;
+      }
+    }
+    if (!slot) slot = model->second.rbegin()->second;  // explained below
+  }
+  if (purpose == lookup::for_inference) {
+    if (slot->draining.load()) {
+      return status{errc::unavailable,
+                    fmt::format("model '{}' version {} is unloading", name, slot->version)};
+    }
+    if (!slot->instance->ready()) {
+      return status{errc::unavailable,
+                    fmt::format("model '{}' version {} is not ready", name, slot->version)};
+    }
+  }
+  slot->in_flight.fetch_add(1);
+  return model_lease{state, std::move(slot)};
+}
+
+}  // namespace
+
+result<model_lease> model_repository::acquire(std::string_view name,
+                                              std::optional<std::uint64_t> version) const {
+  return lookup_model(state_, name, version, lookup::for_inference);
+}
+
+result<model_lease> model_repository::find(std::string_view name,
+                                           std::optional<std::uint64_t> version) const {
+  return lookup_model(state_, name, version, lookup::for_metadata);
+}
+
+std::vector<model_index_entry> model_repository::index() const {
+  const std::shared_lock lock{state_->mutex};
+  std::vector<model_index_entry> out;
+  for (const auto& [name, versions] : state_->models) {
+    for (const auto& [version, slot] : versions) {
+      model_index_entry entry{name, version, "READY", ""};
+      if (slot->draining.load()) {
+        entry.state = "UNLOADING";
+        entry.reason = "unloading: waiting for requests in flight";
+      } else if (!slot->instance->ready()) {
+        entry.state = "UNAVAILABLE";
+        entry.reason = "the model is not ready";
+      }
+      out.push_back(std::move(entry));
+    }
+  }
+  return out;
+}
+
+std::vector<std::uint64_t> model_repository::versions(std::string_view name) const {
+  const std::shared_lock lock{state_->mutex};
+  std::vector<std::uint64_t> out;
+  if (const auto model = state_->models.find(name); model != state_->models.end()) {
+    for (const auto& entry : model->second) out.push_back(entry.first);
+  }
+  return out;
+}
+
+bool model_repository::all_ready() const {
+  const std::shared_lock lock{state_->mutex};
+  for (const auto& [name, versions] : state_->models) {
+    for (const auto& [version, slot] : versions) {
+      if (slot->draining.load() || !slot->instance->ready()) return false;
+    }
+  }
+  return true;
+}
+
+void model_repository::set_loader(std::shared_ptr<model_loader> loader) {
+  const std::unique_lock lock{state_->mutex};
+  state_->loader = std::move(loader);
+}
+
+std::shared_ptr<model_loader> model_repository::loader() const {
+  const std::shared_lock lock{state_->mutex};
+  return state_->loader;
+}
+
+}  // namespace oip

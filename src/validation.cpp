@@ -1,0 +1,178 @@
+#include "detail/validation.hpp"
+
+#include <oip/classification.hpp>
+
+#include <string>
+
+#include <fmt/format.h>
+
+namespace oip::detail {
+
+namespace {
+
+std::string quoted_list(const std::vector<std::string_view>& names) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i != 0) out += ',';
+    out += fmt::format("'{}'", names[i]);
+  }
+  return out + "]";
+}
+
+// The shape a client must send: the batch dimension first when the model batches.
+shape_type full_shape(const model_config& config, const shape_type& dims) {
+  shape_type shape;
+  if (config.max_batch_size > 0) shape.push_back(-1);
+  shape.insert(shape.end(), dims.begin(), dims.end());
+  return shape;
+}
+
+bool shape_matches(const shape_type& expected, std::span<const std::int64_t> actual) {
+  if (expected.size() != actual.size()) return false;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    if (expected[i] != -1 && expected[i] != actual[i]) return false;
+  }
+  return true;
+}
+
+status check_classification(const requested_output& output) {
+  const parameter_value* value = output.parameters.find(parameter_names::classification);
+  if (value == nullptr) return {};
+  const auto* count = std::get_if<std::int64_t>(value);
+  if (count == nullptr || *count < 0) {
+    return status{errc::invalid_argument,
+                  fmt::format("parameter 'classification' of output '{}' must be a non-negative "
+                              "integer",
+                              output.name)};
+  }
+  return {};
+}
+
+}  // namespace
+
+status validate_request(const model_config& config, const inference_request& request) {
+  const std::string& model = config.name;
+  std::vector<std::string_view> got;
+  for (const tensor& input : request.inputs) {
+    const tensor_metadata* expected = config.find_input(input.name());
+    if (expected == nullptr) {
+      return status{errc::invalid_argument, fmt::format("unexpected inference input '{}' for "
+                                                        "model '{}'",
+                                                        input.name(), model)};
+    }
+    got.push_back(input.name());
+    if (input.type() != expected->type) {
+      return status{
+          errc::invalid_argument,
+          fmt::format("inference input '{}' data-type is '{}', but model '{}' expects "
+                      "'{}'",
+                      input.name(), to_string(input.type()), model, to_string(expected->type))};
+    }
+  }
+  if (request.inputs.size() != config.inputs.size()) {
+    std::vector<std::string_view> missing;
+    for (const tensor_metadata& t : config.inputs) {
+      bool present = false;
+      for (const tensor& input : request.inputs) present = present || input.name() == t.name;
+      if (!present) missing.push_back(t.name);
+    }
+    return status{errc::invalid_argument,
+                  fmt::format("expected {} inputs but got {} inputs for model '{}'. Got input(s) "
+                              "{}, but missing required input(s) {}. Please provide all required "
+                              "input(s).",
+                              config.inputs.size(), request.inputs.size(), model, quoted_list(got),
+                              quoted_list(missing))};
+  }
+
+  std::optional<std::int64_t> batch;
+  for (const tensor& input : request.inputs) {
+    const tensor_metadata& expected = *config.find_input(input.name());
+    std::span<const std::int64_t> dims = input.shape();
+    const shape_type full = full_shape(config, expected.shape);
+    if (config.max_batch_size > 0 && !dims.empty()) {
+      if (batch && *batch != dims[0]) {
+        return status{errc::invalid_argument,
+                      fmt::format("input '{}' batch size does not match other inputs for '{}'",
+                                  input.name(), model)};
+      }
+      batch = dims[0];
+    }
+    if (!shape_matches(full, dims)) {
+      std::string message =
+          fmt::format("unexpected shape for input '{}' for model '{}'. Expected {}, got {}",
+                      input.name(), model, to_string(full), to_string(dims));
+      if (config.max_batch_size > 0 && dims.size() + 1 == full.size()) {
+        message +=
+            ". NOTE: Setting a non-zero max_batch_size in the model config requires a batch "
+            "dimension to be prepended to each input shape. If you want to specify the full "
+            "shape including the batch dim in your input dims config, try setting "
+            "max_batch_size to zero. See the model configuration docs for more info on "
+            "max_batch_size.";
+      }
+      return status{errc::invalid_argument, std::move(message)};
+    }
+  }
+  if (batch && (*batch < 1 || *batch > config.max_batch_size)) {
+    return status{errc::invalid_argument,
+                  *batch < 1
+                      ? fmt::format("inference request batch-size must be >= 1 for '{}'", model)
+                      : fmt::format("inference request batch-size must be <= {} for '{}'",
+                                    config.max_batch_size, model)};
+  }
+
+  for (const requested_output& output : request.outputs) {
+    if (config.find_output(output.name) == nullptr) {
+      return status{errc::invalid_argument, fmt::format("unexpected inference output '{}' for "
+                                                        "model '{}'",
+                                                        output.name, model)};
+    }
+    if (status s = check_classification(output); !s.ok()) return s;
+  }
+  return {};
+}
+
+std::uint64_t batch_size(const model_config& config, const inference_request& request) noexcept {
+  if (config.max_batch_size <= 0 || request.inputs.empty() || request.inputs[0].shape().empty()) {
+    return 1;
+  }
+  return static_cast<std::uint64_t>(request.inputs[0].shape()[0]);
+}
+
+result<inference_response> make_response(const model_config& config, std::uint64_t version,
+                                         const std::optional<std::string>& id,
+                                         const std::vector<requested_output>& asked,
+                                         model_output&& produced) {
+  inference_response response;
+  response.model_name = config.name;
+  response.model_version = std::to_string(version);
+  response.id = id;
+  response.parameters = std::move(produced.parameters);
+  if (asked.empty()) {
+    response.outputs = std::move(produced.outputs);
+    return response;
+  }
+  response.outputs.reserve(asked.size());
+  for (const requested_output& output : asked) {
+    tensor* found = nullptr;
+    for (tensor& t : produced.outputs) {
+      if (t.name() == output.name) found = &t;
+    }
+    if (found == nullptr) {
+      return status{errc::internal, fmt::format("model '{}' did not produce the requested output "
+                                                "'{}'",
+                                                config.name, output.name)};
+    }
+    const auto* top = output.parameters.get<std::int64_t>(parameter_names::classification);
+    if (top != nullptr && *top > 0) {
+      result<tensor> classes = classify(*found, static_cast<std::size_t>(*top),
+                                        config.max_batch_size > 0, config.labels_of(output.name));
+      if (!classes) return std::move(classes).error();
+      response.outputs.push_back(std::move(*classes));
+    } else {
+      response.outputs.push_back(std::move(*found));
+    }
+  }
+  return response;
+}
+
+}  // namespace oip::detail

@@ -1,0 +1,146 @@
+// Classification: top N per row or over the whole tensor, every numeric datatype, ties lower index
+// first, NaN last, clamping, labels, shortest values.
+
+#include <oip/classification.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+namespace {
+
+template <class T>
+oip::tensor make(const std::vector<T>& values, oip::shape_type shape) {
+  oip::result<oip::tensor> t =
+      oip::tensor::from_values<T>("scores", std::move(shape), std::span<const T>(values));
+  REQUIRE(t.ok());
+  return std::move(*t);
+}
+
+std::vector<std::string> strings(const oip::tensor& t) {
+  std::vector<std::string> out;
+  for (std::string_view s : t.strings()) out.emplace_back(s);
+  return out;
+}
+
+std::vector<std::uint64_t> top(const oip::tensor& t, std::size_t n, bool batched = false) {
+  oip::result<std::vector<std::uint64_t>> r = oip::top_classes(t, n, batched);
+  REQUIRE(r.ok());
+  return *r;
+}
+
+}  // namespace
+
+TEST_CASE("the spec's example: values in shortest form, index, label") {
+  const oip::tensor scores = make<float>({1.1F, 3.3F, 2.2F}, {3});
+  const std::vector<std::string> labels{"cat", "dog", "bird"};
+  oip::result<oip::tensor> classes = oip::classify(scores, 2, false, labels);
+  REQUIRE(classes.ok());
+  CHECK(classes->type() == oip::datatype::bytes);
+  CHECK(classes->name() == "scores");
+  CHECK(classes->shape() == oip::shape_type{2});
+  CHECK(strings(*classes) == std::vector<std::string>{"3.3:1:dog", "2.2:2:bird"});
+  // Without labels, or past the end of the label list, there is no third field.
+  oip::result<oip::tensor> unlabelled = oip::classify(scores, 1, false);
+  REQUIRE(unlabelled.ok());
+  CHECK(strings(*unlabelled) == std::vector<std::string>{"3.3:1"});
+  oip::result<oip::tensor> short_labels =
+      oip::classify(scores, 3, false, std::vector<std::string>{"cat"});
+  REQUIRE(short_labels.ok());
+  CHECK(strings(*short_labels) == std::vector<std::string>{"3.3:1", "2.2:2", "1.1:0:cat"});
+}
+
+TEST_CASE("batched: top N per row, shape [batch, N]") {
+  const oip::tensor scores = make<std::int32_t>({1, 9, 5, 7, 3, 2}, {2, 3});
+  oip::result<oip::tensor> classes = oip::classify(scores, 2, true);
+  REQUIRE(classes.ok());
+  CHECK(classes->shape() == oip::shape_type{2, 2});
+  CHECK(strings(*classes) == std::vector<std::string>{"9:1", "5:2", "7:0", "3:1"});
+  // Unbatched, the same tensor is one row of six.
+  CHECK(top(scores, 2) == std::vector<std::uint64_t>{1, 3});
+}
+
+TEST_CASE("ties go to the lower index; N is clamped; N = 0 gives an empty result") {
+  const oip::tensor flat = make<float>({2, 5, 5, 1, 5}, {5});
+  CHECK(top(flat, 3) == std::vector<std::uint64_t>{1, 2, 4});
+  CHECK(top(flat, 99) == std::vector<std::uint64_t>{1, 2, 4, 0, 3});
+  oip::result<oip::tensor> none = oip::classify(flat, 0, false);
+  REQUIRE(none.ok());
+  CHECK(none->shape() == oip::shape_type{0});
+  // Ties across block boundaries of the fast path too.
+  std::vector<float> many(1000, 1.0F);
+  many[700] = 2.0F;
+  CHECK(top(make<float>(many, {1000}), 3) == std::vector<std::uint64_t>{700, 0, 1});
+}
+
+TEST_CASE("NaN ranks below every number; infinities are numbers") {
+  const float nan = std::nanf("");
+  const oip::tensor t = make<float>({nan, -INFINITY, 1.0F, nan, INFINITY}, {5});
+  CHECK(top(t, 5) == std::vector<std::uint64_t>{4, 2, 1, 0, 3});
+  oip::result<oip::tensor> classes = oip::classify(t, 2, false);
+  REQUIRE(classes.ok());
+  CHECK(strings(*classes) == std::vector<std::string>{"Infinity:4", "1:2"});
+}
+
+TEST_CASE("every integer and floating datatype") {
+  CHECK(strings(*oip::classify(make<std::uint8_t>({1, 200, 3}, {3}), 1, false)) ==
+        std::vector<std::string>{"200:1"});
+  CHECK(strings(*oip::classify(make<std::int8_t>({-1, -128, 3}, {3}), 2, false)) ==
+        std::vector<std::string>{"3:2", "-1:0"});
+  CHECK(strings(*oip::classify(make<std::uint16_t>({1, 60000}, {2}), 1, false)) ==
+        std::vector<std::string>{"60000:1"});
+  CHECK(strings(*oip::classify(make<std::int16_t>({-5, -4}, {2}), 1, false)) ==
+        std::vector<std::string>{"-4:1"});
+  CHECK(strings(*oip::classify(make<std::uint32_t>({4000000000U, 1}, {2}), 1, false)) ==
+        std::vector<std::string>{"4000000000:0"});
+  CHECK(strings(*oip::classify(make<std::uint64_t>({1, 18446744073709551615ULL}, {2}), 1, false)) ==
+        std::vector<std::string>{"18446744073709551615:1"});
+  CHECK(
+      strings(*oip::classify(make<std::int64_t>({-9223372036854775807LL - 1, 0}, {2}), 2, false)) ==
+      std::vector<std::string>{"0:1", "-9223372036854775808:0"});
+  CHECK(strings(*oip::classify(make<double>({0.1, 0.30000000000000004}, {2}), 1, false)) ==
+        std::vector<std::string>{"0.30000000000000004:1"});
+  CHECK(strings(*oip::classify(make<oip::half>({oip::half{0x3C00}, oip::half{0x3E66}}, {2}), 1,
+                               false)) == std::vector<std::string>{"1.6:1"});
+  CHECK(strings(*oip::classify(
+            make<oip::bfloat16>({oip::bfloat16{0x3F80}, oip::bfloat16{0x4049}}, {2}), 1, false)) ==
+        std::vector<std::string>{"3.14:1"});
+}
+
+TEST_CASE("BYTES and BOOL outputs cannot be classified: 400") {
+  const oip::tensor words =
+      *oip::tensor::from_strings("words", {1}, std::vector<std::string_view>{"a"});
+  oip::result<oip::tensor> r = oip::classify(words, 1, false);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().http_status() == 400);
+  CHECK(r.error().message().find("'words'") != std::string::npos);
+  CHECK(r.error().message().find("BYTES") != std::string::npos);
+  const bool bits[2] = {true, false};
+  const oip::tensor flags =
+      *oip::tensor::from_values<bool>("flags", {2}, std::span<const bool>(bits));
+  CHECK(oip::classify(flags, 1, false).error().http_status() == 400);
+}
+
+TEST_CASE("the fast path agrees with a full sort on random data of every size") {
+  std::mt19937 rng{42};
+  std::uniform_int_distribution<int> small{0, 50};  // many ties
+  for (std::size_t size : {1U, 7U, 63U, 64U, 65U, 130U, 1000U, 4099U}) {
+    std::vector<float> values(size);
+    for (float& v : values) v = static_cast<float>(small(rng));
+    std::vector<std::uint64_t> order(size);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::uint64_t a, std::uint64_t b) { return values[a] > values[b]; });
+    for (std::size_t n : {1U, 5U, 64U}) {
+      const std::size_t k = std::min(n, size);
+      CHECK(top(make<float>(values, {static_cast<std::int64_t>(size)}), n) ==
+            std::vector<std::uint64_t>(order.begin(), order.begin() + static_cast<long>(k)));
+    }
+  }
+}

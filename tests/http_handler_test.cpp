@@ -1,0 +1,447 @@
+// The endpoint handler: every route, validation in Triton's wording, classification, binary and
+// raw requests, compression, cancellation, statistics and configuration, the in-process client.
+
+#include "serving_support.hpp"
+
+#include <oip/http_handler.hpp>
+#include <oip/in_process_client.hpp>
+#include <oip/json.hpp>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <zlib.h>
+
+using oip::http_response;
+
+namespace {
+
+struct server {
+  oip::model_repository repository;
+  oip::executor workers{{2, 64}};
+  oip::http_handler handler{repository, workers, {"test-server", "9.9.9", {}, true, 16}};
+  oip::in_process_client client{handler};
+
+  server() {
+    REQUIRE(repository.add(oip::testing::make_simple()).ok());
+    REQUIRE(repository.add(oip::testing::make_scores()).ok());
+  }
+
+  http_response send(std::string method, std::string target, std::string body = {},
+                     std::vector<oip::http_header> headers = {}) {
+    return client.send(std::move(method), std::move(target), std::move(body), std::move(headers));
+  }
+};
+
+const std::string simple_body =
+    R"({"id":"42","inputs":[)"
+    R"({"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]},)"
+    R"({"name":"INPUT1","shape":[1,16],"datatype":"INT32","data":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}]})";
+
+std::string infer_body(const std::string& inputs, const std::string& rest = "") {
+  return R"({"inputs":[)" + inputs + "]" + rest + "}";
+}
+
+std::string int32_input(const std::string& name, const std::string& shape, std::size_t count,
+                        const std::string& type = "INT32") {
+  std::string data = "[";
+  for (std::size_t i = 0; i < count; ++i) data += (i == 0 ? "" : ",") + std::to_string(i);
+  return R"({"name":")" + name + R"(","shape":)" + shape + R"(,"datatype":")" + type +
+         R"(","data":)" + data + "]}";
+}
+
+void check_error(const http_response& r, int status, const std::string& message) {
+  CHECK(r.status == status);
+  CHECK(r.header("Content-Type") == "application/json");
+  const oip::status decoded = oip::decode_error(r.body(), r.status);
+  CHECK_MESSAGE(decoded.message() == message, decoded.message());
+}
+
+std::string gzip(const std::string& text, int window_bits = 31) {
+  z_stream s{};
+  REQUIRE(deflateInit2(&s, Z_DEFAULT_COMPRESSION, Z_DEFLATED, window_bits, 8, Z_DEFAULT_STRATEGY) ==
+          Z_OK);
+  std::string out(deflateBound(&s, text.size()), '\0');
+  s.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  s.avail_in = static_cast<uInt>(text.size());
+  s.next_out = reinterpret_cast<Bytef*>(out.data());
+  s.avail_out = static_cast<uInt>(out.size());
+  REQUIRE(deflate(&s, Z_FINISH) == Z_STREAM_END);
+  out.resize(s.total_out);
+  deflateEnd(&s);
+  return out;
+}
+
+std::string gunzip(const std::string& data, int window_bits = 31) {
+  z_stream s{};
+  REQUIRE(inflateInit2(&s, window_bits) == Z_OK);
+  std::string out(1 << 20, '\0');
+  s.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  s.avail_in = static_cast<uInt>(data.size());
+  s.next_out = reinterpret_cast<Bytef*>(out.data());
+  s.avail_out = static_cast<uInt>(out.size());
+  REQUIRE(inflate(&s, Z_FINISH) == Z_STREAM_END);
+  out.resize(s.total_out);
+  inflateEnd(&s);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("health, server metadata, model metadata and readiness") {
+  server s;
+  http_response live = s.send("GET", "/v2/health/live");
+  CHECK(live.status == 200);
+  CHECK(live.body() == R"({"live":true})");
+  CHECK(s.send("GET", "/v2/health/ready").status == 200);
+
+  oip::result<oip::server_metadata> meta = s.client.metadata();
+  REQUIRE(meta.ok());
+  CHECK(meta->name == "test-server");
+  CHECK(meta->version == "9.9.9");
+  CHECK(std::find(meta->extensions.begin(), meta->extensions.end(), "classification") !=
+        meta->extensions.end());
+
+  oip::result<oip::model_metadata> simple = s.client.metadata("simple");
+  REQUIRE(simple.ok());
+  CHECK(simple->versions == std::vector<std::string>{"1"});
+  REQUIRE(simple->inputs.size() == 2);
+  CHECK(simple->inputs[0].shape == oip::shape_type{-1, 16});  // the batch dimension shown
+  CHECK(s.client.metadata("simple", 1).ok());
+  CHECK(s.client.ready("simple"));
+  CHECK(s.send("GET", "/v2/models/simple/versions/1/ready").body() ==
+        R"({"name":"simple","ready":true})");
+
+  check_error(s.send("GET", "/v2/models/nope"), 404,
+              "Request for unknown model: 'nope' is not found");
+  check_error(s.send("GET", "/v2/models/simple/versions/3"), 404,
+              "Request for unknown model: 'simple' version 3 is not found");
+  check_error(s.send("GET", "/v2/models/simple/versions/v10"), 400,
+              "invalid model version 'v10': versions are positive integers");
+  CHECK(s.send("GET", "/v2/models/nope/ready").status == 404);
+}
+
+TEST_CASE("routing: unknown routes 404, wrong methods 405, the query is ignored") {
+  server s;
+  CHECK(s.send("GET", "/v3").status == 404);
+  CHECK(s.send("GET", "/v2/models/simple/explode").status == 404);
+  CHECK(s.send("GET", "/").status == 404);
+  CHECK(s.send("POST", "/v2/health/live").status == 405);
+  CHECK(s.send("GET", "/v2/models/simple/infer").status == 405);
+  CHECK(s.send("DELETE", "/v2/models/simple").status == 405);
+  CHECK(s.send("GET", "/v2/health/live?verbose=1").status == 200);
+  CHECK(s.send("GET", "/v2/models/sim%70le").status == 200);  // percent-decoded
+  CHECK(s.send("GET", "/v2/models/sim%7").status == 400);
+  CHECK(s.send("POST", "/v2/models/simple/infer?x=y", simple_body).status == 200);
+}
+
+TEST_CASE("inference: outputs, id, version and response parameters") {
+  server s;
+  http_response r = s.send("POST", "/v2/models/simple/infer", simple_body);
+  REQUIRE(r.status == 200);
+  CHECK(r.header("Content-Type") == "application/json");
+  oip::result<oip::inference_response> response =
+      oip::decode_response(oip::buffer::from_string(r.body()), std::nullopt);
+  REQUIRE(response.ok());
+  CHECK(response->id == "42");
+  CHECK(response->model_name == "simple");
+  CHECK(response->model_version == "1");
+  CHECK(*response->parameters.get<std::string>("computed_by") == "simple");
+  REQUIRE(response->outputs.size() == 2);
+  CHECK(response->outputs[0].name() == "OUTPUT0");
+  CHECK(response->outputs[0].shape() == oip::shape_type{1, 16});
+  CHECK(response->outputs[0].at<std::int32_t>(15) == 16);
+  CHECK(response->outputs[1].at<std::int32_t>(15) == 14);
+
+  // Only the requested outputs, in the request's order; binary when asked.
+  const std::string only_one =
+      infer_body(int32_input("INPUT0", "[2,16]", 32) + "," + int32_input("INPUT1", "[2,16]", 32),
+                 R"(,"outputs":[{"name":"OUTPUT1","parameters":{"binary_data":true}}])");
+  http_response binary = s.send("POST", "/v2/models/simple/infer", only_one);
+  REQUIRE(binary.status == 200);
+  CHECK(binary.header("Content-Type") == "application/octet-stream");
+  REQUIRE(binary.header("Inference-Header-Content-Length").has_value());
+  CHECK(binary.tail.size() == 1);  // tensor bytes handed over, not copied into the head
+  oip::result<oip::inference_response> decoded = oip::decode_response(
+      oip::buffer::from_string(binary.body()),
+      std::stoul(std::string{*binary.header("Inference-Header-Content-Length")}));
+  REQUIRE(decoded.ok());
+  REQUIRE(decoded->outputs.size() == 1);
+  CHECK(decoded->outputs[0].name() == "OUTPUT1");
+  CHECK(decoded->outputs[0].shape() == oip::shape_type{2, 16});
+  CHECK(decoded->outputs[0].at<std::int32_t>(31) == 0);
+}
+
+TEST_CASE("validation against the model, in Triton's wording") {
+  server s;
+  const auto infer = [&](const std::string& body) {
+    return s.send("POST", "/v2/models/simple/infer", body);
+  };
+  check_error(infer(infer_body(int32_input("INPUT0", "[1,16]", 16))), 400,
+              "expected 2 inputs but got 1 inputs for model 'simple'. Got input(s) ['INPUT0'], "
+              "but missing required input(s) ['INPUT1']. Please provide all required input(s).");
+  check_error(infer(infer_body(int32_input("INPUT0", "[1,16]", 16) + "," +
+                               int32_input("INPUT9", "[1,16]", 16))),
+              400, "unexpected inference input 'INPUT9' for model 'simple'");
+  check_error(infer(infer_body(int32_input("INPUT0", "[1,16]", 16, "FP32") + "," +
+                               int32_input("INPUT1", "[1,16]", 16))),
+              400,
+              "inference input 'INPUT0' data-type is 'FP32', but model 'simple' expects "
+              "'INT32'");
+  check_error(infer(infer_body(int32_input("INPUT0", "[1,15]", 15) + "," +
+                               int32_input("INPUT1", "[1,16]", 16))),
+              400,
+              "unexpected shape for input 'INPUT0' for model 'simple'. Expected [-1,16], got "
+              "[1,15]");
+  const http_response no_batch = infer(
+      infer_body(int32_input("INPUT0", "[16]", 16) + "," + int32_input("INPUT1", "[16]", 16)));
+  CHECK(no_batch.status == 400);
+  CHECK(no_batch.body().find("NOTE: Setting a non-zero max_batch_size") != std::string::npos);
+  check_error(infer(infer_body(int32_input("INPUT0", "[9,16]", 144) + "," +
+                               int32_input("INPUT1", "[9,16]", 144))),
+              400, "inference request batch-size must be <= 8 for 'simple'");
+  check_error(infer(infer_body(int32_input("INPUT0", "[2,16]", 32) + "," +
+                               int32_input("INPUT1", "[1,16]", 16))),
+              400, "input 'INPUT1' batch size does not match other inputs for 'simple'");
+  check_error(infer(infer_body(
+                  int32_input("INPUT0", "[1,16]", 16) + "," + int32_input("INPUT1", "[1,16]", 16),
+                  R"(,"outputs":[{"name":"OUTPUT7"}])")),
+              400, "unexpected inference output 'OUTPUT7' for model 'simple'");
+  check_error(infer(infer_body(
+                  int32_input("INPUT0", "[1,16]", 16) + "," + int32_input("INPUT1", "[1,16]", 16),
+                  R"(,"outputs":[{"name":"OUTPUT0","parameters":{"classification":-1}}])")),
+              400, "parameter 'classification' of output 'OUTPUT0' must be a non-negative integer");
+  check_error(s.send("POST", "/v2/models/nope/infer", simple_body), 404,
+              "Request for unknown model: 'nope' is not found");
+  // Codec errors come through with the model named.
+  const http_response malformed = infer("{\"inputs\":[1,2,}");
+  CHECK(malformed.status == 400);
+  const http_response short_binary = s.send(
+      "POST", "/v2/models/simple/infer",
+      R"({"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","parameters":{"binary_data_size":64}}]})",
+      {{"Inference-Header-Content-Length", "98"}});
+  CHECK(short_binary.status == 400);
+}
+
+TEST_CASE("classification through the protocol: JSON and binary, labels, batch rows") {
+  server s;
+  const std::string body =
+      R"({"inputs":[{"name":"IN","shape":[4],"datatype":"FP32","data":[0.5,3.3,1.25,3.3]}],)"
+      R"("outputs":[{"name":"OUT","parameters":{"classification":2}}]})";
+  oip::result<oip::inference_response> r = oip::decode_response(
+      oip::buffer::from_string(s.send("POST", "/v2/models/scores/infer", body).body()),
+      std::nullopt);
+  REQUIRE(r.ok());
+  REQUIRE(r->outputs.size() == 1);
+  CHECK(r->outputs[0].type() == oip::datatype::bytes);
+  std::vector<std::string> got;
+  for (std::string_view e : r->outputs[0].strings()) got.emplace_back(e);
+  CHECK(got == std::vector<std::string>{"3.3:1:dog", "3.3:3"});
+
+  const std::string binary_body =
+      R"({"inputs":[{"name":"IN","shape":[3],"datatype":"FP32","data":[1,2,3]}],)"
+      R"("outputs":[{"name":"OUT","parameters":{"classification":1,"binary_data":true}}]})";
+  http_response binary = s.send("POST", "/v2/models/scores/infer", binary_body);
+  REQUIRE(binary.status == 200);
+  CHECK(binary.header("Content-Type") == "application/octet-stream");
+  CHECK(binary.body().find("3:2:bird") != std::string::npos);
+
+  // Batched: top 1 per row of the simple model's OUTPUT0.
+  const std::string batched =
+      infer_body(int32_input("INPUT0", "[2,16]", 32) + "," + int32_input("INPUT1", "[2,16]", 32),
+                 R"(,"outputs":[{"name":"OUTPUT0","parameters":{"classification":1}}])");
+  oip::result<oip::inference_response> rows = oip::decode_response(
+      oip::buffer::from_string(s.send("POST", "/v2/models/simple/infer", batched).body()),
+      std::nullopt);
+  REQUIRE(rows.ok());
+  CHECK(rows->outputs[0].shape() == oip::shape_type{2, 1});
+  got.clear();
+  for (std::string_view e : rows->outputs[0].strings()) got.emplace_back(e);
+  CHECK(got == std::vector<std::string>{"30:15", "62:15"});
+}
+
+TEST_CASE("a raw binary request goes to the model's only input; outputs come back binary") {
+  server s;
+  std::string raw(12, '\0');
+  const float values[3] = {1.0F, 2.0F, 3.0F};
+  std::memcpy(raw.data(), values, 12);
+  http_response r =
+      s.send("POST", "/v2/models/scores/infer", raw, {{"Inference-Header-Content-Length", "0"}});
+  REQUIRE(r.status == 200);
+  CHECK(r.header("Content-Type") == "application/octet-stream");
+  CHECK(r.tail.size() == 1);
+  CHECK(r.tail[0].as_string_view() == raw);
+  // The two-input model cannot take one.
+  CHECK(s.send("POST", "/v2/models/simple/infer", raw, {{"Inference-Header-Content-Length", "0"}})
+            .status == 400);
+}
+
+TEST_CASE("compression: gzip and deflate requests, compressed replies, 415, bombs") {
+  server s;
+  http_response gz = s.send("POST", "/v2/models/simple/infer", gzip(simple_body),
+                            {{"Content-Encoding", "gzip"}, {"Accept-Encoding", "gzip"}});
+  REQUIRE(gz.status == 200);
+  CHECK(gz.header("Content-Encoding") == "gzip");
+  CHECK(gunzip(gz.body()).find(R"("model_name":"simple")") != std::string::npos);
+
+  http_response deflated =
+      s.send("POST", "/v2/models/simple/infer", gzip(simple_body, 15),
+             {{"Content-Encoding", "deflate"}, {"Accept-Encoding", "gzip;q=0, deflate"}});
+  REQUIRE(deflated.status == 200);
+  CHECK(deflated.header("Content-Encoding") == "deflate");
+  CHECK(gunzip(deflated.body(), 15).find(R"("id":"42")") != std::string::npos);
+
+  http_response plain =
+      s.send("POST", "/v2/models/simple/infer", simple_body, {{"Accept-Encoding", "br"}});
+  CHECK(plain.status == 200);
+  CHECK_FALSE(plain.header("Content-Encoding").has_value());
+
+  check_error(s.send("POST", "/v2/models/simple/infer", simple_body, {{"Content-Encoding", "br"}}),
+              415, "unsupported Content-Encoding 'br': gzip, deflate or identity");
+  CHECK(s.send("POST", "/v2/models/simple/infer", "not gzip", {{"Content-Encoding", "gzip"}})
+            .status == 400);
+  CHECK(s.send("POST", "/v2/models/simple/infer", gzip(simple_body).substr(0, 20),
+               {{"Content-Encoding", "gzip"}})
+            .status == 400);
+
+  // 64 MiB of zeros compress to ~64 KiB; a 1 MiB limit stops the inflation at the limit.
+  oip::model_repository repository;
+  REQUIRE(repository.add(oip::testing::make_simple()).ok());
+  oip::executor workers{{1, 4}};
+  oip::server_options options;
+  options.bounds.max_body_bytes = 1 << 20;
+  oip::http_handler small{repository, workers, options};
+  oip::in_process_client client{small};
+  const http_response bomb =
+      client.send("POST", "/v2/models/simple/infer", gzip(std::string(64 << 20, '\0')),
+                  {{"Content-Encoding", "gzip"}});
+  CHECK(bomb.status == 413);
+}
+
+TEST_CASE("the executor's full queue is a 503; cancellation reaches a running model") {
+  oip::model_repository repository;
+  auto waiter = std::make_shared<oip::testing::waiter>();
+  REQUIRE(repository.add(waiter).ok());
+  oip::executor workers{{1, 1}};
+  oip::http_handler handler{repository, workers};
+  const std::string body =
+      R"({"inputs":[{"name":"IN","shape":[1],"datatype":"INT32","data":[1]}]})";
+  const auto request = [&] {
+    return oip::http_request{"POST", "/v2/models/waiter/infer", {}, oip::buffer::from_string(body)};
+  };
+
+  oip::cancellation first_cancel;
+  std::atomic<int> first_status{0};
+  handler.handle(
+      request(), [&](http_response r) { first_status = r.status; }, first_cancel);
+  while (waiter->started.load() == 0) std::this_thread::yield();  // the worker is busy now
+  std::atomic<int> second_status{0};
+  oip::cancellation second_cancel;
+  handler.handle(
+      request(), [&](http_response r) { second_status = r.status; }, second_cancel);
+  // The one queue slot is taken by the second request: a third is refused at once.
+  http_response third = handler.handle(request());
+  CHECK(third.status == 503);
+  CHECK(third.body().find("overloaded") != std::string::npos);
+
+  second_cancel.cancel();  // cancelled while queued: the model never runs it
+  first_cancel.cancel();   // cancelled while running: the model sees it and stops
+  while (first_status.load() == 0 || second_status.load() == 0) std::this_thread::yield();
+  CHECK(first_status.load() == 503);
+  CHECK(second_status.load() == 503);
+  CHECK(waiter->saw_cancel.load());
+  CHECK(waiter->started.load() == 1);
+
+  // A request whose timeout (microseconds, Triton's parameter) passes in the queue never runs.
+  const std::string timed =
+      R"({"parameters":{"timeout":1},"inputs":[{"name":"IN","shape":[1],"datatype":"INT32","data":[1]}]})";
+  std::this_thread::sleep_for(std::chrono::milliseconds{2});
+  http_response expired = handler.handle(
+      oip::http_request{"POST", "/v2/models/waiter/infer", {}, oip::buffer::from_string(timed)});
+  CHECK(expired.status == 503);
+  CHECK(expired.body().find("timeout") != std::string::npos);
+}
+
+TEST_CASE("statistics and configuration in Triton's shapes") {
+  server s;
+  REQUIRE(s.send("POST", "/v2/models/simple/infer", simple_body).status == 200);
+  REQUIRE(s.send("POST", "/v2/models/simple/infer", "{").status == 400);
+  const std::string stats = s.send("GET", "/v2/models/simple/stats").body();
+  CHECK(stats.find(R"({"model_stats":[{"name":"simple","version":"1",)") == 0);
+  CHECK(stats.find(R"("inference_count":1,"execution_count":1)") != std::string::npos);
+  CHECK(stats.find(R"("success":{"count":1,)") != std::string::npos);
+  CHECK(stats.find(R"("fail":{"count":1,)") != std::string::npos);
+  CHECK(stats.find(R"("cache_hit":{"count":0,"ns":0})") != std::string::npos);
+  CHECK(stats.find(R"("batch_stats":[])") != std::string::npos);
+  const std::string all = s.send("GET", "/v2/models/stats").body();
+  CHECK(all.find(R"("name":"scores")") != std::string::npos);
+  CHECK(s.send("GET", "/v2/models/nope/stats").status == 404);
+
+  const std::string config = s.send("GET", "/v2/models/simple/config").body();
+  CHECK(config.find(R"("name":"simple","platform":"oip")") != std::string::npos);
+  CHECK(config.find(R"("max_batch_size":8)") != std::string::npos);
+  CHECK(config.find(R"({"name":"INPUT0","data_type":"TYPE_INT32","dims":[16]})") !=
+        std::string::npos);
+  CHECK(config.find("dynamic_batching") == std::string::npos);
+}
+
+namespace {
+class loader : public oip::model_loader {
+ public:
+  std::vector<std::string> available() const override { return {"simple", "scores"}; }
+  oip::result<std::shared_ptr<oip::model>> load(std::string_view name) override {
+    if (name == "simple") return oip::testing::make_simple();
+    if (name == "scores") return oip::testing::make_scores();
+    return oip::status{oip::errc::not_found, "no such model in the test loader"};
+  }
+};
+}  // namespace
+
+TEST_CASE("repository extension: index, load, unload") {
+  oip::model_repository repository;
+  oip::executor workers{{1, 8}};
+  oip::http_handler handler{repository, workers};
+  oip::in_process_client client{handler};
+  CHECK(client.send("POST", "/v2/repository/models/simple/load").status == 400);  // no loader
+  repository.set_loader(std::make_shared<loader>());
+  CHECK(client.send("POST", "/v2/repository/index").body() ==
+        R"([{"name":"simple","state":"UNAVAILABLE","reason":"unloaded"},)"
+        R"({"name":"scores","state":"UNAVAILABLE","reason":"unloaded"}])");
+  CHECK(client.send("POST", "/v2/repository/models/simple/load").status == 200);
+  CHECK(client.send("POST", "/v2/repository/models/simple/load").status == 200);  // no-op
+  CHECK(client.ready("simple"));
+  CHECK(client.send("POST", "/v2/repository/index")
+            .body()
+            .find(R"({"name":"simple","version":"1","state":"READY","reason":""})") == 1);
+  CHECK(client.send("POST", "/v2/repository/models/nope/load").status == 404);
+  CHECK(client.send("POST", "/v2/repository/models/simple/unload").status == 200);
+  CHECK(repository.wait_removed("simple", std::chrono::seconds{5}));
+  CHECK(client.send("GET", "/v2/models/simple").status == 404);
+  CHECK(client.send("POST", "/v2/repository/models/simple/unload").status == 404);
+  CHECK(client.send("GET", "/v2/repository/index").status == 405);
+}
+
+TEST_CASE("the in-process client: the whole protocol path in a few lines") {
+  server s;
+  oip::inference_request request;
+  std::vector<std::int32_t> a(16, 5);
+  std::vector<std::int32_t> b(16, 2);
+  request.inputs.push_back(
+      *oip::tensor::from_values<std::int32_t>("INPUT0", {1, 16}, std::span<const std::int32_t>(a)));
+  request.inputs.push_back(
+      *oip::tensor::from_values<std::int32_t>("INPUT1", {1, 16}, std::span<const std::int32_t>(b)));
+  for (const bool binary : {false, true}) {
+    oip::result<oip::inference_response> r = s.client.infer("simple", request, {binary, false});
+    REQUIRE(r.ok());
+    CHECK(r->outputs[0].at<std::int32_t>(0) == 7);
+    CHECK(r->outputs[1].at<std::int32_t>(0) == 3);
+  }
+  oip::result<oip::inference_response> missing = s.client.infer("nope", request);
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().code() == oip::errc::not_found);
+  CHECK(s.client.live());
+  CHECK(s.client.ready());
+}

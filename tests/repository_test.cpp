@@ -1,0 +1,143 @@
+// The model repository and the executor: versions, readiness, draining on unload, and many
+// threads inferring while a model is unloaded and reloaded (run under the asan and tsan presets).
+
+#include "serving_support.hpp"
+
+#include <oip/executor.hpp>
+#include <oip/http_handler.hpp>
+#include <oip/in_process_client.hpp>
+#include <oip/repository.hpp>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+namespace {
+
+class flaky : public oip::model {
+ public:
+  explicit flaky(std::string name) { config_.name = std::move(name); }
+  [[nodiscard]] const oip::model_config& config() const noexcept override { return config_; }
+  [[nodiscard]] bool ready() const noexcept override { return is_ready.load(); }
+  void execute(oip::inference_call call) override { call.finish(oip::model_output{}); }
+  std::atomic<bool> is_ready{true};
+
+ private:
+  oip::model_config config_;
+};
+
+}  // namespace
+
+TEST_CASE("versions: latest ready by default, a specific one on request") {
+  oip::model_repository repository;
+  auto v1 = std::make_shared<flaky>("m");
+  auto v3 = std::make_shared<flaky>("m");
+  REQUIRE(repository.add(v1, 1).ok());
+  REQUIRE(repository.add(v3, 3).ok());
+  CHECK(repository.versions("m") == std::vector<std::uint64_t>{1, 3});
+  CHECK(repository.acquire("m", std::nullopt)->version() == 3);
+  CHECK(repository.acquire("m", 1)->version() == 1);
+  CHECK(repository.acquire("m", 2).error().code() == oip::errc::not_found);
+  CHECK(repository.add(std::make_shared<flaky>("m"), 3).code() == oip::errc::invalid_argument);
+  CHECK(repository.add(std::make_shared<flaky>("m"), 0).code() == oip::errc::invalid_argument);
+
+  v3->is_ready = false;  // the latest that can serve is version 1 now
+  CHECK(repository.acquire("m", std::nullopt)->version() == 1);
+  CHECK(repository.acquire("m", 3).error().code() == oip::errc::unavailable);
+  CHECK(repository.find("m", 3).ok());  // metadata still served
+  CHECK_FALSE(repository.all_ready());
+  const std::vector<oip::model_index_entry> index = repository.index();
+  REQUIRE(index.size() == 2);
+  CHECK(index[1].state == "UNAVAILABLE");
+}
+
+TEST_CASE("unloading drains: in-flight requests finish, new ones get 503, then 404") {
+  oip::model_repository repository;
+  std::weak_ptr<flaky> watch;
+  {
+    auto m = std::make_shared<flaky>("m");
+    watch = m;
+    REQUIRE(repository.add(std::move(m)).ok());
+  }
+  oip::result<oip::model_lease> held = repository.acquire("m", std::nullopt);
+  REQUIRE(held.ok());
+  REQUIRE(repository.remove("m").ok());
+  CHECK(repository.acquire("m", std::nullopt).error().code() == oip::errc::unavailable);
+  CHECK(repository.index().at(0).state == "UNLOADING");
+  CHECK_FALSE(repository.wait_removed("m", std::chrono::milliseconds{10}));
+  CHECK(watch.lock() != nullptr);  // still alive for the request that holds it
+  *held = oip::model_lease{};      // the request finishes
+  CHECK(repository.wait_removed("m", std::chrono::seconds{1}));
+  CHECK(repository.acquire("m", std::nullopt).error().code() == oip::errc::not_found);
+  CHECK(watch.expired());
+  CHECK(repository.remove("m").code() == oip::errc::not_found);
+}
+
+TEST_CASE("the executor runs every queued job before it stops, and refuses past its capacity") {
+  std::atomic<int> ran{0};
+  {
+    oip::executor workers{{2, 1000}};
+    CHECK(workers.threads() == 2);
+    for (int i = 0; i < 500; ++i) REQUIRE(workers.submit([&] { ran.fetch_add(1); }).ok());
+  }
+  CHECK(ran.load() == 500);
+
+  std::atomic<bool> release{false};
+  oip::executor one{{1, 2}};
+  REQUIRE(one.submit([&] {
+               while (!release.load()) std::this_thread::yield();
+             })
+              .ok());
+  while (one.queued() != 0) std::this_thread::yield();  // the worker holds the first job
+  CHECK(one.submit([] {}).ok());
+  CHECK(one.submit([] {}).ok());
+  const oip::status full = one.submit([] {});
+  CHECK(full.code() == oip::errc::unavailable);
+  CHECK(full.http_status() == 503);
+  release = true;
+}
+
+TEST_CASE("many threads infer while the model is unloaded and reloaded") {
+  oip::model_repository repository;
+  REQUIRE(repository.add(oip::testing::make_simple()).ok());
+  oip::executor workers{{2, 4096}};
+  oip::http_handler handler{repository, workers};
+  const std::string body =
+      R"({"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]},)"
+      R"({"name":"INPUT1","shape":[1,16],"datatype":"INT32","data":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}]})";
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0};
+  std::atomic<int> unavailable{0};
+  std::atomic<int> unexpected{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 4; ++t) {
+    clients.emplace_back([&] {
+      oip::in_process_client client{handler};
+      while (!stop.load()) {
+        const int status = client.send("POST", "/v2/models/simple/infer", body).status;
+        if (status == 200) {
+          ok.fetch_add(1);
+        } else if (status == 503 || status == 404) {
+          unavailable.fetch_add(1);
+        } else {
+          unexpected.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (int round = 0; round < 20; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds{2});
+    REQUIRE(repository.remove("simple").ok());
+    REQUIRE(repository.wait_removed("simple", std::chrono::seconds{10}));
+    REQUIRE(repository.add(oip::testing::make_simple()).ok());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds{5});
+  stop = true;
+  for (std::thread& t : clients) t.join();
+  CHECK(ok.load() > 0);
+  CHECK(unexpected.load() == 0);
+  MESSAGE("ok ", ok.load(), ", unavailable ", unavailable.load());
+}

@@ -1,0 +1,86 @@
+#pragma once
+// Models shared by the serving tests: `simple` (Triton's add/sub example, batching up to 8),
+// `scores` (FP32 scores with labels, for classification) and `waiter` (runs until cancelled).
+
+#include <oip/model.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace oip::testing {
+
+inline model_config simple_config() {
+  model_config c;
+  c.name = "simple";
+  c.max_batch_size = 8;
+  c.inputs = {{"INPUT0", datatype::int32, {16}, {}}, {"INPUT1", datatype::int32, {16}, {}}};
+  c.outputs = {{"OUTPUT0", datatype::int32, {16}, {}}, {"OUTPUT1", datatype::int32, {16}, {}}};
+  return c;
+}
+
+// OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1.
+inline std::shared_ptr<model> make_simple() {
+  return make_model(simple_config(), [](const inference_request& r) -> result<model_output> {
+    const tensor& a = r.inputs[0].name() == "INPUT0" ? r.inputs[0] : r.inputs[1];
+    const tensor& b = r.inputs[0].name() == "INPUT0" ? r.inputs[1] : r.inputs[0];
+    std::vector<std::int32_t> sum(a.element_count());
+    std::vector<std::int32_t> difference(a.element_count());
+    for (std::size_t i = 0; i < sum.size(); ++i) {
+      sum[i] = a.at<std::int32_t>(i) + b.at<std::int32_t>(i);
+      difference[i] = a.at<std::int32_t>(i) - b.at<std::int32_t>(i);
+    }
+    model_output out;
+    out.outputs.push_back(*tensor::from_values<std::int32_t>("OUTPUT0", a.shape(),
+                                                             std::span<const std::int32_t>(sum)));
+    out.outputs.push_back(*tensor::from_values<std::int32_t>(
+        "OUTPUT1", a.shape(), std::span<const std::int32_t>(difference)));
+    out.parameters.set("computed_by", std::string{"simple"});
+    return out;
+  });
+}
+
+// Copies its FP32 input to its output; three labels.
+inline std::shared_ptr<model> make_scores() {
+  model_config c;
+  c.name = "scores";
+  c.inputs = {{"IN", datatype::fp32, {-1}, {}}};
+  c.outputs = {{"OUT", datatype::fp32, {-1}, {}}};
+  c.labels = {{"OUT", {"cat", "dog", "bird"}}};
+  return make_model(std::move(c), [](const inference_request& r) -> result<model_output> {
+    model_output out;
+    out.outputs.push_back(
+        *tensor::make("OUT", datatype::fp32, r.inputs[0].shape(), r.inputs[0].data()));
+    return out;
+  });
+}
+
+// Finishes only when its call is cancelled (or after 10 s); counts its executions.
+class waiter : public model {
+ public:
+  waiter() {
+    config_.name = "waiter";
+    config_.inputs = {{"IN", datatype::int32, {1}, {}}};
+    config_.outputs = {{"OUT", datatype::int32, {1}, {}}};
+  }
+  [[nodiscard]] const model_config& config() const noexcept override { return config_; }
+  void execute(inference_call call) override {
+    started.fetch_add(1);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds{10};
+    while (!call.cancelled() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds{1});
+    }
+    saw_cancel.store(call.cancelled());
+    call.finish(status{errc::unavailable, "cancelled while running"});
+  }
+  std::atomic<int> started{0};
+  std::atomic<bool> saw_cancel{false};
+
+ private:
+  model_config config_;
+};
+
+}  // namespace oip::testing
