@@ -2,7 +2,9 @@
 
 #include <oip/classification.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -72,30 +74,68 @@ class top_list {
   std::vector<std::pair<C, std::uint64_t>> items_;
 };
 
-// Selects the top k of data[begin, begin + count). Most blocks hold nothing above the current
-// k-th value: one vectorised comparison pass over the block skips them whole.
+constexpr std::size_t block = 64;
+constexpr std::size_t sub_block = 16;
+
+// Whether any of the `size` values of type C at `p` is above `threshold`: a fixed trip count and
+// an integer reduction, which the compiler turns into a few vector compares.
+template <std::size_t size, class C>
+bool any_above(const std::byte* p, C threshold) noexcept {
+  unsigned above = 0;
+  for (std::size_t j = 0; j < size; ++j) {
+    C v;
+    std::memcpy(&v, p + j * sizeof(C), sizeof(C));
+    above |= static_cast<unsigned>(v > threshold);
+  }
+  return above != 0;
+}
+
+// Selects the top k of data[begin, begin + count). Once k values are held, only a value above the
+// k-th can enter; most blocks hold none and are skipped after one vector pass.
 template <class T>
 void select_row(const buffer& data, std::size_t begin, std::size_t count, std::size_t k,
                 std::vector<std::uint64_t>& out) {
   using C = compared_t<T>;
-  constexpr std::size_t block = 64;
   if (k == 0) return;
   top_list<C> top{k};
+  const std::byte* base = data.data() + begin * sizeof(T);
   std::size_t i = 0;
   while (i < count) {
-    if (!top.has_threshold() || count - i < block) {
+    if (!top.has_threshold()) {  // fewer than k held, or NaN as k-th: anything may enter
       top.offer(value_at<T>(data, begin + i), i);
       ++i;
       continue;
     }
-    const C threshold = top.threshold();
-    bool any_above = false;
-    for (std::size_t j = 0; j < block; ++j)
-      any_above |= value_at<T>(data, begin + i + j) > threshold;
-    if (any_above) {
-      for (std::size_t j = 0; j < block; ++j) top.offer(value_at<T>(data, begin + i + j), i + j);
+    C threshold = top.threshold();
+    if constexpr (std::is_same_v<C, T>) {
+      // Blocks of 64 are skipped whole; in the rare block with a candidate, sub-blocks of 16.
+      if (count - i >= block) {
+        if (!any_above<block>(base + i * sizeof(T), threshold)) {
+          i += block;
+          continue;
+        }
+        for (std::size_t end = i + block; i < end; i += sub_block) {
+          if (!any_above<sub_block>(base + i * sizeof(T), threshold)) continue;
+          for (std::size_t j = i; j < i + sub_block; ++j) {
+            const C value = value_at<T>(data, begin + j);
+            if (value > threshold) {
+              top.offer(value, j);
+              threshold = top.threshold();
+            }
+          }
+        }
+        continue;
+      }
     }
-    i += block;
+    const std::size_t n = std::min(block, count - i);
+    for (std::size_t j = 0; j < n; ++j) {
+      const C value = value_at<T>(data, begin + i + j);
+      if (value > threshold) {
+        top.offer(value, i + j);
+        threshold = top.threshold();
+      }
+    }
+    i += n;
   }
   for (const auto& item : top.items()) out.push_back(item.second);
 }
