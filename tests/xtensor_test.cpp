@@ -1,3 +1,4 @@
+#include <oip/in_process_client.hpp>
 #include <oip/xtensor.hpp>
 
 #include <cstdint>
@@ -88,4 +89,34 @@ TEST_CASE("tensors are built from xtensor expressions, row-major") {
   REQUIRE(e.ok());
   CHECK(e->element_count() == 0);
   CHECK(e->shape() == oip::shape_type{0, 4});
+}
+
+TEST_CASE("a model written with xtensor in a few lines, served through the protocol") {
+  oip::model_config config;
+  config.name = "add";
+  config.inputs = {{"A", oip::datatype::fp32, {-1}, {}}, {"B", oip::datatype::fp32, {-1}, {}}};
+  config.outputs = {{"SUM", oip::datatype::fp32, {-1}, {}}};
+  auto add =
+      oip::make_xtensor_model<float>(config, [](const auto& in) -> oip::result<oip::model_output> {
+        oip::result<oip::tensor> sum = oip::from_xtensor("SUM", in[0].array + 10.0F * in[1].array);
+        if (!sum) return std::move(sum).error();
+        return oip::model_output{{std::move(*sum)}, {}};
+      });
+  oip::model_repository repository;
+  REQUIRE(repository.add(add).ok());
+  oip::executor workers{{1, 8}};
+  oip::http_handler handler{repository, workers};
+  oip::in_process_client client{handler};
+
+  // B first in the request: the model still sees its inputs in its configured order.
+  const std::vector<float> a{1, 2, 3};
+  const std::vector<float> b{4, 5, 6};
+  oip::inference_request request;
+  request.inputs.push_back(*oip::tensor::from_values<float>("B", {3}, std::span<const float>(b)));
+  request.inputs.push_back(*oip::tensor::from_values<float>("A", {3}, std::span<const float>(a)));
+  oip::result<oip::inference_response> r = client.infer("add", request, {true, false});
+  REQUIRE(r.ok());
+  REQUIRE(r->outputs.size() == 1);
+  CHECK(r->outputs[0].at<float>(0) == 41.0F);
+  CHECK(r->outputs[0].at<float>(2) == 63.0F);
 }

@@ -5,6 +5,7 @@
 
 #include <oip/buffer.hpp>
 #include <oip/datatype.hpp>
+#include <oip/model.hpp>
 #include <oip/status.hpp>
 #include <oip/tensor.hpp>
 
@@ -12,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -112,6 +114,43 @@ template <class E>
   target = e;
   return tensor::make(std::move(name), datatype_of<value_type>, std::move(shape),
                       buffer{std::move(*storage)});
+}
+
+/// A CPU model written with xtensor in a few lines: `run` receives the inputs as xtensor views of
+/// element type T, in the order of the model's configured inputs (the request's order may
+/// differ), and returns the model's output.
+///
+/// Example:
+/// \code
+///   auto add = oip::make_xtensor_model<float>(config, [](const auto& in)
+///                                                   -> oip::result<oip::model_output> {
+///     oip::result<oip::tensor> sum = oip::from_xtensor("SUM", in[0].array + in[1].array);
+///     if (!sum) return std::move(sum).error();
+///     return oip::model_output{{std::move(*sum)}, {}};
+///   });
+/// \endcode
+template <class T, class Run>
+[[nodiscard]] std::shared_ptr<model> make_xtensor_model(model_config config, Run run) {
+  std::vector<std::string> order;
+  for (const tensor_metadata& input : config.inputs) order.push_back(input.name);
+  return make_model(std::move(config),
+                    [order = std::move(order), run = std::move(run)](
+                        const inference_request& request) -> result<model_output> {
+                      std::vector<xtensor_view<T>> inputs;
+                      inputs.reserve(order.size());
+                      for (const std::string& name : order) {
+                        const auto input =
+                            std::find_if(request.inputs.begin(), request.inputs.end(),
+                                         [&](const tensor& t) { return t.name() == name; });
+                        if (input == request.inputs.end()) {
+                          return status{errc::invalid_argument, "missing input '" + name + "'"};
+                        }
+                        result<xtensor_view<T>> view = as_xtensor<T>(*input);
+                        if (!view) return std::move(view).error();
+                        inputs.push_back(std::move(*view));
+                      }
+                      return run(inputs);
+                    });
 }
 
 }  // namespace oip
