@@ -5,11 +5,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <string_view>
 #include <type_traits>
 #include <utility>
 
 #include <fmt/format.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace oip {
 
@@ -29,11 +35,16 @@ compared_t<T> value_at(const buffer& data, std::size_t index) noexcept {
   }
 }
 
-// The best `k` (value, index) pairs seen so far, best first.
+// The best `k` (value, index) pairs seen so far, best first. Up to `inline_capacity` of them live
+// in the object itself: the usual top-1 or top-5 allocates nothing.
 template <class C>
 class top_list {
  public:
-  explicit top_list(std::size_t k) : k_{k} { items_.reserve(k + 1); }
+  using item = std::pair<C, std::uint64_t>;
+
+  explicit top_list(std::size_t k) : k_{k} {
+    if (k_ >= inline_capacity) heap_.resize(k_ + 1);
+  }
 
   // Whether (a, ia) ranks above (b, ib): larger first, NaN last, ties lower index first.
   static bool ranks_above(C a, std::uint64_t ia, C b, std::uint64_t ib) noexcept {
@@ -46,98 +57,257 @@ class top_list {
     return ia < ib;
   }
 
-  void offer(C value, std::uint64_t index) {
-    if (items_.size() == k_) {
-      if (!ranks_above(value, index, items_.back().first, items_.back().second)) return;
-      items_.pop_back();
+  void offer(C value, std::uint64_t index) noexcept {
+    item* items = data();
+    if (size_ == k_) {
+      if (!ranks_above(value, index, items[size_ - 1].first, items[size_ - 1].second)) return;
+      --size_;
     }
-    std::size_t at = items_.size();
-    while (at > 0 && ranks_above(value, index, items_[at - 1].first, items_[at - 1].second)) --at;
-    items_.insert(items_.begin() + static_cast<std::ptrdiff_t>(at), {value, index});
+    std::size_t at = size_;
+    while (at > 0 && ranks_above(value, index, items[at - 1].first, items[at - 1].second)) {
+      items[at] = items[at - 1];
+      --at;
+    }
+    items[at] = {value, index};
+    ++size_;
   }
 
   // When set, only values strictly above it can enter (indices only grow, so a tie never does).
   [[nodiscard]] bool has_threshold() const noexcept {
-    if (items_.size() < k_) return false;
+    if (size_ < k_) return false;
     if constexpr (std::is_floating_point_v<C>) {
-      if (std::isnan(items_.back().first)) return false;
+      if (std::isnan(data()[size_ - 1].first)) return false;
     }
     return true;
   }
-  [[nodiscard]] C threshold() const noexcept { return items_.back().first; }
-  [[nodiscard]] const std::vector<std::pair<C, std::uint64_t>>& items() const noexcept {
-    return items_;
-  }
+  [[nodiscard]] C threshold() const noexcept { return data()[size_ - 1].first; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] std::uint64_t index(std::size_t i) const noexcept { return data()[i].second; }
 
  private:
+  static constexpr std::size_t inline_capacity = 17;
+  [[nodiscard]] item* data() noexcept { return k_ < inline_capacity ? inline_ : heap_.data(); }
+  [[nodiscard]] const item* data() const noexcept {
+    return k_ < inline_capacity ? inline_ : heap_.data();
+  }
   std::size_t k_;
-  std::vector<std::pair<C, std::uint64_t>> items_;
+  std::size_t size_ = 0;
+  item inline_[inline_capacity];
+  std::vector<item> heap_;
 };
 
-constexpr std::size_t block = 64;
-constexpr std::size_t sub_block = 16;
+// --- vector kernels ------------------------------------------------------------------------------
+// Plain loops with fixed trip counts that the compiler vectorises; compiled three times (baseline,
+// AVX2, AVX-512) and picked at run time like the FP16 kernels.
 
-// Whether any of the `size` values of type C at `p` is above `threshold`: a fixed trip count and
-// an integer reduction, which the compiler turns into a few vector compares.
-template <std::size_t size, class C>
-bool any_above(const std::byte* p, C threshold) noexcept {
-  unsigned above = 0;
-  for (std::size_t j = 0; j < size; ++j) {
-    C v;
-    std::memcpy(&v, p + j * sizeof(C), sizeof(C));
-    above |= static_cast<unsigned>(v > threshold);
+constexpr std::size_t block = 64;  // values skipped per test when none can enter
+constexpr std::size_t lanes = 16;  // running maxima that give the first bound
+
+template <class C>
+C lowest_value() noexcept {
+  if constexpr (std::is_floating_point_v<C>) {
+    return -std::numeric_limits<C>::infinity();
+  } else {
+    return std::numeric_limits<C>::lowest();
   }
-  return above != 0;
 }
 
-// Selects the top k of data[begin, begin + count). Once k values are held, only a value above the
-// k-th can enter; most blocks hold none and are skipped after one vector pass.
+template <class C>
+[[gnu::always_inline]] inline C load_at(const std::byte* p, std::size_t i) noexcept {
+  C v;
+  std::memcpy(&v, p + i * sizeof(C), sizeof(C));
+  return v;
+}
+
+// The maximum of each of `lanes` interleaved columns over `chunks` rows of `lanes` values. NaN is
+// never taken (`v > m` is false for it).
+template <class C>
+[[gnu::always_inline]] inline void lane_maxima(const std::byte* p, std::size_t chunks,
+                                               C* out) noexcept {
+  C m[lanes];
+  for (std::size_t j = 0; j < lanes; ++j) m[j] = lowest_value<C>();
+  for (std::size_t c = 0; c < chunks; ++c) {
+    for (std::size_t j = 0; j < lanes; ++j) {
+      const C v = load_at<C>(p, c * lanes + j);
+      m[j] = v > m[j] ? v : m[j];
+    }
+  }
+  for (std::size_t j = 0; j < lanes; ++j) out[j] = m[j];
+}
+
+// The first of `blocks` blocks of `block` values holding a value above `bound` (at or above, when
+// `inclusive`), or `blocks`.
+template <class C, bool inclusive>
+[[gnu::always_inline]] inline std::size_t first_block(const std::byte* p, std::size_t blocks,
+                                                      C bound) noexcept {
+  for (std::size_t b = 0; b < blocks; ++b) {
+    unsigned hit = 0;
+    for (std::size_t j = 0; j < block; ++j) {
+      const C v = load_at<C>(p, b * block + j);
+      hit |= static_cast<unsigned>(inclusive ? v >= bound : v > bound);
+    }
+    if (hit != 0) return b;
+  }
+  return blocks;
+}
+
+constexpr std::size_t sub_block = 16;
+
+template <class C>
+bool any_passes(const std::byte* p, C bound, bool inclusive) noexcept {
+  unsigned hit = 0;
+  if (inclusive) {
+    for (std::size_t j = 0; j < sub_block; ++j)
+      hit |= static_cast<unsigned>(load_at<C>(p, j) >= bound);
+  } else {
+    for (std::size_t j = 0; j < sub_block; ++j)
+      hit |= static_cast<unsigned>(load_at<C>(p, j) > bound);
+  }
+  return hit != 0;
+}
+
+template <class C>
+struct kernels {
+  static void lane_maxima_base(const std::byte* p, std::size_t chunks, C* out) noexcept {
+    lane_maxima<C>(p, chunks, out);
+  }
+  template <bool inclusive>
+  static std::size_t first_block_base(const std::byte* p, std::size_t blocks, C bound) noexcept {
+    return first_block<C, inclusive>(p, blocks, bound);
+  }
+#if defined(__x86_64__)
+  __attribute__((target("avx2"))) static void lane_maxima_avx2(const std::byte* p,
+                                                               std::size_t chunks,
+                                                               C* out) noexcept {
+    if constexpr (std::is_same_v<C, float>) {
+      // GCC keeps a float `v > m ? v : m` scalar (NaN rules); maxps(v, m) returns m for a NaN v,
+      // which is the same rule.
+      __m256 m0 = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+      __m256 m1 = m0;
+      const auto* f = reinterpret_cast<const float*>(p);
+      for (std::size_t c = 0; c < chunks; ++c) {
+        m0 = _mm256_max_ps(_mm256_loadu_ps(f + c * lanes), m0);
+        m1 = _mm256_max_ps(_mm256_loadu_ps(f + c * lanes + 8), m1);
+      }
+      _mm256_storeu_ps(out, m0);
+      _mm256_storeu_ps(out + 8, m1);
+    } else {
+      lane_maxima<C>(p, chunks, out);
+    }
+  }
+  template <bool inclusive>
+  __attribute__((target("avx2"))) static std::size_t first_block_avx2(const std::byte* p,
+                                                                      std::size_t blocks,
+                                                                      C bound) noexcept {
+    return first_block<C, inclusive>(p, blocks, bound);
+  }
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void lane_maxima_avx512(
+      const std::byte* p, std::size_t chunks, C* out) noexcept {
+    if constexpr (std::is_same_v<C, float>) {
+      __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+      const auto* f = reinterpret_cast<const float*>(p);
+      for (std::size_t c = 0; c < chunks; ++c) m = _mm512_max_ps(_mm512_loadu_ps(f + c * lanes), m);
+      _mm512_storeu_ps(out, m);
+    } else {
+      lane_maxima<C>(p, chunks, out);
+    }
+  }
+  template <bool inclusive>
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static std::size_t
+  first_block_avx512(const std::byte* p, std::size_t blocks, C bound) noexcept {
+    return first_block<C, inclusive>(p, blocks, bound);
+  }
+#endif
+
+  static void maxima(const std::byte* p, std::size_t chunks, C* out) noexcept {
+#if defined(__x86_64__)
+    switch (detail::best_simd_path()) {
+      case detail::simd_path::avx512: return lane_maxima_avx512(p, chunks, out);
+      case detail::simd_path::avx2_f16c: return lane_maxima_avx2(p, chunks, out);
+      case detail::simd_path::portable: break;
+    }
+#endif
+    lane_maxima_base(p, chunks, out);
+  }
+
+  template <bool inclusive>
+  static std::size_t skip(const std::byte* p, std::size_t blocks, C bound) noexcept {
+#if defined(__x86_64__)
+    switch (detail::best_simd_path()) {
+      case detail::simd_path::avx512: return first_block_avx512<inclusive>(p, blocks, bound);
+      case detail::simd_path::avx2_f16c: return first_block_avx2<inclusive>(p, blocks, bound);
+      case detail::simd_path::portable: break;
+    }
+#endif
+    return first_block_base<inclusive>(p, blocks, bound);
+  }
+};
+
+// Fast selection over values compared as stored (every type but FP16/BF16), for k <= lanes.
+// The k-th largest of the lane maxima is a lower bound of the k-th largest value (those k maxima
+// are k values of the row), so one vector pass finds it and a second offers only the values at or
+// above it. False when the row holds fewer than k numbers (NaN must fill the rest): the caller
+// then takes the general path.
+template <class C>
+bool select_bounded(const std::byte* base, std::size_t count, top_list<C>& top, std::size_t k) {
+  // The bound comes from a prefix that stays in cache; the full pass then reads the row once.
+  const std::size_t sampled = std::min(count, std::size_t{1} << 14U);
+  C maxima[lanes];
+  kernels<C>::maxima(base, sampled / lanes, maxima);
+  std::nth_element(maxima, maxima + (k - 1), maxima + lanes, std::greater<>{});
+  C bound = maxima[k - 1];
+  bool inclusive = true;
+  const auto passes = [&](C v) { return inclusive ? v >= bound : v > bound; };
+  const auto take = [&](C v, std::size_t i) {
+    top.offer(v, i);
+    if (inclusive && top.has_threshold()) {
+      bound = top.threshold();
+      inclusive = false;
+    }
+  };
+  std::size_t i = 0;
+  while (count - i >= block) {
+    const std::size_t blocks = (count - i) / block;
+    const std::size_t found =
+        inclusive ? kernels<C>::template skip<true>(base + i * sizeof(C), blocks, bound)
+                  : kernels<C>::template skip<false>(base + i * sizeof(C), blocks, bound);
+    i += found * block;
+    if (found == blocks) break;
+    // A block with a candidate: its quarters are tested the same way before any value is.
+    for (const std::size_t end = i + block; i < end; i += sub_block) {
+      if (!any_passes<C>(base + i * sizeof(C), bound, inclusive)) continue;
+      for (std::size_t j = i; j < i + sub_block; ++j) {
+        const C v = load_at<C>(base, j);
+        if (passes(v)) take(v, j);
+      }
+    }
+  }
+  for (; i < count; ++i) {
+    const C v = load_at<C>(base, i);
+    if (passes(v)) take(v, i);
+  }
+  return top.size() == k;
+}
+
+// Selects the top k of data[begin, begin + count), appending their indices (relative to begin).
 template <class T>
 void select_row(const buffer& data, std::size_t begin, std::size_t count, std::size_t k,
                 std::vector<std::uint64_t>& out) {
   using C = compared_t<T>;
   if (k == 0) return;
-  top_list<C> top{k};
-  const std::byte* base = data.data() + begin * sizeof(T);
-  std::size_t i = 0;
-  while (i < count) {
-    if (!top.has_threshold()) {  // fewer than k held, or NaN as k-th: anything may enter
-      top.offer(value_at<T>(data, begin + i), i);
-      ++i;
-      continue;
+  const auto emit = [&](const top_list<C>& top) {
+    for (std::size_t i = 0; i < top.size(); ++i) out.push_back(top.index(i));
+  };
+  if constexpr (std::is_same_v<C, T>) {
+    if (k <= lanes && count >= lanes) {
+      top_list<C> top{k};
+      if (select_bounded<C>(data.data() + begin * sizeof(T), count, top, k)) return emit(top);
     }
-    C threshold = top.threshold();
-    if constexpr (std::is_same_v<C, T>) {
-      // Blocks of 64 are skipped whole; in the rare block with a candidate, sub-blocks of 16.
-      if (count - i >= block) {
-        if (!any_above<block>(base + i * sizeof(T), threshold)) {
-          i += block;
-          continue;
-        }
-        for (std::size_t end = i + block; i < end; i += sub_block) {
-          if (!any_above<sub_block>(base + i * sizeof(T), threshold)) continue;
-          for (std::size_t j = i; j < i + sub_block; ++j) {
-            const C value = value_at<T>(data, begin + j);
-            if (value > threshold) {
-              top.offer(value, j);
-              threshold = top.threshold();
-            }
-          }
-        }
-        continue;
-      }
-    }
-    const std::size_t n = std::min(block, count - i);
-    for (std::size_t j = 0; j < n; ++j) {
-      const C value = value_at<T>(data, begin + i + j);
-      if (value > threshold) {
-        top.offer(value, i + j);
-        threshold = top.threshold();
-      }
-    }
-    i += n;
   }
-  for (const auto& item : top.items()) out.push_back(item.second);
+  // The general path: any type, any k, NaN anywhere.
+  top_list<C> top{k};
+  for (std::size_t i = 0; i < count; ++i) top.offer(value_at<T>(data, begin + i), i);
+  emit(top);
 }
 
 struct row_layout {

@@ -144,3 +144,27 @@ TEST_CASE("the fast path agrees with a full sort on random data of every size") 
     }
   }
 }
+
+TEST_CASE(
+    "long rows: NaN fills the top only when numbers run out; every type takes the fast path") {
+  std::vector<float> mostly_nan(100, std::nanf(""));
+  mostly_nan[40] = -1.0F;
+  mostly_nan[90] = 7.0F;
+  CHECK(top(make<float>(mostly_nan, {100}), 4) == std::vector<std::uint64_t>{90, 40, 0, 1});
+  std::vector<float> some_nan(300, 0.5F);
+  some_nan[3] = std::nanf("");
+  some_nan[250] = 2.0F;
+  CHECK(top(make<float>(some_nan, {300}), 3) == std::vector<std::uint64_t>{250, 0, 1});
+
+  std::vector<std::int8_t> bytes(200);
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::int8_t>(i % 50 - 25);
+  CHECK(top(make<std::int8_t>(bytes, {200}), 3) == std::vector<std::uint64_t>{49, 99, 149});
+  std::vector<std::uint64_t> wide(150, 1);
+  wide[149] = 18446744073709551615ULL;
+  wide[0] = 18446744073709551614ULL;
+  CHECK(top(make<std::uint64_t>(wide, {150}), 2) == std::vector<std::uint64_t>{149, 0});
+  std::vector<double> doubles(500, -1e300);
+  doubles[77] = -INFINITY;
+  doubles[499] = 1e-300;
+  CHECK(top(make<double>(doubles, {500}), 2) == std::vector<std::uint64_t>{499, 0});
+}
