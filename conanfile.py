@@ -10,8 +10,9 @@ class OipConan(ConanFile):
     license = "Apache-2.0"
     topics = ("inference", "kserve", "triton", "open-inference-protocol")
     settings = "os", "arch", "compiler", "build_type"
-    options = {"shared": [True, False], "fPIC": [True, False], "with_xtensor": [True, False]}
-    default_options = {"shared": False, "fPIC": True, "with_xtensor": True}
+    options = {"shared": [True, False], "fPIC": [True, False], "with_xtensor": [True, False],
+               "with_http": [True, False]}
+    default_options = {"shared": False, "fPIC": True, "with_xtensor": True, "with_http": True}
     exports_sources = "CMakeLists.txt", "cmake/*", "include/*", "src/*", "LICENSE"
 
     # On Debian these resolve to the system packages through the profile's [platform_requires]
@@ -41,6 +42,9 @@ class OipConan(ConanFile):
         toolchain.cache_variables["OIP_BUILD_BENCHMARKS"] = False
         toolchain.cache_variables["OIP_BUILD_EXAMPLES"] = False
         toolchain.cache_variables["OIP_WITH_XTENSOR"] = bool(self.options.with_xtensor)
+        # Boost.Beast is header-only: the oip::http component builds against Debian's
+        # libboost1.81-dev, found by its own CMake config.
+        toolchain.cache_variables["OIP_WITH_HTTP"] = bool(self.options.with_http)
         toolchain.cache_variables["OIP_REQUIRE_ALL_COMPONENTS"] = True
         toolchain.generate()
         CMakeDeps(self).generate()
@@ -67,9 +71,12 @@ class OipConan(ConanFile):
         core.libs = ["oip"]
         if self._is_conan_package("fmt"):
             core.requires = ["fmt::fmt"]
-        elif not self.options.shared:
-            core.system_libs = ["fmt"]  # Debian's libfmt-dev, linked by the static library's users
         if not self.options.shared:
+            # The static library's users link its private dependencies: Debian's libfmt-dev
+            # (unless fmt came from Conan), libsimdjson-dev and zlib.
+            if not self._is_conan_package("fmt"):
+                core.system_libs.append("fmt")
+            core.system_libs += ["simdjson", "z", "pthread"]
             core.defines = ["OIP_STATIC_DEFINE"]
 
         if self.options.with_xtensor:
@@ -80,3 +87,9 @@ class OipConan(ConanFile):
                 ["xtensor::xtensor"] if self._is_conan_package("xtensor") else [])
             xtensor.libdirs = []
             xtensor.bindirs = []
+
+        if self.options.with_http:
+            http = self.cpp_info.components["http"]
+            http.set_property("cmake_target_name", "oip::http")
+            http.libs = ["oip_http"]
+            http.requires = ["core"]

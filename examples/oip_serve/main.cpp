@@ -1,0 +1,147 @@
+// oip-serve: the reference server. Serves the reference models over HTTP (and gRPC once the gRPC
+// component exists) until SIGINT or SIGTERM, then finishes the requests in flight and exits.
+
+#include "reference_models.hpp"
+
+#include <oip/http/server.hpp>
+#include <oip/version.hpp>
+
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <thread>
+
+namespace {
+
+constexpr std::string_view usage = R"(Usage: oip-serve [options]
+
+Serves oip's reference models (Triton's example models: simple, simple_int8, simple_string,
+simple_identity, identity_<type>) over the Open Inference Protocol.
+
+  --http-port N          HTTP port (default 8000; 0 picks a free one)
+  --grpc-port N          gRPC port (default 8001; gRPC is not built yet and is not served)
+  --address A            address to listen on (default 0.0.0.0)
+  --threads N            model worker threads (default: hardware threads)
+  --io-threads N         HTTP I/O threads (default 2)
+  --queue N              requests waiting for a worker before 503 (default 1024)
+  --max-body-bytes N     largest request body (default 268435456)
+  --server-name NAME     name reported by server metadata (default oip)
+  --models A,B,...       models to load (default: all)
+  --help                 this text
+)";
+
+struct options {
+  oip::http::server_options http;
+  oip::executor_options executor;
+  oip::server_options server;
+  std::set<std::string> models;
+};
+
+bool parse_number(const char* text, std::size_t& out) {
+  char* end = nullptr;
+  const unsigned long long value = std::strtoull(text, &end, 10);
+  if (end == text || *end != '\0') return false;
+  out = static_cast<std::size_t>(value);
+  return true;
+}
+
+// 0 on success, else the exit code (2 for a usage error, 0 after --help).
+int parse(int argc, char** argv, options& o, bool& help) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      help = true;
+      return 0;
+    }
+    if (i + 1 >= argc) {
+      std::cerr << "oip-serve: " << flag << " needs a value (see --help)\n";
+      return 2;
+    }
+    const char* value = argv[++i];
+    std::size_t n = 0;
+    const bool numeric = parse_number(value, n);
+    if (flag == "--http-port" && numeric && n < 65536) {
+      o.http.port = static_cast<std::uint16_t>(n);
+    } else if (flag == "--grpc-port" && numeric && n < 65536) {
+      // Accepted for the command line of later versions; nothing listens on it yet.
+    } else if (flag == "--address") {
+      o.http.address = value;
+    } else if (flag == "--threads" && numeric) {
+      o.executor.threads = n;
+    } else if (flag == "--io-threads" && numeric && n > 0) {
+      o.http.io_threads = n;
+    } else if (flag == "--queue" && numeric && n > 0) {
+      o.executor.queue_capacity = n;
+    } else if (flag == "--max-body-bytes" && numeric && n > 0) {
+      o.server.bounds.max_body_bytes = n;
+    } else if (flag == "--server-name") {
+      o.server.name = value;
+    } else if (flag == "--models") {
+      std::stringstream list{value};
+      for (std::string name; std::getline(list, name, ',');) {
+        if (!name.empty()) o.models.insert(name);
+      }
+    } else {
+      std::cerr << "oip-serve: bad option " << flag << " " << value << " (see --help)\n";
+      return 2;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  options o;
+  bool help = false;
+  if (const int code = parse(argc, argv, o, help); code != 0) return code;
+  if (help) {
+    std::cout << usage;
+    return 0;
+  }
+
+  // Signals are taken by sigwait below, not by whichever thread they happen to hit.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  oip::model_repository repository;
+  std::string loaded;
+  for (std::shared_ptr<oip::model>& m : oip_serve::reference_models()) {
+    const std::string name = m->config().name;
+    if (!o.models.empty() && !o.models.contains(name)) continue;
+    if (oip::status s = repository.add(std::move(m)); !s.ok()) {
+      std::cerr << "oip-serve: " << s.message() << "\n";
+      return 1;
+    }
+    o.models.erase(name);
+    loaded += (loaded.empty() ? "" : ",") + name;
+  }
+  if (!o.models.empty()) {
+    std::cerr << "oip-serve: unknown model '" << *o.models.begin() << "'\n";
+    return 2;
+  }
+
+  oip::executor workers{o.executor};
+  oip::http_handler handler{repository, workers, o.server};
+  oip::http::server http{handler, o.http};
+  const oip::result<std::uint16_t> port = http.start();
+  if (!port) {
+    std::cerr << "oip-serve: " << port.error().message() << "\n";
+    return 1;
+  }
+  std::cout << "oip-serve " << oip::version_string << ": HTTP on " << o.http.address << ":" << *port
+            << ", " << workers.threads() << " workers, models " << loaded << std::endl;
+
+  int received = 0;
+  sigwait(&signals, &received);
+  std::cout << "oip-serve: signal " << received << ", finishing requests in flight" << std::endl;
+  http.stop();
+  return 0;
+}

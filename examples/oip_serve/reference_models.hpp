@@ -1,0 +1,16 @@
+#pragma once
+// The reference models of oip-serve, named and shaped as Triton's example models so that Triton's
+// clients and examples run against oip unchanged.
+
+#include <oip/model.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace oip_serve {
+
+/// simple, simple_int8, simple_string, simple_identity and identity_<type> for every datatype.
+std::vector<std::shared_ptr<oip::model>> reference_models();
+
+}  // namespace oip_serve

@@ -1,0 +1,389 @@
+#include <oip/http/server.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <fmt/format.h>
+
+namespace oip::http {
+
+namespace {
+
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+std::string_view reason_phrase(int status) noexcept {
+  const std::string_view reason = bhttp::obsolete_reason(static_cast<bhttp::status>(status));
+  return reason.empty() ? std::string_view{"Unknown"} : reason;
+}
+
+std::string_view as_view(beast::string_view s) noexcept { return {s.data(), s.size()}; }
+
+// Chunked bodies have no announced length: they grow in steps of this, up to the body limit.
+constexpr std::size_t chunked_step = std::size_t{64} << 10U;
+// simdjson reads up to 64 bytes past the JSON; a body allocated with this padding is decoded in
+// place.
+constexpr std::size_t body_padding = 64;
+
+}  // namespace
+
+class session;
+
+struct detail::server_state : std::enable_shared_from_this<detail::server_state> {
+  http_handler& handler;
+  server_options options;
+  net::io_context io{static_cast<int>(std::max<std::size_t>(options.io_threads, 1))};
+  tcp::acceptor acceptor{io};
+  std::vector<std::thread> threads;
+  std::uint16_t port = 0;
+  std::atomic<bool> stopping{false};
+
+  std::mutex mutex;  // guards sessions
+  std::condition_variable drained;
+  std::unordered_map<session*, std::weak_ptr<session>> sessions;
+
+  server_state(http_handler& h, server_options o) : handler{h}, options{std::move(o)} {}
+
+  void accept();
+  void on_session_end(session* s) {
+    const std::lock_guard lock{mutex};
+    sessions.erase(s);
+    drained.notify_all();
+  }
+};
+
+// One connection: read a request, hand it to the handler, write the reply, read the next. A
+// pipelined request waits in `buffer_` until the reply before it is written, so replies go out
+// in order.
+class session : public std::enable_shared_from_this<session> {
+ public:
+  session(tcp::socket socket, std::shared_ptr<detail::server_state> server)
+      : stream_{std::move(socket)}, server_{std::move(server)} {}
+
+  ~session() { server_->on_session_end(this); }
+
+  void start() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_header(); });
+  }
+
+  // Called on stop: an idle connection closes now, a busy one after its reply.
+  void close_if_idle() {
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      if (!self->busy_) self->close();
+    });
+  }
+
+ private:
+  const server_options& options() const noexcept { return server_->options; }
+  std::size_t body_limit() const noexcept {
+    return server_->handler.options().bounds.max_body_bytes;
+  }
+
+  void read_header() {
+    if (server_->stopping.load()) return close();
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(options().max_header_bytes));
+    parser_->body_limit(body_limit());
+    body_ = {};
+    chunked_.clear();
+    stream_.expires_after(requests_ == 0 ? options().header_timeout : options().idle_timeout);
+    bhttp::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
+  }
+
+  void on_header(beast::error_code ec) {
+    if (ec) return on_read_error(ec);
+    busy_ = true;
+    ++requests_;
+    const auto& request = parser_->get();
+    std::size_t fields = 0;
+    for (auto it = request.begin(); it != request.end(); ++it) ++fields;
+    if (fields > options().max_header_count) {
+      return fail(status{errc::header_fields_too_large,
+                         fmt::format("the request has {} header fields, above the limit of {}",
+                                     fields, options().max_header_count)});
+    }
+    if (const auto length = parser_->content_length(); length && *length > body_limit()) {
+      return fail(status{errc::payload_too_large,
+                         fmt::format("the request body is {} bytes, above the limit of {}", *length,
+                                     body_limit())});
+    }
+    if (beast::iequals(request[bhttp::field::expect], "100-continue")) {
+      static constexpr std::string_view go_on = "HTTP/1.1 100 Continue\r\n\r\n";
+      stream_.expires_after(options().body_timeout);
+      net::async_write(stream_, net::buffer(go_on.data(), go_on.size()),
+                       [self = shared_from_this()](beast::error_code e, std::size_t) {
+                         if (e) return self->close();
+                         self->read_body();
+                       });
+      return;
+    }
+    read_body();
+  }
+
+  void read_body() {
+    if (parser_->is_done()) return dispatch();
+    auto& body = parser_->get().body();
+    if (const auto length = parser_->content_length()) {
+      // One allocation of the announced length, padded for the JSON parser; filled in place.
+      result<mutable_buffer> storage =
+          mutable_buffer::allocate(static_cast<std::size_t>(*length), body_padding);
+      if (!storage) return fail(storage.error());
+      body_ = std::move(*storage);
+      body.data = body_.data();
+      body.size = body_.size();
+    } else {
+      chunked_.resize(chunked_step);
+      body.data = chunked_.data();
+      body.size = chunked_.size();
+    }
+    body.more = true;
+    continue_body();
+  }
+
+  void continue_body() {
+    stream_.expires_after(options().body_timeout);
+    bhttp::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_body(ec); });
+  }
+
+  void on_body(beast::error_code ec) {
+    if (ec == bhttp::error::need_buffer) ec = {};
+    if (ec) return on_read_error(ec);
+    if (!parser_->is_done()) {
+      if (parser_->content_length()) return continue_body();  // cannot happen: sized exactly
+      // A chunked body outgrew its buffer: double it, up to the limit.
+      const std::size_t used = chunked_.size() - parser_->get().body().size;
+      const std::size_t grown = std::min(chunked_.size() * 2, body_limit() + 1);
+      if (grown <= chunked_.size()) {
+        return fail(
+            status{errc::payload_too_large,
+                   fmt::format("the request body is above the limit of {} bytes", body_limit())});
+      }
+      chunked_.resize(grown);
+      auto& body = parser_->get().body();
+      body.data = chunked_.data() + used;
+      body.size = chunked_.size() - used;
+      body.more = true;
+      return continue_body();
+    }
+    dispatch();
+  }
+
+  void dispatch() {
+    const auto& in = parser_->get();
+    http_request request;
+    request.method = std::string{as_view(in.method_string())};
+    request.target = std::string{as_view(in.target())};
+    request.headers.reserve(16);
+    for (const auto& field : in) {
+      request.headers.push_back(
+          {std::string{as_view(field.name_string())}, std::string{as_view(field.value())}});
+    }
+    if (parser_->content_length()) {
+      request.body = buffer{std::move(body_)};
+    } else if (!chunked_.empty()) {
+      chunked_.resize(chunked_.size() - in.body().size);
+      request.body = buffer::from_string(std::move(chunked_));
+    }
+    keep_alive_ = in.keep_alive() && !server_->stopping.load();
+    head_only_ = in.method() == bhttp::verb::head;
+
+    // A client that goes away while its model runs cancels the request: the socket turns
+    // readable with nothing to read.
+    cancellation cancel;
+    stream_.socket().async_wait(tcp::socket::wait_read,
+                                [self = shared_from_this(), cancel](beast::error_code ec) mutable {
+                                  if (ec || !self->busy_) return;
+                                  beast::error_code ignored;
+                                  if (self->stream_.socket().available(ignored) == 0) {
+                                    cancel.cancel();
+                                  }
+                                });
+    stream_.expires_never();
+    server_->handler.handle(
+        std::move(request),
+        [self = shared_from_this()](http_response reply) {
+          net::post(self->stream_.get_executor(),
+                    [self, reply = std::move(reply)]() mutable { self->write(std::move(reply)); });
+        },
+        cancel);
+  }
+
+  void write(http_response reply) {
+    reply_ = std::move(reply);
+    header_ = fmt::format("HTTP/1.1 {} {}\r\n", reply_.status, reason_phrase(reply_.status));
+    for (const http_header& h : reply_.headers)
+      header_ += fmt::format("{}: {}\r\n", h.name, h.value);
+    header_ += fmt::format("Content-Length: {}\r\n", reply_.body_size());
+    if (!keep_alive_) header_ += "Connection: close\r\n";
+    header_ += "\r\n";
+    // Scatter/gather: the status line and headers, the JSON, then each tensor's own bytes.
+    std::vector<net::const_buffer> buffers;
+    buffers.reserve(2 + reply_.tail.size());
+    buffers.emplace_back(header_.data(), header_.size());
+    if (!head_only_) {
+      buffers.emplace_back(reply_.head.data(), reply_.head.size());
+      for (const buffer& b : reply_.tail) buffers.emplace_back(b.data(), b.size());
+    }
+    stream_.expires_after(options().body_timeout);
+    net::async_write(
+        stream_, buffers,
+        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_write(ec); });
+  }
+
+  void on_write(beast::error_code ec) {
+    busy_ = false;
+    reply_ = {};
+    if (ec || !keep_alive_) return close();
+    read_header();
+  }
+
+  void on_read_error(beast::error_code ec) {
+    if (ec == bhttp::error::header_limit) {
+      return fail(status{errc::header_fields_too_large,
+                         fmt::format("the request's headers are above the limit of {} bytes",
+                                     options().max_header_bytes)});
+    }
+    if (ec == bhttp::error::body_limit) {
+      return fail(
+          status{errc::payload_too_large,
+                 fmt::format("the request body is above the limit of {} bytes", body_limit())});
+    }
+    if (&ec.category() == &bhttp::make_error_code(bhttp::error::bad_target).category() &&
+        ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message) {
+      // A malformed request line or header: say so, then close (the stream is out of step).
+      return fail(
+          status{errc::invalid_argument, fmt::format("malformed HTTP request: {}", ec.message())});
+    }
+    close();  // end of stream, timeout, reset: nobody to answer
+  }
+
+  // Replies with an error and closes the connection: what follows on it cannot be trusted.
+  void fail(const status& error) {
+    busy_ = true;
+    keep_alive_ = false;
+    head_only_ = false;
+    http_response reply;
+    reply.status = error.http_status();
+    reply.headers.push_back({"Content-Type", "application/json"});
+    reply.head = error.to_json();
+    write(std::move(reply));
+  }
+
+  void close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.socket().close(ignored);
+  }
+
+  beast::tcp_stream stream_;
+  std::shared_ptr<detail::server_state> server_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::buffer_body>> parser_;
+  mutable_buffer body_;
+  std::string chunked_;
+  http_response reply_;
+  std::string header_;
+  std::size_t requests_ = 0;
+  bool busy_ = false;
+  bool keep_alive_ = true;
+  bool head_only_ = false;
+};
+
+void detail::server_state::accept() {
+  acceptor.async_accept(net::make_strand(io),
+                        [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+                          if (ec == net::error::operation_aborted || self->stopping.load()) return;
+                          if (!ec) {
+                            std::shared_ptr<session> s;
+                            {
+                              const std::lock_guard lock{self->mutex};
+                              if (self->sessions.size() < self->options.max_connections) {
+                                s = std::make_shared<session>(std::move(socket), self);
+                                self->sessions.emplace(s.get(), s);
+                              }
+                            }
+                            if (s)
+                              s->start();  // else the socket closes here: over the connection limit
+                          }
+                          self->accept();
+                        });
+}
+
+server::server(http_handler& handler, server_options options)
+    : impl_{std::make_shared<detail::server_state>(handler, std::move(options))} {}
+
+server::~server() { stop(); }
+
+result<std::uint16_t> server::start() {
+  beast::error_code ec;
+  const net::ip::address address = net::ip::make_address(impl_->options.address, ec);
+  if (ec) {
+    return status{errc::invalid_argument,
+                  fmt::format("invalid address '{}': {}", impl_->options.address, ec.message())};
+  }
+  const tcp::endpoint endpoint{address, impl_->options.port};
+  impl_->acceptor.open(endpoint.protocol(), ec);
+  if (!ec) impl_->acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) impl_->acceptor.bind(endpoint, ec);
+  if (!ec) impl_->acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return status{errc::unavailable,
+                  fmt::format("cannot listen on {}:{}: {}", impl_->options.address,
+                              impl_->options.port, ec.message())};
+  }
+  impl_->port = impl_->acceptor.local_endpoint().port();
+  impl_->accept();
+  for (std::size_t i = 0; i < std::max<std::size_t>(impl_->options.io_threads, 1); ++i) {
+    impl_->threads.emplace_back([io = &impl_->io] { io->run(); });
+  }
+  return impl_->port;
+}
+
+void server::stop(std::chrono::milliseconds grace) {
+  if (impl_->threads.empty()) return;
+  impl_->stopping.store(true);
+  net::post(impl_->acceptor.get_executor(), [self = impl_] {
+    beast::error_code ignored;
+    self->acceptor.close(ignored);
+  });
+  std::vector<std::shared_ptr<session>> open;
+  {
+    std::unique_lock lock{impl_->mutex};
+    for (const auto& [raw, weak] : impl_->sessions) {
+      if (auto s = weak.lock()) open.push_back(std::move(s));
+    }
+  }
+  for (const auto& s : open) s->close_if_idle();
+  open.clear();
+  {
+    std::unique_lock lock{impl_->mutex};
+    impl_->drained.wait_for(lock, grace, [&] { return impl_->sessions.empty(); });
+  }
+  impl_->io.stop();
+  for (std::thread& t : impl_->threads) t.join();
+  impl_->threads.clear();
+}
+
+std::uint16_t server::port() const noexcept { return impl_->port; }
+
+std::size_t server::connections() const noexcept {
+  const std::lock_guard lock{impl_->mutex};
+  return impl_->sessions.size();
+}
+
+}  // namespace oip::http

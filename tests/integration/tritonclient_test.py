@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""Triton's own Python HTTP client (tritonclient[http] from PyPI), unchanged, against oip-serve.
+
+Usage: tritonclient_test.py PATH/TO/oip-serve
+Starts oip-serve on a free loopback port, runs every check, stops it with SIGTERM, and prints
+"N passed, M failed". Exits non-zero if any check failed.
+"""
+
+import re
+import signal
+import subprocess
+import sys
+import traceback
+
+import ml_dtypes
+import numpy as np
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+checks = []
+
+
+def check(function):
+    checks.append(function)
+    return function
+
+
+def infer_simple(client, binary_inputs, binary_outputs, **options):
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    b = np.ones((1, 16), dtype=np.int32)
+    inputs = [httpclient.InferInput("INPUT0", [1, 16], "INT32"),
+              httpclient.InferInput("INPUT1", [1, 16], "INT32")]
+    inputs[0].set_data_from_numpy(a, binary_data=binary_inputs)
+    inputs[1].set_data_from_numpy(b, binary_data=binary_inputs)
+    outputs = [httpclient.InferRequestedOutput("OUTPUT0", binary_data=binary_outputs),
+               httpclient.InferRequestedOutput("OUTPUT1", binary_data=binary_outputs)]
+    result = client.infer("simple", inputs, outputs=outputs, request_id="7", **options)
+    assert np.array_equal(result.as_numpy("OUTPUT0"), a + b)
+    assert np.array_equal(result.as_numpy("OUTPUT1"), a - b)
+    assert result.get_response()["id"] == "7"
+    assert result.get_response()["model_name"] == "simple"
+
+
+@check
+def health_and_metadata(client):
+    assert client.is_server_live()
+    assert client.is_server_ready()
+    assert client.is_model_ready("simple")
+    assert not client.is_model_ready("no_such_model")
+    meta = client.get_server_metadata()
+    assert meta["name"] == "oip", meta
+    assert "binary_tensor_data" in meta["extensions"]
+    model = client.get_model_metadata("simple")
+    assert model["name"] == "simple" and model["versions"] == ["1"]
+    assert model["inputs"][0] == {"name": "INPUT0", "datatype": "INT32", "shape": [-1, 16]}
+    config = client.get_model_config("simple")
+    assert config["max_batch_size"] == 8
+    assert config["input"][0]["data_type"] == "TYPE_INT32"
+    stats = client.get_inference_statistics("simple")
+    assert stats["model_stats"][0]["name"] == "simple"
+
+
+@check
+def infer_json_binary_and_mixed(client):
+    for binary_inputs in (False, True):
+        for binary_outputs in (False, True):
+            infer_simple(client, binary_inputs, binary_outputs)
+
+
+@check
+def binary_data_output_at_request_level(client):
+    a = np.arange(32, dtype=np.int32).reshape(2, 16)
+    inputs = [httpclient.InferInput("INPUT0", [2, 16], "INT32"),
+              httpclient.InferInput("INPUT1", [2, 16], "INT32")]
+    inputs[0].set_data_from_numpy(a, binary_data=False)
+    inputs[1].set_data_from_numpy(a, binary_data=False)
+    # No requested outputs: the client asks for all of them with binary_data_output, which
+    # then decides the framing of every output.
+    result = client.infer("simple", inputs)
+    assert np.array_equal(result.as_numpy("OUTPUT0"), 2 * a)
+    assert np.array_equal(result.as_numpy("OUTPUT1"), 0 * a)
+    for output in result.get_response()["outputs"]:
+        assert "binary_data_size" in output.get("parameters", {}), output
+
+
+@check
+def compression_both_ways(client):
+    for algorithm in ("gzip", "deflate"):
+        infer_simple(client, True, True, request_compression_algorithm=algorithm,
+                     response_compression_algorithm=algorithm)
+
+
+@check
+def strings(client):
+    a = np.array([[str(i) for i in range(16)]], dtype=np.object_)
+    b = np.array([["1"] * 16], dtype=np.object_)
+    for binary in (False, True):
+        inputs = [httpclient.InferInput("INPUT0", [1, 16], "BYTES"),
+                  httpclient.InferInput("INPUT1", [1, 16], "BYTES")]
+        inputs[0].set_data_from_numpy(a, binary_data=binary)
+        inputs[1].set_data_from_numpy(b, binary_data=binary)
+        outputs = [httpclient.InferRequestedOutput("OUTPUT0", binary_data=binary)]
+        result = client.infer("simple_string", inputs, outputs=outputs)
+        got = [x.decode() if isinstance(x, bytes) else x for x in result.as_numpy("OUTPUT0")[0]]
+        assert got == [str(i + 1) for i in range(16)], got
+
+
+@check
+def strings_with_nul_bytes(client):
+    data = np.array([[b"a\x00b", b"\x00", b"", b"\xff\xfe"]], dtype=np.object_)
+    inputs = [httpclient.InferInput("INPUT0", [1, 4], "BYTES")]
+    inputs[0].set_data_from_numpy(data, binary_data=True)
+    outputs = [httpclient.InferRequestedOutput("OUTPUT0", binary_data=True)]
+    result = client.infer("simple_identity", inputs, outputs=outputs)
+    assert list(result.as_numpy("OUTPUT0")[0]) == list(data[0])
+    # Through JSON too (valid UTF-8 with a NUL inside).
+    text = np.array([["a\x00b", "c"]], dtype=np.object_)
+    inputs = [httpclient.InferInput("INPUT0", [1, 2], "BYTES")]
+    inputs[0].set_data_from_numpy(text, binary_data=False)
+    outputs = [httpclient.InferRequestedOutput("OUTPUT0", binary_data=False)]
+    result = client.infer("simple_identity", inputs, outputs=outputs)
+    got = [x.decode() if isinstance(x, bytes) else x for x in result.as_numpy("OUTPUT0")[0]]
+    assert got == ["a\x00b", "c"], got
+
+
+IDENTITY_TYPES = {
+    "BOOL": np.bool_, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32,
+    "UINT64": np.uint64, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32,
+    "INT64": np.int64, "FP16": np.float16, "BF16": ml_dtypes.bfloat16, "FP32": np.float32,
+    "FP64": np.float64,
+}
+
+
+@check
+def every_identity_datatype(client):
+    rng = np.random.default_rng(3)
+    for name, dtype in IDENTITY_TYPES.items():
+        values = (rng.standard_normal((2, 3)) * 100).astype(dtype)
+        if name == "BOOL":
+            values = rng.standard_normal((2, 3)) > 0
+        json_ok = name != "BF16"  # tritonclient sends BF16 as binary only
+        for binary in ((False, True) if json_ok else (True,)):
+            inputs = [httpclient.InferInput("INPUT0", [2, 3], name)]
+            inputs[0].set_data_from_numpy(values, binary_data=binary)
+            outputs = [httpclient.InferRequestedOutput("OUTPUT0", binary_data=True)]
+            result = client.infer("identity_" + name.lower(), inputs, outputs=outputs)
+            got = result.as_numpy("OUTPUT0")
+            assert got.shape == (2, 3), (name, got.shape)
+            assert got.tobytes() == values.tobytes(), (name, binary)
+
+
+@check
+def classification(client):
+    a = np.array([[5, 1, 9, 3] * 4], dtype=np.int32)
+    inputs = [httpclient.InferInput("INPUT0", [1, 16], "INT32"),
+              httpclient.InferInput("INPUT1", [1, 16], "INT32")]
+    inputs[0].set_data_from_numpy(a)
+    inputs[1].set_data_from_numpy(np.zeros((1, 16), dtype=np.int32))
+    for binary in (False, True):
+        outputs = [httpclient.InferRequestedOutput("OUTPUT0", binary_data=binary, class_count=2)]
+        result = client.infer("simple", inputs, outputs=outputs)
+        got = [x.decode() if isinstance(x, bytes) else x for x in result.as_numpy("OUTPUT0")[0]]
+        assert got == ["9:2", "9:6"], got
+
+
+@check
+def errors_for_unknown_model_and_bad_input(client):
+    inputs = [httpclient.InferInput("INPUT0", [1, 16], "INT32")]
+    inputs[0].set_data_from_numpy(np.zeros((1, 16), dtype=np.int32))
+    try:
+        client.infer("no_such_model", inputs)
+        raise AssertionError("no error for an unknown model")
+    except InferenceServerException as e:
+        assert "Request for unknown model: 'no_such_model' is not found" in e.message(), e
+        assert e.status() == "404", e.status()
+    try:
+        client.infer("simple", inputs)
+        raise AssertionError("no error for a missing input")
+    except InferenceServerException as e:
+        assert "expected 2 inputs but got 1 inputs for model 'simple'" in e.message(), e
+        assert e.status() == "400", e.status()
+
+
+def main():
+    server = subprocess.Popen([sys.argv[1], "--http-port", "0", "--address", "127.0.0.1",
+                               "--threads", "2", "--io-threads", "2"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        line = server.stdout.readline()
+        match = re.search(r"HTTP on [^ ]+:(\d+)", line)
+        if not match:
+            print("oip-serve did not start: " + line)
+            print("0 passed, 1 failed")
+            return 1
+        client = httpclient.InferenceServerClient(f"127.0.0.1:{match.group(1)}")
+        passed = failed = 0
+        for function in checks:
+            try:
+                function(client)
+                passed += 1
+                print("ok: " + function.__name__)
+            except Exception:  # noqa: BLE001 - every failure is reported, then counted
+                failed += 1
+                print("FAILED: " + function.__name__)
+                traceback.print_exc()
+        client.close()
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            code = server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            code = "killed"
+    if code != 0:
+        print(f"FAILED: oip-serve exited with {code} after SIGTERM")
+        failed += 1
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
