@@ -225,6 +225,7 @@ class session : public std::enable_shared_from_this<session> {
 
   void write(http_response reply) {
     reply_ = std::move(reply);
+    if (server_->stopping.load()) keep_alive_ = false;  // the last reply on this connection
     header_ = fmt::format("HTTP/1.1 {} {}\r\n", reply_.status, reason_phrase(reply_.status));
     for (const http_header& h : reply_.headers)
       header_ += fmt::format("{}: {}\r\n", h.name, h.value);

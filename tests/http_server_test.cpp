@@ -1,0 +1,356 @@
+// The oip::http server through real sockets: keep-alive, pipelining, chunked bodies,
+// 100-continue, limits (413, 431), timeouts for slow clients, malformed requests, HEAD,
+// scatter/gather binary replies, cancellation on disconnect, graceful stop.
+
+#include "serving_support.hpp"
+
+#include <oip/http/server.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace {
+
+using namespace std::chrono_literals;
+
+struct reply {
+  int status = 0;
+  std::string headers;
+  std::string body;
+  [[nodiscard]] bool has_header(const std::string& line) const {
+    return headers.find(line) != std::string::npos;
+  }
+};
+
+// A blocking loopback client that reads replies one at a time (pipelined ones stay buffered).
+class connection {
+ public:
+  explicit connection(std::uint16_t port) : fd_{::socket(AF_INET, SOCK_STREAM, 0)} {
+    REQUIRE(fd_ >= 0);
+    timeval timeout{10, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    ::inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  }
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+  ~connection() { close(); }
+
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+  void send(const std::string& bytes) {
+    std::size_t sent = 0;
+    while (sent < bytes.size()) {
+      const ssize_t n = ::send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) return;  // the server closed: the next read tells
+      sent += static_cast<std::size_t>(n);
+    }
+  }
+
+  // One reply, or nothing once the server has closed the connection (or after 10 s).
+  std::optional<reply> read_reply() {
+    std::size_t end = 0;
+    while ((end = pending_.find("\r\n\r\n")) == std::string::npos) {
+      if (!fill()) return std::nullopt;
+    }
+    reply r;
+    r.headers = pending_.substr(0, end + 2);
+    pending_.erase(0, end + 4);
+    r.status = std::stoi(r.headers.substr(9, 3));
+    std::size_t length = 0;
+    if (const std::size_t at = r.headers.find("\r\nContent-Length: "); at != std::string::npos) {
+      length = std::stoul(r.headers.substr(at + 18));
+    }
+    if (r.status == 100) return r;
+    if (!head_request_) {
+      while (pending_.size() < length) {
+        if (!fill()) return std::nullopt;
+      }
+      r.body = pending_.substr(0, length);
+      pending_.erase(0, length);
+    }
+    return r;
+  }
+
+  // Whether the server closed the connection (reads end) within about `wait`.
+  bool closed_by_server() {
+    char byte = 0;
+    return ::recv(fd_, &byte, 1, 0) == 0;
+  }
+
+  void expect_head_reply(bool head) { head_request_ = head; }
+
+ private:
+  bool fill() {
+    char chunk[65536];
+    const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
+    if (n <= 0) return false;
+    pending_.append(chunk, static_cast<std::size_t>(n));
+    return true;
+  }
+
+  int fd_;
+  std::string pending_;
+  bool head_request_ = false;
+};
+
+const std::string simple_body =
+    R"({"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]},)"
+    R"({"name":"INPUT1","shape":[1,16],"datatype":"INT32","data":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}]})";
+
+std::string post(const std::string& target, const std::string& body,
+                 const std::string& extra_headers = "") {
+  return "POST " + target +
+         " HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" +
+         extra_headers + "\r\n" + body;
+}
+
+std::string get(const std::string& target, const std::string& method = "GET") {
+  return method + " " + target + " HTTP/1.1\r\nHost: x\r\n\r\n";
+}
+
+struct fixture {
+  oip::model_repository repository;
+  oip::executor workers{{2, 64}};
+  std::shared_ptr<oip::testing::waiter> waiter = std::make_shared<oip::testing::waiter>();
+  oip::http_handler handler{repository, workers, options()};
+  oip::http::server server{handler, http_options()};
+  std::uint16_t port = 0;
+
+  static oip::server_options options() {
+    oip::server_options o;
+    o.bounds.max_body_bytes = 1 << 20;
+    return o;
+  }
+  static oip::http::server_options http_options() {
+    oip::http::server_options o;
+    o.address = "127.0.0.1";
+    o.port = 0;
+    o.max_header_bytes = 4096;
+    o.max_header_count = 20;
+    o.header_timeout = 2s;
+    o.body_timeout = 300ms;
+    o.idle_timeout = 2s;
+    return o;
+  }
+
+  fixture() {
+    REQUIRE(repository.add(oip::testing::make_simple()).ok());
+    REQUIRE(repository.add(waiter).ok());
+    oip::result<std::uint16_t> started = server.start();
+    REQUIRE(started.ok());
+    port = *started;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("keep-alive: several requests on one connection") {
+  fixture f;
+  connection c{f.port};
+  for (int i = 0; i < 3; ++i) {
+    c.send(get("/v2/health/live"));
+    const std::optional<reply> r = c.read_reply();
+    REQUIRE(r.has_value());
+    CHECK(r->status == 200);
+    CHECK(r->body == R"({"live":true})");
+  }
+  c.send(post("/v2/models/simple/infer", simple_body));
+  const std::optional<reply> inferred = c.read_reply();
+  REQUIRE(inferred.has_value());
+  CHECK(inferred->status == 200);
+  CHECK(inferred->has_header("Content-Type: application/json"));
+  CHECK(inferred->body.find(R"("name":"OUTPUT0")") != std::string::npos);
+}
+
+TEST_CASE("pipelined requests are answered in order") {
+  fixture f;
+  connection c{f.port};
+  c.send(get("/v2/health/live") + post("/v2/models/simple/infer", simple_body) +
+         get("/v2/models/simple") + get("/v2/models/nope"));
+  const std::optional<reply> first = c.read_reply();
+  const std::optional<reply> second = c.read_reply();
+  const std::optional<reply> third = c.read_reply();
+  const std::optional<reply> fourth = c.read_reply();
+  REQUIRE((first && second && third && fourth));
+  CHECK(first->body == R"({"live":true})");
+  CHECK(second->body.find(R"("model_name":"simple")") != std::string::npos);
+  CHECK(third->body.find(R"("platform":"oip")") != std::string::npos);
+  CHECK(fourth->status == 404);
+}
+
+TEST_CASE("chunked bodies and Expect: 100-continue") {
+  fixture f;
+  connection c{f.port};
+  std::string chunked =
+      "POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n";
+  for (std::size_t at = 0; at < simple_body.size(); at += 50) {
+    const std::string piece = simple_body.substr(at, 50);
+    char size[16];
+    std::snprintf(size, sizeof size, "%zx", piece.size());
+    chunked += std::string(size) + "\r\n" + piece + "\r\n";
+  }
+  chunked += "0\r\n\r\n";
+  c.send(chunked);
+  const std::optional<reply> r = c.read_reply();
+  REQUIRE(r.has_value());
+  CHECK(r->status == 200);
+
+  c.send(
+      "POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+      "Content-Length: " +
+      std::to_string(simple_body.size()) + "\r\n\r\n");
+  const std::optional<reply> go_on = c.read_reply();
+  REQUIRE(go_on.has_value());
+  CHECK(go_on->status == 100);
+  c.send(simple_body);
+  const std::optional<reply> done = c.read_reply();
+  REQUIRE(done.has_value());
+  CHECK(done->status == 200);
+}
+
+TEST_CASE("limits: bodies over the limit 413 before reading, huge headers 431") {
+  fixture f;
+  {
+    connection c{f.port};
+    c.send("POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n\r\n");
+    const std::optional<reply> r = c.read_reply();
+    REQUIRE(r.has_value());
+    CHECK(r->status == 413);
+    CHECK(r->body.find("above the limit of 1048576") != std::string::npos);
+    CHECK(r->has_header("Connection: close"));
+    CHECK(c.closed_by_server());
+  }
+  {
+    connection c{f.port};
+    c.send("GET /v2 HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(8000, 'a') + "\r\n\r\n");
+    const std::optional<reply> r = c.read_reply();
+    REQUIRE(r.has_value());
+    CHECK(r->status == 431);
+  }
+  {
+    connection c{f.port};
+    std::string many = "GET /v2 HTTP/1.1\r\nHost: x\r\n";
+    for (int i = 0; i < 30; ++i) many += "X-" + std::to_string(i) + ": 1\r\n";
+    c.send(many + "\r\n");
+    const std::optional<reply> r = c.read_reply();
+    REQUIRE(r.has_value());
+    CHECK(r->status == 431);
+  }
+  {
+    connection c{f.port};
+    c.send("BLAH\r\n\r\n");
+    const std::optional<reply> r = c.read_reply();
+    REQUIRE(r.has_value());
+    CHECK(r->status == 400);
+  }
+}
+
+TEST_CASE("a client that sends half a body is cut off by the body timeout") {
+  fixture f;
+  connection c{f.port};
+  c.send("POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"in");
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(c.closed_by_server());
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
+  // The server still serves others.
+  connection other{f.port};
+  other.send(get("/v2/health/ready"));
+  const std::optional<reply> r = other.read_reply();
+  REQUIRE(r.has_value());
+  CHECK(r->status == 200);
+}
+
+TEST_CASE("HEAD gets headers only; binary replies carry their header length") {
+  fixture f;
+  connection c{f.port};
+  c.expect_head_reply(true);
+  c.send(get("/v2", "HEAD"));
+  const std::optional<reply> head = c.read_reply();
+  REQUIRE(head.has_value());
+  CHECK(head->status == 200);
+  CHECK(head->body.empty());
+  c.expect_head_reply(false);
+
+  const std::string binary_request =
+      R"({"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]},)"
+      R"({"name":"INPUT1","shape":[1,16],"datatype":"INT32","data":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}],)"
+      R"("parameters":{"binary_data_output":true}})";
+  c.send(post("/v2/models/simple/infer", binary_request));
+  const std::optional<reply> r = c.read_reply();
+  REQUIRE(r.has_value());
+  CHECK(r->status == 200);
+  CHECK(r->has_header("Content-Type: application/octet-stream"));
+  const std::size_t at = r->headers.find("Inference-Header-Content-Length: ");
+  REQUIRE(at != std::string::npos);
+  const std::size_t json_size = std::stoul(r->headers.substr(at + 33));
+  CHECK(r->body.size() == json_size + 2 * 64);  // two INT32 [1,16] outputs after the JSON
+  std::int32_t last = 0;
+  std::memcpy(&last, r->body.data() + json_size + 60, 4);
+  CHECK(last == 16);  // OUTPUT0[15] = 15 + 1
+}
+
+TEST_CASE("a client that disconnects cancels its running request") {
+  fixture f;
+  {
+    connection c{f.port};
+    c.send(post("/v2/models/waiter/infer",
+                R"({"inputs":[{"name":"IN","shape":[1],"datatype":"INT32","data":[1]}]})"));
+    while (f.waiter->started.load() == 0) std::this_thread::sleep_for(1ms);
+  }  // closed while the model runs
+  const auto start = std::chrono::steady_clock::now();
+  while (!f.waiter->saw_cancel.load() && std::chrono::steady_clock::now() - start < 5s) {
+    std::this_thread::sleep_for(5ms);
+  }
+  CHECK(f.waiter->saw_cancel.load());
+}
+
+TEST_CASE("stop finishes the request in flight, then closes") {
+  fixture f;
+  std::atomic<bool> started{false};
+  oip::model_config config;
+  config.name = "sleeper";
+  config.inputs = {{"IN", oip::datatype::int32, {1}, {}}};
+  config.outputs = {{"IN", oip::datatype::int32, {1}, {}}};
+  REQUIRE(f.repository
+              .add(oip::make_model(
+                  config,
+                  [&](const oip::inference_request& r) -> oip::result<oip::model_output> {
+                    started = true;
+                    std::this_thread::sleep_for(300ms);
+                    return oip::model_output{{r.inputs[0]}, {}};
+                  }))
+              .ok());
+  connection idle{f.port};
+  connection busy{f.port};
+  busy.send(post("/v2/models/sleeper/infer",
+                 R"({"inputs":[{"name":"IN","shape":[1],"datatype":"INT32","data":[7]}]})"));
+  while (!started.load()) std::this_thread::sleep_for(1ms);
+  std::thread stopper{[&] { f.server.stop(5s); }};
+  CHECK(idle.closed_by_server());  // idle connections close at once
+  const std::optional<reply> r = busy.read_reply();
+  REQUIRE(r.has_value());
+  CHECK(r->status == 200);
+  CHECK(r->has_header("Connection: close"));
+  CHECK(r->body.find("[7]") != std::string::npos);
+  stopper.join();
+  CHECK(f.server.connections() == 0);
+}
