@@ -14,6 +14,10 @@
 #include <fmt/format.h>
 
 #if defined(__x86_64__)
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 warns inside its own AVX-512 intrinsics (_mm512_undefined_* at -O1): a false positive.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #endif
 
