@@ -2,12 +2,20 @@
 
 #include <oip/tensor.hpp>
 
+#include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <random>
 #include <span>
 #include <string_view>
 
 #include <fmt/format.h>
+
+#if OIP_SERVE_WITH_BLAS
+#include <cblas.h>
+#endif
 
 namespace oip_serve {
 
@@ -113,6 +121,69 @@ std::shared_ptr<oip::model> identity(std::string name, datatype type) {
       });
 }
 
+// FP32 [-1,2048] → softmax(x · W) FP32 [-1,1000], W a fixed 2048×1000 matrix from a seeded
+// generator, with 1000 labels: for the classification extension and batching. One sgemm per
+// batch, which is what makes batching pay.
+class classifier : public oip::model {
+ public:
+  static constexpr std::size_t features = 2048;
+  static constexpr std::size_t classes = 1000;
+
+  classifier() : weights_(features * classes) {
+    config_.name = "classifier";
+    config_.max_batch_size = 8;
+    config_.inputs = {{"INPUT0", datatype::fp32, {features}, {}}};
+    config_.outputs = {{"OUTPUT0", datatype::fp32, {classes}, {}}};
+    std::vector<std::string> labels;
+    for (std::size_t i = 0; i < classes; ++i) labels.push_back(fmt::format("class_{:03}", i));
+    config_.labels = {{"OUTPUT0", std::move(labels)}};
+    std::mt19937 rng{2048};
+    std::normal_distribution<float> dist{0.0F, 0.05F};
+    for (float& w : weights_) w = dist(rng);
+  }
+
+  [[nodiscard]] const oip::model_config& config() const noexcept override { return config_; }
+
+  void execute(oip::inference_call call) override {
+    const tensor& x = call.request().inputs[0];
+    const auto batch = static_cast<std::size_t>(x.shape()[0]);
+    std::vector<float> in(batch * features);
+    std::memcpy(in.data(), x.data().data(), in.size() * sizeof(float));  // aligned copy
+    std::vector<float> out(batch * classes);
+#if OIP_SERVE_WITH_BLAS
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(batch),
+                static_cast<int>(classes), static_cast<int>(features), 1.0F, in.data(),
+                static_cast<int>(features), weights_.data(), static_cast<int>(classes), 0.0F,
+                out.data(), static_cast<int>(classes));
+#else
+    for (std::size_t b = 0; b < batch; ++b) {
+      for (std::size_t k = 0; k < features; ++k) {
+        const float v = in[b * features + k];
+        for (std::size_t c = 0; c < classes; ++c)
+          out[b * classes + c] += v * weights_[k * classes + c];
+      }
+    }
+#endif
+    for (std::size_t b = 0; b < batch; ++b) {
+      float* row = out.data() + b * classes;
+      float top = row[0];
+      for (std::size_t c = 1; c < classes; ++c) top = std::max(top, row[c]);
+      float sum = 0;
+      for (std::size_t c = 0; c < classes; ++c) sum += (row[c] = std::exp(row[c] - top));
+      for (std::size_t c = 0; c < classes; ++c) row[c] /= sum;
+    }
+    result<tensor> y = tensor::from_values<float>(
+        "OUTPUT0", {static_cast<std::int64_t>(batch), static_cast<std::int64_t>(classes)},
+        std::span<const float>(out));
+    if (!y) return call.finish(std::move(y).error());
+    call.finish(model_output{{std::move(*y)}, {}});
+  }
+
+ private:
+  oip::model_config config_;
+  std::vector<float> weights_;
+};
+
 std::string lower(std::string_view text) {
   std::string out(text);
   for (char& c : out) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
@@ -124,7 +195,7 @@ std::string lower(std::string_view text) {
 std::vector<std::shared_ptr<oip::model>> reference_models() {
   std::vector<std::shared_ptr<oip::model>> models{
       add_sub<std::int32_t>("simple"), add_sub<std::int8_t>("simple_int8"), simple_string(),
-      identity("simple_identity", datatype::bytes)};
+      identity("simple_identity", datatype::bytes), std::make_shared<classifier>()};
   for (const datatype type :
        {datatype::boolean, datatype::uint8, datatype::uint16, datatype::uint32, datatype::uint64,
         datatype::int8, datatype::int16, datatype::int32, datatype::int64, datatype::fp16,

@@ -164,6 +164,24 @@ def classification(client):
 
 
 @check
+def classifier_with_labels_and_batches(client):
+    x = np.random.default_rng(5).standard_normal((2, 2048)).astype(np.float32)
+    inputs = [httpclient.InferInput("INPUT0", [2, 2048], "FP32")]
+    inputs[0].set_data_from_numpy(x)
+    full = client.infer("classifier", inputs).as_numpy("OUTPUT0")
+    assert full.shape == (2, 1000)
+    assert np.allclose(full.sum(axis=1), 1.0, atol=1e-4)
+    outputs = [httpclient.InferRequestedOutput("OUTPUT0", class_count=3)]
+    top = client.infer("classifier", inputs, outputs=outputs).as_numpy("OUTPUT0")
+    assert top.shape == (2, 3), top.shape
+    for row in range(2):
+        best = int(np.argmax(full[row]))
+        value, index, label = top[row][0].decode().split(":")
+        assert int(index) == best and label == f"class_{best:03}", top[row][0]
+        assert np.float32(value) == full[row][best], (value, full[row][best])
+
+
+@check
 def errors_for_unknown_model_and_bad_input(client):
     inputs = [httpclient.InferInput("INPUT0", [1, 16], "INT32")]
     inputs[0].set_data_from_numpy(np.zeros((1, 16), dtype=np.int32))
