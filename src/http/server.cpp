@@ -40,18 +40,23 @@ constexpr std::size_t body_padding = 64;
 
 class session;
 
-struct detail::server_state : std::enable_shared_from_this<detail::server_state> {
+// Owned by the server alone: handlers and sessions point to it without owning it, so that
+// destroying the io_context (which destroys every pending handler and the sessions they hold)
+// frees everything. Members are declared so that the io_context goes first and the session
+// registry outlives it.
+struct detail::server_state {
   http_handler& handler;
   server_options options;
-  net::io_context io{static_cast<int>(std::max<std::size_t>(options.io_threads, 1))};
-  tcp::acceptor acceptor{io};
-  std::vector<std::thread> threads;
   std::uint16_t port = 0;
   std::atomic<bool> stopping{false};
+  std::vector<std::thread> threads;
 
   std::mutex mutex;  // guards sessions
   std::condition_variable drained;
   std::unordered_map<session*, std::weak_ptr<session>> sessions;
+
+  net::io_context io{static_cast<int>(std::max<std::size_t>(options.io_threads, 1))};
+  tcp::acceptor acceptor{io};
 
   server_state(http_handler& h, server_options o) : handler{h}, options{std::move(o)} {}
 
@@ -68,8 +73,8 @@ struct detail::server_state : std::enable_shared_from_this<detail::server_state>
 // in order.
 class session : public std::enable_shared_from_this<session> {
  public:
-  session(tcp::socket socket, std::shared_ptr<detail::server_state> server)
-      : stream_{std::move(socket)}, server_{std::move(server)} {}
+  session(tcp::socket socket, detail::server_state* server)
+      : stream_{std::move(socket)}, server_{server} {}
 
   ~session() { server_->on_session_end(this); }
 
@@ -292,7 +297,7 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   beast::tcp_stream stream_;
-  std::shared_ptr<detail::server_state> server_;
+  detail::server_state* server_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::buffer_body>> parser_;
   mutable_buffer body_;
@@ -307,7 +312,7 @@ class session : public std::enable_shared_from_this<session> {
 
 void detail::server_state::accept() {
   acceptor.async_accept(net::make_strand(io),
-                        [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+                        [self = this](beast::error_code ec, tcp::socket socket) {
                           if (ec == net::error::operation_aborted || self->stopping.load()) return;
                           if (!ec) {
                             std::shared_ptr<session> s;
@@ -358,7 +363,7 @@ result<std::uint16_t> server::start() {
 void server::stop(std::chrono::milliseconds grace) {
   if (impl_->threads.empty()) return;
   impl_->stopping.store(true);
-  net::post(impl_->acceptor.get_executor(), [self = impl_] {
+  net::post(impl_->acceptor.get_executor(), [self = impl_.get()] {
     beast::error_code ignored;
     self->acceptor.close(ignored);
   });
