@@ -354,3 +354,62 @@ TEST_CASE("stop finishes the request in flight, then closes") {
   stopper.join();
   CHECK(f.server.connections() == 0);
 }
+
+TEST_CASE("framing over the wire: raw binary requests and bad header lengths") {
+  fixture f;
+  oip::model_config config;
+  config.name = "echo_fp32";
+  config.inputs = {{"x", oip::datatype::fp32, {-1}, {}}};
+  config.outputs = {{"x", oip::datatype::fp32, {-1}, {}}};
+  REQUIRE(f.repository
+              .add(oip::make_model(
+                  config,
+                  [](const oip::inference_request& r) -> oip::result<oip::model_output> {
+                    return oip::model_output{{r.inputs[0]}, {}};
+                  }))
+              .ok());
+  connection c{f.port};
+  const float values[3] = {1.5F, -2.0F, 3.25F};
+  const std::string raw(reinterpret_cast<const char*>(values), sizeof values);
+  c.send(post("/v2/models/echo_fp32/infer", raw, "Inference-Header-Content-Length: 0\r\n"));
+  const std::optional<reply> echoed = c.read_reply();
+  REQUIRE(echoed.has_value());
+  CHECK(echoed->status == 200);
+  CHECK(echoed->has_header("Content-Type: application/octet-stream"));
+  CHECK(echoed->body.substr(echoed->body.size() - raw.size()) == raw);
+
+  for (const std::string length : {"999", "-1", "abc"}) {
+    c.send(post("/v2/models/simple/infer", simple_body,
+                "Inference-Header-Content-Length: " + length + "\r\n"));
+    const std::optional<reply> r = c.read_reply();
+    REQUIRE(r.has_value());
+    CHECK_MESSAGE(r->status == 400, length);
+  }
+  // The connection survives client errors that leave the stream in step.
+  c.send(get("/v2/health/live"));
+  const std::optional<reply> after = c.read_reply();
+  REQUIRE(after.has_value());
+  CHECK(after->status == 200);
+}
+
+TEST_CASE("connections above the limit are refused; the server keeps serving") {
+  oip::model_repository repository;
+  oip::executor workers{{1, 8}};
+  oip::http_handler handler{repository, workers};
+  oip::http::server_options options;
+  options.address = "127.0.0.1";
+  options.port = 0;
+  options.max_connections = 1;
+  oip::http::server server{handler, options};
+  oip::result<std::uint16_t> port = server.start();
+  REQUIRE(port.ok());
+  connection first{*port};
+  first.send(get("/v2/health/live"));
+  REQUIRE(first.read_reply().has_value());
+  connection second{*port};
+  CHECK(second.closed_by_server());
+  first.send(get("/v2/health/live"));
+  const std::optional<reply> again = first.read_reply();
+  REQUIRE(again.has_value());
+  CHECK(again->status == 200);
+}
