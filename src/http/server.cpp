@@ -333,7 +333,12 @@ void detail::server_state::accept() {
 server::server(http_handler& handler, server_options options)
     : impl_{std::make_shared<detail::server_state>(handler, std::move(options))} {}
 
-server::~server() { stop(); }
+server::~server() {
+  try {
+    stop();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): a destructor must not throw; stop() logs nothing
+  }
+}
 
 result<std::uint16_t> server::start() {
   beast::error_code ec;

@@ -26,10 +26,10 @@ struct server_options {
   std::uint16_t port = 8000;  ///< 0 picks a free port (see server::port)
   std::size_t io_threads = 2;
   std::size_t max_connections = 1024;
-  std::size_t max_header_bytes = 16 * 1024;  ///< request line and headers together (431 above)
-  std::size_t max_header_count = 100;        ///< 431 above
-  std::chrono::milliseconds header_timeout{30'000};  ///< to read a request's headers
-  std::chrono::milliseconds body_timeout{60'000};    ///< to read a body, or to write a reply
+  std::size_t max_header_bytes = std::size_t{16} << 10U;  ///< request line and headers (431 above)
+  std::size_t max_header_count = 100;                     ///< 431 above
+  std::chrono::milliseconds header_timeout{30'000};       ///< to read a request's headers
+  std::chrono::milliseconds body_timeout{60'000};         ///< to read a body, or to write a reply
   std::chrono::milliseconds idle_timeout{60'000};  ///< between requests on a kept-alive connection
 };
 
@@ -42,7 +42,7 @@ struct server_options {
 /// \endcode
 class OIP_EXPORT server {
  public:
-  server(http_handler& handler, server_options options = {});
+  explicit server(http_handler& handler, server_options options = {});
   server(const server&) = delete;
   server& operator=(const server&) = delete;
   /// Stops (gracefully) if still running.
