@@ -18,6 +18,8 @@ class OipTestPackage(ConanFile):
         toolchain = CMakeToolchain(self)
         toolchain.cache_variables["OIP_TEST_XTENSOR"] = bool(
             self.dependencies["oip"].options.with_xtensor)
+        toolchain.cache_variables["OIP_TEST_HTTP"] = bool(
+            self.dependencies["oip"].options.with_http)
         toolchain.generate()
         CMakeDeps(self).generate()
 
@@ -32,3 +34,5 @@ class OipTestPackage(ConanFile):
             if self.dependencies["oip"].options.with_xtensor:
                 self.run(os.path.join(self.cpp.build.bindir, "test_package_xtensor"),
                          env="conanrun")
+            if self.dependencies["oip"].options.with_http:
+                self.run(os.path.join(self.cpp.build.bindir, "test_package_http"), env="conanrun")
