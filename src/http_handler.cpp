@@ -373,7 +373,6 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     pending->batch = detail::batch_size(config, *decoded);
     pending->received = received;
     pending->queued = clock::now();
-    stats.compute_input.add(nanoseconds_between(received, pending->queued));
     pending->lease = std::move(*lease);
 
     auto request_ptr = std::make_shared<inference_request>(std::move(*decoded));
@@ -389,8 +388,6 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
 
   void run(const std::shared_ptr<pending_inference>& pending, inference_request request) {
     pending->started = clock::now();
-    model_statistics& stats = pending->lease.statistics();
-    stats.queue.add(nanoseconds_between(pending->queued, pending->started));
     if (pending->cancel.cancelled()) {
       complete(pending, status{errc::unavailable,
                                pending->cancel.client_gone()
@@ -417,7 +414,6 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
       done(finish_reply(error_reply(s), pending->reply_coding));
     };
     if (!outcome) return fail(outcome.error());
-    stats.compute_infer.add(nanoseconds_between(pending->started, computed));
     stats.execution_count.fetch_add(1, std::memory_order_relaxed);
     stats.inference_count.fetch_add(pending->batch, std::memory_order_relaxed);
     stats.last_inference_ms.store(
@@ -442,6 +438,11 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     reply.head = std::move(body->json);
     reply.tail = std::move(body->binary);
     const clock::time_point encoded = clock::now();
+    // A request's durations are recorded together, once it succeeded, as Triton does:
+    // perf_analyzer checks that the compute counts agree between two snapshots.
+    stats.compute_input.add(nanoseconds_between(pending->received, pending->queued));
+    stats.queue.add(nanoseconds_between(pending->queued, pending->started));
+    stats.compute_infer.add(nanoseconds_between(pending->started, computed));
     stats.compute_output.add(nanoseconds_between(computed, encoded));
     stats.success.add(nanoseconds_between(pending->received, encoded));
     done(finish_reply(std::move(reply), pending->reply_coding));
