@@ -413,3 +413,17 @@ TEST_CASE("connections above the limit are refused; the server keeps serving") {
   REQUIRE(again.has_value());
   CHECK(again->status == 200);
 }
+
+TEST_CASE("past the grace period, stop cancels the requests still running") {
+  fixture f;
+  connection busy{f.port};
+  busy.send(post("/v2/models/waiter/infer",
+                 R"({"inputs":[{"name":"IN","shape":[1],"datatype":"INT32","data":[1]}]})"));
+  while (f.waiter->started.load() == 0) std::this_thread::sleep_for(1ms);
+  const auto start = std::chrono::steady_clock::now();
+  f.server.stop(100ms);  // the waiter model runs until it is cancelled
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
+  CHECK(f.waiter->saw_cancel.load());
+  CHECK(f.server.connections() == 0);
+  CHECK(busy.closed_by_server());
+}

@@ -60,6 +60,9 @@ struct detail::server_state {
 
   net::io_context io{static_cast<int>(std::max<std::size_t>(options.io_threads, 1))};
   tcp::acceptor acceptor{io};
+  // Keeps the I/O threads running while a request is with the executor and no socket operation
+  // is pending (after stop closed the acceptor, say): its reply still has to be written.
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
 
   server_state(http_handler& h, server_options o) : handler{h}, options{std::move(o)} {}
 
@@ -89,6 +92,15 @@ class session : public std::enable_shared_from_this<session> {
   void close_if_idle() {
     net::post(stream_.get_executor(), [self = shared_from_this()] {
       if (!self->busy_) self->close();
+    });
+  }
+
+  // Called when stop's grace period is over: the running request is cancelled and the connection
+  // closed; the session ends once the model returns.
+  void abort() {
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      self->current_.cancel();
+      self->close();
     });
   }
 
@@ -211,6 +223,7 @@ class session : public std::enable_shared_from_this<session> {
     head_only_ = in.method() == bhttp::verb::head;
 
     cancellation cancel;
+    current_ = cancel;
     watch_for_disconnect(cancel, requests_);
     stream_.expires_never();
     server_->handler.handle(
@@ -317,6 +330,7 @@ class session : public std::enable_shared_from_this<session> {
 
   beast::tcp_stream stream_;
   net::steady_timer probe_;
+  cancellation current_;  // the request in flight, for abort()
   detail::server_state* server_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::buffer_body>> parser_;
@@ -378,6 +392,7 @@ result<std::uint16_t> server::start() {
                               impl_->options.port, ec.message())};
   }
   impl_->port = impl_->acceptor.local_endpoint().port();
+  impl_->work.emplace(impl_->io.get_executor());
   impl_->accept();
   for (std::size_t i = 0; i < std::max<std::size_t>(impl_->options.io_threads, 1); ++i) {
     impl_->threads.emplace_back([io = &impl_->io] { io->run(); });
@@ -401,10 +416,21 @@ void server::stop(std::chrono::milliseconds grace) {
   }
   for (const auto& s : open) s->close_if_idle();
   open.clear();
-  {
-    std::unique_lock lock{impl_->mutex};
-    impl_->drained.wait_for(lock, grace, [&] { return impl_->sessions.empty(); });
+  std::unique_lock lock{impl_->mutex};
+  if (!impl_->drained.wait_for(lock, grace, [&] { return impl_->sessions.empty(); })) {
+    // Past the grace period: cancel what still runs. The I/O threads keep going until every
+    // session has ended, so that no reply is ever posted to a stopped io_context.
+    for (const auto& [raw, weak] : impl_->sessions) {
+      if (auto s = weak.lock()) open.push_back(std::move(s));
+    }
+    lock.unlock();
+    for (const auto& s : open) s->abort();
+    open.clear();
+    lock.lock();
+    impl_->drained.wait(lock, [&] { return impl_->sessions.empty(); });
   }
+  lock.unlock();
+  impl_->work.reset();
   impl_->io.stop();
   for (std::thread& t : impl_->threads) t.join();
   impl_->threads.clear();

@@ -51,7 +51,9 @@ class OIP_EXPORT server {
   /// Binds, listens and starts the I/O threads; the port listened on.
   [[nodiscard]] result<std::uint16_t> start();
   /// Stops accepting, closes idle connections, lets requests in flight finish (their connections
-  /// then close), and joins the I/O threads. Waits at most `grace` for requests in flight.
+  /// then close), and joins the I/O threads. After `grace`, requests still in flight are cancelled
+  /// (their models see `inference_call::cancelled()`) and their connections closed; stop returns
+  /// once their models have returned.
   void stop(std::chrono::milliseconds grace = std::chrono::seconds{30});
 
   [[nodiscard]] std::uint16_t port() const noexcept;
