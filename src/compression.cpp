@@ -1,5 +1,7 @@
 #include "detail/compression.hpp"
 
+#include "detail/ascii.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cstring>
@@ -12,13 +14,6 @@
 namespace oip::detail {
 
 namespace {
-
-bool equals_ignoring_case(std::string_view a, std::string_view b) noexcept {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
 
 std::string_view trim(std::string_view s) noexcept {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);

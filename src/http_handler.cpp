@@ -1,3 +1,4 @@
+#include "detail/ascii.hpp"
 #include "detail/compression.hpp"
 #include "detail/json_string.hpp"
 #include "detail/validation.hpp"
@@ -8,7 +9,6 @@
 #include <oip/version.hpp>
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <condition_variable>
 #include <mutex>
@@ -20,13 +20,7 @@ namespace oip {
 std::optional<std::string_view> find_header(const std::vector<http_header>& headers,
                                             std::string_view name) noexcept {
   for (const http_header& h : headers) {
-    if (h.name.size() == name.size() &&
-        std::equal(h.name.begin(), h.name.end(), name.begin(), [](char a, char b) {
-          return std::tolower(static_cast<unsigned char>(a)) ==
-                 std::tolower(static_cast<unsigned char>(b));
-        })) {
-      return std::string_view{h.value};
-    }
+    if (detail::equals_ignoring_case(h.name, name)) return std::string_view{h.value};
   }
   return std::nullopt;
 }
@@ -311,10 +305,8 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
   // --- inference ---------------------------------------------------------------------------------
 
   void infer(http_request& request, const std::string& name, std::optional<std::uint64_t> version,
-             completion& done, cancellation& cancel) {
+             detail::content_coding reply_coding, completion& done, cancellation& cancel) {
     const clock::time_point received = clock::now();
-    const detail::content_coding reply_coding =
-        detail::choose_response_coding(request.header("Accept-Encoding").value_or(""));
     const auto fail = [&](const status& s) { done(finish_reply(error_reply(s), reply_coding)); };
 
     result<model_lease> lease = repository.acquire(name, version);
@@ -519,7 +511,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     }
     if (action == "infer") {
       if (!post) return fail(method_not_allowed(method, "POST"));
-      return infer(request, name, version, done, cancel);
+      return infer(request, name, version, reply_coding, done, cancel);
     }
     return not_found();
   }
