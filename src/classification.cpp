@@ -3,6 +3,7 @@
 #include <oip/classification.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -17,6 +18,7 @@
 #if defined(__GNUC__) && !defined(__clang__)
 // GCC 12 warns inside its own AVX-512 intrinsics (_mm512_undefined_* at -O1): a false positive.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <immintrin.h>
 #endif
@@ -44,7 +46,11 @@ compared_t<T> value_at(const buffer& data, std::size_t index) noexcept {
 template <class C>
 class top_list {
  public:
-  using item = std::pair<C, std::uint64_t>;
+  // No default member values: the inline storage is left uninitialised until used.
+  struct item {
+    C first;
+    std::uint64_t second;
+  };
 
   explicit top_list(std::size_t k) : k_{k} {
     if (k_ >= inline_capacity) heap_.resize(k_ + 1);
@@ -72,7 +78,7 @@ class top_list {
       items[at] = items[at - 1];
       --at;
     }
-    items[at] = {value, index};
+    items[at] = item{value, index};
     ++size_;
   }
 
@@ -96,7 +102,8 @@ class top_list {
   }
   std::size_t k_;
   std::size_t size_ = 0;
-  item inline_[inline_capacity];
+  item inline_[inline_capacity];  // NOLINT(cppcoreguidelines-pro-type-member-init): filled before
+                                  // read
   std::vector<item> heap_;
 };
 
@@ -247,6 +254,215 @@ struct kernels {
   }
 };
 
+// --- FP32, the classifier's usual output: hand-written kernels ---------------------------------
+// The same bound as select_bounded below, then one pass that compares 64 values at a time against
+// it and offers only the values that pass. Once k values are held, the bound becomes the k-th
+// value itself, and later values must exceed it (ties go to the lower index).
+
+// The k-th largest of 16 values (none NaN) is the largest value that at least k of them reach;
+// reaching[j] counts the values at or above values[j].
+inline float kth_largest_of_16(const float* values, const unsigned* reaching,
+                               std::size_t k) noexcept {
+  float best = -std::numeric_limits<float>::infinity();
+  for (std::size_t j = 0; j < 16; ++j) {
+    if (reaching[j] >= k && values[j] > best) best = values[j];
+  }
+  return best;
+}
+
+// The smallest float above `threshold` (not NaN), so that one `>=` test serves both rules.
+inline float above(float threshold) noexcept {
+  if (threshold == std::numeric_limits<float>::infinity()) return threshold;
+  if (threshold == 0.0F) return std::numeric_limits<float>::denorm_min();
+  const auto bits = std::bit_cast<std::uint32_t>(threshold);
+  return std::bit_cast<float>(threshold > 0.0F ? bits + 1U : bits - 1U);
+}
+
+// The best k (at most 16) FP32 values offered so far, best first. Offers come in index order and
+// are never NaN, so a value enters only above the k-th (a tie keeps the lower index).
+struct fp32_top {
+  explicit fp32_top(std::size_t wanted) noexcept : k{wanted} {}
+
+  std::size_t k;
+  std::size_t size = 0;
+  float values[16];           // NOLINT(cppcoreguidelines-pro-type-member-init): filled before read
+  std::uint32_t indices[16];  // NOLINT(cppcoreguidelines-pro-type-member-init): filled before read
+
+  void offer(float value, std::uint32_t index) noexcept {
+    if (size == k) {
+      if (!(value > values[k - 1])) return;
+      --size;
+    }
+    std::size_t at = size;
+    for (; at > 0 && value > values[at - 1]; --at) {
+      values[at] = values[at - 1];
+      indices[at] = indices[at - 1];
+    }
+    values[at] = value;
+    indices[at] = index;
+    ++size;
+  }
+  // Once k values are held, only a value above the k-th can enter.
+  [[nodiscard]] float tightened(float bound) const noexcept {
+    return size == k ? std::max(bound, above(values[k - 1])) : bound;
+  }
+};
+
+// Offers p[at + j] for each set bit j of `mask`, then tightens `bound` once k values are held.
+inline void offer_bits(const std::byte* p, std::size_t at, std::uint64_t mask, fp32_top& top,
+                       float& bound) noexcept {
+  for (; mask != 0; mask &= mask - 1) {
+    const std::size_t i = at + static_cast<std::size_t>(std::countr_zero(mask));
+    top.offer(load_at<float>(p, i), static_cast<std::uint32_t>(i));
+  }
+  bound = top.tightened(bound);
+}
+
+inline void offer_tail(const std::byte* p, std::size_t from, std::size_t count, fp32_top& top,
+                       float& bound) noexcept {
+  for (std::size_t i = from; i < count; ++i) {
+    if (load_at<float>(p, i) >= bound) offer_bits(p, i, 1, top, bound);
+  }
+}
+
+constexpr std::size_t fp32_step = 64;
+// The bound comes from a prefix that stays in cache; the full pass then reads the row once.
+constexpr std::size_t fp32_sampled = std::size_t{1} << 14U;
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) inline __mmask16 reaches(const std::byte* p, std::size_t i,
+                                                            __m512 bound) noexcept {
+  return _mm512_cmp_ps_mask(_mm512_loadu_ps(p + i * 4), bound, _CMP_GE_OQ);
+}
+
+// Offers the values of the block at `i` that reach the bound.
+__attribute__((target("avx512f"))) inline void test_block(const std::byte* p, std::size_t i,
+                                                          fp32_top& top, float& bound) noexcept {
+  const __m512 b = _mm512_set1_ps(bound);
+  const std::uint64_t mask =
+      std::uint64_t{reaches(p, i, b)} | std::uint64_t{reaches(p, i + 16, b)} << 16U |
+      std::uint64_t{reaches(p, i + 32, b)} << 32U | std::uint64_t{reaches(p, i + 48, b)} << 48U;
+  offer_bits(p, i, mask, top, bound);
+}
+
+__attribute__((target("avx512f"))) bool select_fp32_avx512(const std::byte* p, std::size_t count,
+                                                           std::size_t k, fp32_top& top) {
+  // Pass 1 over the sampled prefix keeps each block's lane maxima, so that pass 2 tests a block
+  // of the prefix with one comparison. maxps(v, m) returns m when v is NaN: NaN never enters.
+  const std::size_t sampled_blocks = std::min(count, fp32_sampled) / fp32_step;
+  __m512 block_maxima[fp32_sampled / fp32_step];
+  __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (std::size_t blk = 0; blk < sampled_blocks; ++blk) {
+    const std::byte* at = p + blk * fp32_step * 4;
+    const __m512 low = _mm512_max_ps(_mm512_loadu_ps(at), _mm512_loadu_ps(at + 64));
+    const __m512 high = _mm512_max_ps(_mm512_loadu_ps(at + 128), _mm512_loadu_ps(at + 192));
+    block_maxima[blk] = _mm512_max_ps(low, high);
+    m = _mm512_max_ps(block_maxima[blk], m);
+  }
+  float maxima[16];
+  _mm512_storeu_ps(maxima, m);
+  // The k-th largest lane maximum is the largest that at least k lane maxima reach.
+  alignas(64) std::uint32_t reaching[16];
+  for (std::size_t j = 0; j < 16; ++j) {
+    reaching[j] = static_cast<std::uint32_t>(
+        std::popcount(_mm512_cmp_ps_mask(m, _mm512_set1_ps(maxima[j]), _CMP_GE_OQ)));
+  }
+  const __mmask16 kth_or_above =
+      _mm512_cmpge_epu32_mask(_mm512_load_si512(reaching), _mm512_set1_epi32(static_cast<int>(k)));
+  float bound = _mm512_mask_reduce_max_ps(kth_or_above, m);
+
+  for (std::size_t blk = 0; blk < sampled_blocks; ++blk) {
+    if (_mm512_cmp_ps_mask(block_maxima[blk], _mm512_set1_ps(bound), _CMP_GE_OQ) != 0) {
+      test_block(p, blk * fp32_step, top, bound);
+    }
+  }
+  std::size_t i = sampled_blocks * fp32_step;
+  for (; i + fp32_step <= count; i += fp32_step) {
+    const __m512 b = _mm512_set1_ps(bound);
+    const __m512 low = _mm512_max_ps(_mm512_loadu_ps(p + i * 4), _mm512_loadu_ps(p + i * 4 + 64));
+    const __m512 high =
+        _mm512_max_ps(_mm512_loadu_ps(p + i * 4 + 128), _mm512_loadu_ps(p + i * 4 + 192));
+    if (_mm512_cmp_ps_mask(_mm512_max_ps(low, high), b, _CMP_GE_OQ) != 0)
+      test_block(p, i, top, bound);
+  }
+  for (; i < count; i += 16) {
+    const std::size_t left = std::min<std::size_t>(count - i, 16);
+    const auto lanes_left = static_cast<__mmask16>((1U << left) - 1U);
+    const __m512 v = _mm512_maskz_loadu_ps(lanes_left, p + i * 4);
+    const __mmask16 mask =
+        _mm512_mask_cmp_ps_mask(lanes_left, v, _mm512_set1_ps(bound), _CMP_GE_OQ);
+    offer_bits(p, i, mask, top, bound);
+  }
+  return top.size == k;
+}
+
+__attribute__((target("avx2"))) inline __m256 load8(const std::byte* p, std::size_t i) noexcept {
+  return _mm256_loadu_ps(reinterpret_cast<const float*>(p + i * 4));
+}
+
+__attribute__((target("avx2"))) bool select_fp32_avx2(const std::byte* p, std::size_t count,
+                                                      std::size_t k, fp32_top& top) {
+  __m256 m0 = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 m1 = m0;
+  __m256 m2 = m0;
+  __m256 m3 = m0;
+  const std::size_t sampled = std::min(count, fp32_sampled) / fp32_step * fp32_step;
+  for (std::size_t i = 0; i < sampled; i += fp32_step) {
+    for (std::size_t j = 0; j < fp32_step; j += 32) {
+      m0 = _mm256_max_ps(load8(p, i + j), m0);
+      m1 = _mm256_max_ps(load8(p, i + j + 8), m1);
+      m2 = _mm256_max_ps(load8(p, i + j + 16), m2);
+      m3 = _mm256_max_ps(load8(p, i + j + 24), m3);
+    }
+  }
+  float maxima[16];
+  const __m256 low = _mm256_max_ps(m0, m2);
+  const __m256 high = _mm256_max_ps(m1, m3);
+  _mm256_storeu_ps(maxima, low);
+  _mm256_storeu_ps(maxima + 8, high);
+  unsigned reaching[16];
+  for (std::size_t j = 0; j < 16; ++j) {
+    const __m256 v = _mm256_set1_ps(maxima[j]);
+    const auto low_bits =
+        static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(low, v, _CMP_GE_OQ)));
+    const auto high_bits =
+        static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(high, v, _CMP_GE_OQ)));
+    reaching[j] = static_cast<unsigned>(std::popcount(low_bits | high_bits << 8U));
+  }
+  float bound = kth_largest_of_16(maxima, reaching, k);
+  std::size_t i = 0;
+  for (; i + fp32_step <= count; i += fp32_step) {
+    const __m256 b = _mm256_set1_ps(bound);
+    std::uint64_t mask = 0;
+    for (std::size_t j = 0; j < fp32_step; j += 8) {
+      const auto bits =
+          static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(load8(p, i + j), b, _CMP_GE_OQ)));
+      mask |= std::uint64_t{bits} << j;
+    }
+    if (mask != 0) offer_bits(p, i, mask, top, bound);
+  }
+  offer_tail(p, i, count, top, bound);
+  return top.size == k;
+}
+#endif
+
+// False when no vector path applies or the row holds fewer than k numbers (the general path then
+// places the NaNs).
+bool select_fp32(const std::byte* p, std::size_t count, std::size_t k, fp32_top& top) {
+  if (k > 16 || count < fp32_step || count > std::numeric_limits<std::uint32_t>::max())
+    return false;
+#if defined(__x86_64__)
+  switch (detail::best_simd_path()) {
+    case detail::simd_path::avx512: return select_fp32_avx512(p, count, k, top);
+    case detail::simd_path::avx2_f16c: return select_fp32_avx2(p, count, k, top);
+    case detail::simd_path::portable: break;
+  }
+#endif
+  static_cast<void>(p);
+  static_cast<void>(top);
+  return false;
+}
+
 // Fast selection over values compared as stored (every type but FP16/BF16), for k <= lanes.
 // The k-th largest of the lane maxima is a lower bound of the k-th largest value (those k maxima
 // are k values of the row), so one vector pass finds it and a second offers only the values at or
@@ -302,6 +518,13 @@ void select_row(const buffer& data, std::size_t begin, std::size_t count, std::s
   const auto emit = [&](const top_list<C>& top) {
     for (std::size_t i = 0; i < top.size(); ++i) out.push_back(top.index(i));
   };
+  if constexpr (std::is_same_v<T, float>) {
+    fp32_top top{k};
+    if (select_fp32(data.data() + begin * sizeof(float), count, k, top)) {
+      out.insert(out.end(), top.indices, top.indices + k);
+      return;
+    }
+  }
   if constexpr (std::is_same_v<C, T>) {
     if (k <= lanes && count >= lanes) {
       top_list<C> top{k};

@@ -1,6 +1,9 @@
 #include <oip/float16.hpp>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -275,8 +278,20 @@ constexpr kernel_set float_to_bfloat16_kernels{float_to_bfloat16_portable, nullp
 
 }  // namespace
 
+// OIP_SIMD=portable|avx2|avx512 caps the path, so that tests (and anyone comparing) can run the
+// narrower kernels on a CPU that has wider ones.
+simd_path capped_by_environment(simd_path detected) noexcept {
+  const char* cap = std::getenv("OIP_SIMD");  // NOLINT(concurrency-mt-unsafe): read once
+  if (cap == nullptr) return detected;
+  const std::string_view wanted{cap};
+  simd_path limit = simd_path::avx512;
+  if (wanted == "portable") limit = simd_path::portable;
+  if (wanted == "avx2") limit = simd_path::avx2_f16c;
+  return std::min(detected, limit);
+}
+
 simd_path best_simd_path() noexcept {
-  static const simd_path best = detect_simd_path();
+  static const simd_path best = capped_by_environment(detect_simd_path());
   return best;
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -130,7 +131,8 @@ TEST_CASE("BYTES and BOOL outputs cannot be classified: 400") {
 TEST_CASE("the fast path agrees with a full sort on random data of every size") {
   std::mt19937 rng{42};
   std::uniform_int_distribution<int> small{0, 50};  // many ties
-  for (std::size_t size : {1U, 7U, 63U, 64U, 65U, 130U, 1000U, 4099U}) {
+  // 40000 runs past the prefix that gives the first bound.
+  for (std::size_t size : {1U, 7U, 63U, 64U, 65U, 130U, 1000U, 4099U, 40000U}) {
     std::vector<float> values(size);
     for (float& v : values) v = static_cast<float>(small(rng));
     std::vector<std::uint64_t> order(size);
@@ -143,6 +145,25 @@ TEST_CASE("the fast path agrees with a full sort on random data of every size") 
             std::vector<std::uint64_t>(order.begin(), order.begin() + static_cast<long>(k)));
     }
   }
+}
+
+TEST_CASE("FP32 fast path: signed zeros, infinities, negative rows, best values late in the row") {
+  std::vector<float> zeros(200, 0.0F);
+  zeros[10] = -0.0F;  // equal to +0: ties keep index order
+  CHECK(top(make<float>(zeros, {200}), 3) == std::vector<std::uint64_t>{0, 1, 2});
+  std::vector<float> infinite(300, -INFINITY);
+  infinite[299] = INFINITY;
+  infinite[150] = INFINITY;
+  CHECK(top(make<float>(infinite, {300}), 4) == std::vector<std::uint64_t>{150, 299, 0, 1});
+  std::vector<float> negative(1000);
+  for (std::size_t i = 0; i < negative.size(); ++i) negative[i] = -1.0F - static_cast<float>(i);
+  CHECK(top(make<float>(negative, {1000}), 2) == std::vector<std::uint64_t>{0, 1});
+  std::vector<float> rising(50000);
+  for (std::size_t i = 0; i < rising.size(); ++i) rising[i] = static_cast<float>(i) * 0.5F;
+  CHECK(top(make<float>(rising, {50000}), 3) == std::vector<std::uint64_t>{49999, 49998, 49997});
+  std::vector<float> denormal(100, 0.0F);
+  denormal[70] = std::numeric_limits<float>::denorm_min();
+  CHECK(top(make<float>(denormal, {100}), 2) == std::vector<std::uint64_t>{70, 0});
 }
 
 TEST_CASE(

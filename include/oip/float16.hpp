@@ -121,7 +121,8 @@ namespace detail {
 /// The vector paths, exposed so that tests can compare each one the CPU runs with the portable one.
 enum class simd_path : std::uint8_t { portable, avx2_f16c, avx512 };
 
-/// The widest path this CPU supports (checked once).
+/// The widest path this CPU supports (checked once), capped by the environment variable
+/// `OIP_SIMD` (`portable`, `avx2` or `avx512`) when it is set.
 [[nodiscard]] OIP_EXPORT simd_path best_simd_path() noexcept;
 [[nodiscard]] OIP_EXPORT bool simd_path_supported(simd_path path) noexcept;
 
