@@ -1,7 +1,6 @@
 #include "detail/ascii.hpp"
 #include "detail/compression.hpp"
 #include "detail/json_string.hpp"
-#include "detail/validation.hpp"
 
 #include <oip/binary.hpp>
 #include <oip/http_handler.hpp>
@@ -26,13 +25,6 @@ std::optional<std::string_view> find_header(const std::vector<http_header>& head
 }
 
 namespace {
-
-using clock = std::chrono::steady_clock;
-
-std::uint64_t nanoseconds_between(clock::time_point from, clock::time_point to) noexcept {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count());
-}
 
 http_response json_reply(int status_code, std::string json) {
   http_response r;
@@ -128,65 +120,30 @@ std::string encode_config(const model_config& config) {
   return out + "}";
 }
 
-std::string encode_statistics(const std::string& name, std::uint64_t version,
-                              const model_statistics& s) {
-  const auto duration = [](const model_statistics::duration& d) {
-    return fmt::format(R"({{"count":{},"ns":{}}})", d.count.load(), d.ns.load());
+std::string encode_statistics(const statistics_snapshot& s) {
+  const auto duration = [](const statistics_snapshot::duration& d) {
+    return fmt::format(R"({{"count":{},"ns":{}}})", d.count, d.ns);
   };
   return fmt::format(
       R"({{"name":{},"version":"{}","last_inference":{},"inference_count":{},)"
       R"("execution_count":{},"inference_stats":{{"success":{},"fail":{},"queue":{},)"
       R"("compute_input":{},"compute_infer":{},"compute_output":{},)"
       R"("cache_hit":{{"count":0,"ns":0}},"cache_miss":{{"count":0,"ns":0}}}},"batch_stats":[]}})",
-      quoted(name), version, s.last_inference_ms.load(), s.inference_count.load(),
-      s.execution_count.load(), duration(s.success), duration(s.fail), duration(s.queue),
-      duration(s.compute_input), duration(s.compute_infer), duration(s.compute_output));
+      quoted(s.name), s.version, s.last_inference_ms, s.inference_count, s.execution_count,
+      duration(s.success), duration(s.fail), duration(s.queue), duration(s.compute_input),
+      duration(s.compute_infer), duration(s.compute_output));
 }
-
-model_metadata metadata_of(const model_config& config, const std::vector<std::uint64_t>& versions) {
-  model_metadata m;
-  m.name = config.name;
-  for (std::uint64_t v : versions) m.versions.push_back(std::to_string(v));
-  m.platform = config.platform;
-  const auto with_batch = [&](const std::vector<tensor_metadata>& list) {
-    std::vector<tensor_metadata> out = list;
-    if (config.max_batch_size > 0) {
-      for (tensor_metadata& t : out) t.shape.insert(t.shape.begin(), -1);
-    }
-    return out;
-  };
-  m.inputs = with_batch(config.inputs);
-  m.outputs = with_batch(config.outputs);
-  m.properties = config.properties;
-  return m;
-}
-
-// One inference between its decoding and its reply.
-struct pending_inference {
-  model_lease lease;
-  std::optional<std::string> id;
-  std::vector<requested_output> asked;
-  response_format format;
-  detail::content_coding reply_coding = detail::content_coding::identity;
-  http_handler::completion done;
-  cancellation cancel;
-  std::uint64_t batch = 1;
-  clock::time_point received;
-  clock::time_point queued;
-  clock::time_point started;
-};
 
 }  // namespace
 
 struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
-  model_repository& repository;
-  executor& workers;
-  server_options options;
+  std::unique_ptr<inference_service> owned;  // when the handler made its own
+  inference_service& service;
+  const server_options& options;
 
-  state(model_repository& r, executor& w, server_options o)
-      : repository{r}, workers{w}, options{std::move(o)} {
-    if (options.version.empty()) options.version = std::string{oip::version_string};
-  }
+  explicit state(inference_service& shared) : service{shared}, options{shared.options()} {}
+  explicit state(std::unique_ptr<inference_service> own)
+      : owned{std::move(own)}, service{*owned}, options{service.options()} {}
 
   // Compresses a reply when the client asked for it and it is worth it.
   http_response finish_reply(http_response reply, detail::content_coding coding) const {
@@ -207,98 +164,70 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
   // --- routes ----------------------------------------------------------------------------------
 
   http_response server_metadata_reply() const {
-    server_metadata m;
-    m.name = options.name;
-    m.version = options.version;
-    m.extensions = {"binary_tensor_data", "classification", "model_configuration",
-                    "model_repository",   "parameters",     "statistics"};
-    return json_reply(200, encode(m));
+    return json_reply(200, encode(service.metadata()));
   }
 
   http_response health_reply(bool ready_route) const {
     if (!ready_route) return json_reply(200, encode(server_live{true}));
-    const bool ready = repository.all_ready();
+    const bool ready = service.ready();
     return json_reply(ready ? 200 : 503, encode(server_ready{ready}));
   }
 
   http_response model_metadata_reply(std::string_view name,
                                      std::optional<std::uint64_t> version) const {
-    result<model_lease> lease = repository.find(name, version);
-    if (!lease) return error_reply(lease.error());
-    return json_reply(200, encode(metadata_of(lease->get().config(), repository.versions(name))));
+    result<model_metadata> metadata = service.metadata(name, version);
+    if (!metadata) return error_reply(metadata.error());
+    return json_reply(200, encode(*metadata));
   }
 
   http_response model_ready_reply(std::string_view name,
                                   std::optional<std::uint64_t> version) const {
-    result<model_lease> lease = repository.find(name, version);
-    if (!lease) return error_reply(lease.error());
-    const bool ready = repository.acquire(name, version).ok();
-    return json_reply(ready ? 200 : 503, encode(model_ready{std::string{name}, ready}));
+    result<bool> ready = service.ready(name, version);
+    if (!ready) return error_reply(ready.error());
+    return json_reply(*ready ? 200 : 503, encode(model_ready{std::string{name}, *ready}));
   }
 
   http_response config_reply(std::string_view name, std::optional<std::uint64_t> version) const {
-    result<model_lease> lease = repository.find(name, version);
-    if (!lease) return error_reply(lease.error());
-    return json_reply(200, encode_config(lease->get().config()));
+    result<model_config> config = service.configuration(name, version);
+    if (!config) return error_reply(config.error());
+    return json_reply(200, encode_config(*config));
   }
 
   http_response statistics_reply(std::optional<std::string_view> name,
                                  std::optional<std::uint64_t> version) const {
+    result<std::vector<statistics_snapshot>> all = service.statistics(name, version);
+    if (!all) return error_reply(all.error());
     std::string out = R"({"model_stats":[)";
-    bool first = true;
-    for (const model_index_entry& entry : repository.index()) {
-      if (name && entry.name != *name) continue;
-      if (version && entry.version != *version) continue;
-      result<model_lease> lease = repository.find(entry.name, entry.version);
-      if (!lease) continue;  // removed meanwhile
-      if (!first) out += ',';
-      first = false;
-      out += encode_statistics(entry.name, entry.version, lease->statistics());
+    for (std::size_t i = 0; i < all->size(); ++i) {
+      if (i != 0) out += ',';
+      out += encode_statistics((*all)[i]);
     }
-    if (name && first) return error_reply(unknown_model(*name, version));
     return json_reply(200, out + "]}");
   }
 
   http_response repository_index_reply() const {
     std::string out = "[";
-    std::vector<std::string> listed;
-    for (const model_index_entry& entry : repository.index()) {
+    for (const model_index_entry& entry : service.repository_index()) {
       if (out.size() > 1) out += ',';
-      out += fmt::format(R"({{"name":{},"version":"{}","state":"{}","reason":{}}})",
-                         quoted(entry.name), entry.version, entry.state, quoted(entry.reason));
-      listed.push_back(entry.name);
-    }
-    if (const std::shared_ptr<model_loader> loader = repository.loader()) {
-      for (const std::string& name : loader->available()) {
-        if (std::find(listed.begin(), listed.end(), name) != listed.end()) continue;
-        if (out.size() > 1) out += ',';
-        out +=
-            fmt::format(R"({{"name":{},"state":"UNAVAILABLE","reason":"unloaded"}})", quoted(name));
+      if (entry.version == 0) {  // one the loader could load
+        out += fmt::format(R"({{"name":{},"state":{},"reason":{}}})", quoted(entry.name),
+                           quoted(entry.state), quoted(entry.reason));
+      } else {
+        out += fmt::format(R"({{"name":{},"version":"{}","state":{},"reason":{}}})",
+                           quoted(entry.name), entry.version, quoted(entry.state),
+                           quoted(entry.reason));
       }
     }
     return json_reply(200, out + "]");
   }
 
   http_response load_reply(const std::string& name) const {
-    const std::shared_ptr<model_loader> loader = repository.loader();
-    if (!loader) {
-      return error_reply(status{errc::invalid_argument,
-                                "this server has no model loader: its models are registered by "
-                                "the host application"});
-    }
-    if (repository.acquire(name, std::nullopt).ok()) return json_reply(200, "{}");
-    result<std::shared_ptr<model>> loaded = loader->load(name);
-    if (!loaded) return error_reply(loaded.error());
-    if (*loaded == nullptr || (*loaded)->config().name != name) {
-      return error_reply(
-          status{errc::internal, fmt::format("the loader did not produce model '{}'", name)});
-    }
-    if (status s = repository.add(std::move(*loaded)); !s.ok()) return error_reply(s);
+    if (status s = service.load(name); !s.ok()) return error_reply(s);
     return json_reply(200, "{}");
   }
 
   http_response unload_reply(const std::string& name) const {
-    if (status s = repository.remove(name); !s.ok()) return error_reply(s);
+    if (status s = service.unload(name); !s.ok()) return error_reply(s);
     return json_reply(200, "{}");
   }
 
@@ -306,14 +235,13 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
 
   void infer(http_request& request, const std::string& name, std::optional<std::uint64_t> version,
              detail::content_coding reply_coding, completion& done, cancellation& cancel) {
-    const clock::time_point received = clock::now();
+    const inference_service::clock::time_point received = inference_service::clock::now();
     const auto fail = [&](const status& s) { done(finish_reply(error_reply(s), reply_coding)); };
 
-    result<model_lease> lease = repository.acquire(name, version);
+    result<model_lease> lease = service.acquire(name, version);
     if (!lease) return fail(lease.error());
-    model_statistics& stats = lease->statistics();
     const auto refuse = [&](const status& s) {
-      stats.fail.add(nanoseconds_between(received, clock::now()));
+      inference_service::record_failure(*lease, received);
       fail(s);
     };
     const model_config& config = lease->get().config();
@@ -330,8 +258,9 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
       if (!parsed) return refuse(parsed.error());
       header_length = *parsed;
     }
+    const bool raw = header_length && *header_length == 0;
     result<inference_request> decoded = status{errc::internal, "not decoded"};
-    if (header_length && *header_length == 0) {
+    if (raw) {
       if (config.inputs.size() != 1) {
         return refuse(status{errc::invalid_argument,
                              fmt::format("a raw binary request needs a model with exactly one "
@@ -346,80 +275,24 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
       decoded = decode_request(*body, header_length, options.bounds, name);
     }
     if (!decoded) return refuse(decoded.error());
-    if (status s = detail::validate_request(config, *decoded); !s.ok()) return refuse(s);
     result<response_format> format = response_format::from_request(*decoded);
     if (!format) return refuse(format.error());
-    if (header_length && *header_length == 0) format->binary_by_default = true;
-    if (const auto* timeout = decoded->parameters.get<std::int64_t>("timeout");
-        timeout != nullptr && *timeout > 0) {
-      cancel.set_deadline(received + std::chrono::microseconds{*timeout});
-    }
+    if (raw) format->binary_by_default = true;
 
-    auto pending = std::make_shared<pending_inference>();
-    pending->id = decoded->id;
-    pending->asked = decoded->outputs;
-    pending->format = std::move(*format);
-    pending->reply_coding = reply_coding;
-    pending->done = std::move(done);
-    pending->cancel = cancel;
-    pending->batch = detail::batch_size(config, *decoded);
-    pending->received = received;
-    pending->queued = clock::now();
-    pending->lease = std::move(*lease);
-
-    auto request_ptr = std::make_shared<inference_request>(std::move(*decoded));
-    status submitted = workers.submit([self = shared_from_this(), pending, request_ptr] {
-      self->run(pending, std::move(*request_ptr));
-    });
-    if (!submitted.ok()) {
-      pending->lease.statistics().fail.add(nanoseconds_between(received, clock::now()));
-      completion reply = std::move(pending->done);
-      reply(finish_reply(error_reply(submitted), reply_coding));
-    }
+    service.infer(
+        std::move(*lease), std::move(*decoded), cancel,
+        [self = shared_from_this(), format = std::move(*format), reply_coding,
+         done = std::move(done)](result<inference_response> response) {
+          done(self->finish_reply(reply_of(response, format), reply_coding));
+        },
+        received);
   }
 
-  void run(const std::shared_ptr<pending_inference>& pending, inference_request request) {
-    pending->started = clock::now();
-    if (pending->cancel.cancelled()) {
-      complete(pending, status{errc::unavailable,
-                               pending->cancel.client_gone()
-                                   ? "the request was cancelled by the client"
-                                   : "the request's timeout expired before the model ran"});
-      return;
-    }
-    model& m = pending->lease.get();
-    m.execute(inference_call{std::move(request), pending->lease.version(), pending->cancel,
-                             [self = shared_from_this(), pending](result<model_output> outcome) {
-                               self->complete(pending, std::move(outcome));
-                             }});
-  }
-
-  void complete(const std::shared_ptr<pending_inference>& pending,
-                result<model_output> outcome) const {
-    const clock::time_point computed = clock::now();
-    model_statistics& stats = pending->lease.statistics();
-    completion done = std::move(pending->done);
-    if (!done) return;
-    const model_config& config = pending->lease.get().config();
-    const auto fail = [&](const status& s) {
-      stats.fail.add(nanoseconds_between(pending->received, clock::now()));
-      done(finish_reply(error_reply(s), pending->reply_coding));
-    };
-    if (!outcome) return fail(outcome.error());
-    stats.execution_count.fetch_add(1, std::memory_order_relaxed);
-    stats.inference_count.fetch_add(pending->batch, std::memory_order_relaxed);
-    stats.last_inference_ms.store(
-        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                       std::chrono::system_clock::now().time_since_epoch())
-                                       .count()),
-        std::memory_order_relaxed);
-
-    result<inference_response> response = detail::make_response(
-        config, pending->lease.version(), pending->id, pending->asked, std::move(*outcome));
-    if (!response) return fail(response.error());
-    result<encoded_body> body = encode_response(*response, pending->format);
-    if (!body) return fail(body.error());
-
+  static http_response reply_of(const result<inference_response>& response,
+                                const response_format& format) {
+    if (!response) return error_reply(response.error());
+    result<encoded_body> body = encode_response(*response, format);
+    if (!body) return error_reply(body.error());
     http_response reply;
     reply.status = 200;
     reply.headers.push_back({"Content-Type", std::string{body->content_type()}});
@@ -429,15 +302,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     }
     reply.head = std::move(body->json);
     reply.tail = std::move(body->binary);
-    const clock::time_point encoded = clock::now();
-    // A request's durations are recorded together, once it succeeded, as Triton does:
-    // perf_analyzer checks that the compute counts agree between two snapshots.
-    stats.compute_input.add(nanoseconds_between(pending->received, pending->queued));
-    stats.queue.add(nanoseconds_between(pending->queued, pending->started));
-    stats.compute_infer.add(nanoseconds_between(pending->started, computed));
-    stats.compute_output.add(nanoseconds_between(computed, encoded));
-    stats.success.add(nanoseconds_between(pending->received, encoded));
-    done(finish_reply(std::move(reply), pending->reply_coding));
+    return reply;
   }
 
   // --- dispatch --------------------------------------------------------------------------------
@@ -518,7 +383,11 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
 };
 
 http_handler::http_handler(model_repository& repository, executor& workers, server_options options)
-    : state_{std::make_shared<state>(repository, workers, std::move(options))} {}
+    : state_{std::make_shared<state>(
+          std::make_unique<inference_service>(repository, workers, std::move(options)))} {}
+
+http_handler::http_handler(inference_service& service)
+    : state_{std::make_shared<state>(service)} {}
 
 http_handler::~http_handler() = default;
 

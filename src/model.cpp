@@ -8,14 +8,15 @@ struct call_state {
   std::uint64_t version = 0;
   cancellation cancel;
   inference_call::completion done;
+  sequence_turn turn;
   bool finished = false;
 };
 }  // namespace detail
 
 inference_call::inference_call(inference_request request, std::uint64_t version,
-                               cancellation cancel, completion done)
-    : state_{std::make_unique<detail::call_state>(
-          detail::call_state{std::move(request), version, std::move(cancel), std::move(done)})} {}
+                               cancellation cancel, completion done, sequence_turn turn)
+    : state_{std::make_unique<detail::call_state>(detail::call_state{
+          std::move(request), version, std::move(cancel), std::move(done), std::move(turn)})} {}
 
 inference_call::inference_call(inference_call&&) noexcept = default;
 
@@ -37,13 +38,22 @@ const inference_request& inference_call::request() const noexcept { return state
 inference_request& inference_call::request() noexcept { return state_->request; }
 std::uint64_t inference_call::version() const noexcept { return state_->version; }
 bool inference_call::cancelled() const noexcept { return state_->cancel.cancelled(); }
+sequence_step* inference_call::sequence() noexcept {
+  return state_->turn ? &state_->turn.step() : nullptr;
+}
+const sequence_step* inference_call::sequence() const noexcept {
+  return state_->turn ? &state_->turn.step() : nullptr;
+}
 
 void inference_call::finish(result<model_output> outcome) {
   if (!state_ || state_->finished) return;
   state_->finished = true;
   // The completion may release the last reference to the model: nothing of `this` is used after.
+  // The reply is made before the sequence's next request may run, which keeps replies in order.
   completion done = std::move(state_->done);
+  sequence_turn turn = std::move(state_->turn);
   if (done) done(std::move(outcome));
+  turn.release();
 }
 
 model::~model() = default;

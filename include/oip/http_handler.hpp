@@ -6,6 +6,7 @@
 
 #include <oip/buffer.hpp>
 #include <oip/executor.hpp>
+#include <oip/inference_service.hpp>
 #include <oip/export.hpp>
 #include <oip/limits.hpp>
 #include <oip/model.hpp>
@@ -69,16 +70,6 @@ struct http_response {
   }
 };
 
-struct server_options {
-  std::string name = "oip";
-  std::string version;  ///< defaults to oip's own version
-  limits bounds;
-  /// Compress replies when the client's Accept-Encoding asks for gzip or deflate.
-  bool compress_responses = true;
-  /// Replies smaller than this are sent as they are, whatever Accept-Encoding says.
-  std::size_t compression_threshold = 1024;
-};
-
 /// Serves the protocol's REST routes from a model repository, running models on an executor.
 /// Thread-safe: call `handle` from any number of transport threads.
 ///
@@ -93,7 +84,11 @@ class OIP_EXPORT http_handler {
  public:
   using completion = std::function<void(http_response)>;
 
+  /// A handler with a service of its own.
   http_handler(model_repository& repository, executor& workers, server_options options = {});
+  /// A handler over a service that other transports share (oip::grpc, for instance), so that
+  /// every transport sees the same sequences.
+  explicit http_handler(inference_service& service);
   http_handler(const http_handler&) = delete;
   http_handler& operator=(const http_handler&) = delete;
   ~http_handler();

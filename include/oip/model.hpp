@@ -7,9 +7,11 @@
 #include <oip/infer.hpp>
 #include <oip/metadata.hpp>
 #include <oip/parameters.hpp>
+#include <oip/sequence.hpp>
 #include <oip/status.hpp>
 #include <oip/tensor.hpp>
 
+#include <any>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -41,7 +43,11 @@ struct model_config {
   std::vector<std::pair<std::string, std::vector<std::string>>> labels;
   /// Shown by the config route, where perf_analyzer reads them to choose its mode.
   bool dynamic_batching = false;
+  /// A stateful model: requests carry `sequence_id`/`sequence_start`/`sequence_end`, run one at a
+  /// time per sequence in arrival order, and see their `sequence_step` (`inference_call::sequence`).
   bool sequence_batching = false;
+  /// The sequence rules and limits, used when `sequence_batching` is set.
+  sequence_config sequence;
 
   /// The labels of `output`, empty when it has none.
   [[nodiscard]] const std::vector<std::string>& labels_of(std::string_view output) const noexcept {
@@ -109,7 +115,7 @@ class OIP_EXPORT inference_call {
   using completion = std::function<void(result<model_output>)>;
 
   inference_call(inference_request request, std::uint64_t version, cancellation cancel,
-                 completion done);
+                 completion done, sequence_turn turn = {});
   inference_call(inference_call&&) noexcept;
   inference_call& operator=(inference_call&&) noexcept;
   inference_call(const inference_call&) = delete;
@@ -124,8 +130,13 @@ class OIP_EXPORT inference_call {
   /// Whether the client went away or the request's deadline passed: a long-running model should
   /// look now and then, and may finish early with any status.
   [[nodiscard]] bool cancelled() const noexcept;
+  /// For a sequence model: the request's control values and its sequence's state, which the model
+  /// may read and replace (nothing else touches it until this call finishes). Null otherwise.
+  [[nodiscard]] sequence_step* sequence() noexcept;
+  [[nodiscard]] const sequence_step* sequence() const noexcept;
 
-  /// Completes the call with outputs or an error. Later calls are ignored.
+  /// Completes the call with outputs or an error (and lets the sequence's next request run).
+  /// Later calls are ignored.
   void finish(result<model_output> outcome);
 
  private:
@@ -153,6 +164,15 @@ class OIP_EXPORT model {
   [[nodiscard]] virtual const model_config& config() const noexcept = 0;
   [[nodiscard]] virtual bool ready() const noexcept { return true; }
   virtual void execute(inference_call call) = 0;
+  /// For a sequence model: the sequence `id` is over (its END completed, a START restarted it, it
+  /// was idle past `sequence_config::max_idle`, or the server stopped), and `state` is what the
+  /// model kept in it. Override to free what the state refers to elsewhere; called with no
+  /// request of the sequence running.
+  virtual void release_sequence(const sequence_id& id, std::any& state, sequence_release reason) {
+    static_cast<void>(id);
+    static_cast<void>(state);
+    static_cast<void>(reason);
+  }
 };
 
 /// A synchronous model from a function: the few lines that most CPU models need.

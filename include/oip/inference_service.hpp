@@ -1,0 +1,118 @@
+#pragma once
+
+/// The protocol's operations over a model repository, independent of any transport: the HTTP
+/// handler and the gRPC server both sit on one `inference_service`, so that a sequence started over
+/// one transport goes on over the other, in order.
+
+#include <oip/executor.hpp>
+#include <oip/export.hpp>
+#include <oip/infer.hpp>
+#include <oip/limits.hpp>
+#include <oip/metadata.hpp>
+#include <oip/model.hpp>
+#include <oip/repository.hpp>
+#include <oip/status.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace oip {
+
+/// What a host configures about its server, whatever the transport.
+struct server_options {
+  std::string name = "oip";
+  std::string version;  ///< defaults to oip's own version
+  limits bounds;
+  bool compress_responses = true;
+  std::size_t compression_threshold = 1024;  ///< smaller HTTP replies are never compressed
+};
+
+/// A model's statistics at one moment, in the shape of Triton's statistics extension.
+struct statistics_snapshot {
+  struct duration {
+    std::uint64_t count = 0;
+    std::uint64_t ns = 0;
+  };
+  std::string name;
+  std::uint64_t version = 0;
+  std::uint64_t last_inference_ms = 0;
+  std::uint64_t inference_count = 0;
+  std::uint64_t execution_count = 0;
+  duration success, fail, queue, compute_input, compute_infer, compute_output;
+};
+
+/// Example:
+/// \code
+///   oip::model_repository models;
+///   oip::executor workers;
+///   oip::inference_service service{models, workers};
+///   oip::result<oip::model_lease> lease = service.acquire("simple", std::nullopt);
+///   service.infer(std::move(*lease), std::move(request), {}, [](oip::result<oip::inference_response> r) {
+///     // encode and send r, or r.error()
+///   });
+/// \endcode
+class OIP_EXPORT inference_service {
+ public:
+  using clock = std::chrono::steady_clock;
+  using completion = std::function<void(result<inference_response>)>;
+
+  inference_service(model_repository& repository, executor& workers, server_options options = {});
+  inference_service(const inference_service&) = delete;
+  inference_service& operator=(const inference_service&) = delete;
+  ~inference_service();
+
+  [[nodiscard]] const server_options& options() const noexcept;
+  [[nodiscard]] model_repository& repository() const noexcept;
+
+  // --- health and metadata ---------------------------------------------------------------------
+  /// Name, version and the extensions oip supports.
+  [[nodiscard]] server_metadata metadata() const;
+  [[nodiscard]] bool ready() const;
+  /// 404 for an unknown model or version.
+  [[nodiscard]] result<model_metadata> metadata(std::string_view model,
+                                                std::optional<std::uint64_t> version) const;
+  /// Whether the model can take requests now; 404 for an unknown model or version.
+  [[nodiscard]] result<bool> ready(std::string_view model,
+                                   std::optional<std::uint64_t> version) const;
+  [[nodiscard]] result<model_config> configuration(std::string_view model,
+                                                   std::optional<std::uint64_t> version) const;
+  /// Every model's (no name), one model's, or one version's; 404 for an unknown model.
+  [[nodiscard]] result<std::vector<statistics_snapshot>> statistics(
+      std::optional<std::string_view> model, std::optional<std::uint64_t> version) const;
+
+  // --- the model repository extension ----------------------------------------------------------
+  /// The registered models and, when a loader is set, the ones it could load.
+  [[nodiscard]] std::vector<model_index_entry> repository_index() const;
+  /// 400 when the host set no loader.
+  [[nodiscard]] status load(const std::string& model);
+  [[nodiscard]] status unload(const std::string& model);
+
+  // --- inference -------------------------------------------------------------------------------
+  /// A lease on the model that a request names (404, or 503 while it drains or is not ready).
+  [[nodiscard]] result<model_lease> acquire(std::string_view model,
+                                            std::optional<std::uint64_t> version) const;
+
+  /// Runs one decoded request: validation against the model's configuration, the sequence rules
+  /// for a sequence model (one request at a time per sequence, in arrival order), Triton's
+  /// `timeout` parameter, the executor, the model, then the response with only the requested
+  /// outputs (classification applied). `done` is called exactly once, from any thread; the
+  /// statistics are recorded before it. `received` is when the transport got the request.
+  void infer(model_lease lease, inference_request request, cancellation cancel, completion done,
+             clock::time_point received = clock::now());
+
+  /// Records a request that failed before `infer` (a body that did not decode, for instance).
+  static void record_failure(const model_lease& lease, clock::time_point received) noexcept;
+
+ private:
+  struct state;
+  std::shared_ptr<state> state_;
+};
+
+}  // namespace oip

@@ -1,0 +1,332 @@
+#include <oip/sequence.hpp>
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace oip {
+
+std::string sequence_id::to_string() const {
+  return is_string() ? std::string{text()} : std::to_string(number());
+}
+
+std::string_view to_string(sequence_release reason) noexcept {
+  switch (reason) {
+    case sequence_release::ended: return "ended";
+    case sequence_release::restarted: return "restarted";
+    case sequence_release::timed_out: return "timed out";
+    case sequence_release::shut_down: return "shut down";
+  }
+  return "released";
+}
+
+result<sequence_flags> read_sequence_flags(const parameters& request_parameters,
+                                           std::size_t max_string_length) {
+  sequence_flags flags;
+  if (const parameter_value* id = request_parameters.find("sequence_id")) {
+    if (const auto* number = std::get_if<std::int64_t>(id); number != nullptr && *number >= 0) {
+      flags.id = sequence_id{static_cast<std::uint64_t>(*number)};
+    } else if (const auto* wide = std::get_if<std::uint64_t>(id)) {
+      flags.id = sequence_id{*wide};
+    } else if (const auto* text = std::get_if<std::string>(id)) {
+      if (text->size() > max_string_length) {
+        return status{errc::invalid_argument,
+                      fmt::format("sequence_id of {} characters is longer than the limit of {}",
+                                  text->size(), max_string_length)};
+      }
+      flags.id = sequence_id{*text};
+    } else {
+      return status{errc::invalid_argument,
+                    "unable to parse 'sequence_id': expected an unsigned integer or a string"};
+    }
+  }
+  const auto read_flag = [&](std::string_view name, bool& out) -> status {
+    const parameter_value* value = request_parameters.find(name);
+    if (value == nullptr) return {};
+    const bool* flag = std::get_if<bool>(value);
+    if (flag == nullptr) {
+      return status{errc::invalid_argument,
+                    fmt::format("unable to parse '{}': expected a boolean", name)};
+    }
+    out = *flag;
+    return {};
+  };
+  if (status s = read_flag("sequence_start", flags.start); !s.ok()) return s;
+  if (status s = read_flag("sequence_end", flags.end); !s.ok()) return s;
+  return flags;
+}
+
+namespace detail {
+
+using clock = std::chrono::steady_clock;
+
+struct waiting_request {
+  bool start = false;
+  bool end = false;
+  sequence_manager::run_callback run;
+};
+
+struct sequence_entry {
+  explicit sequence_entry(sequence_id key) : id{std::move(key)} {}
+  const sequence_id id;
+  // Touched only by the request whose turn it is (or under the table's mutex when none runs).
+  std::any state;
+  // The rest: under the table's mutex.
+  std::deque<waiting_request> waiting;
+  bool running = false;
+  bool ending = false;  // an END was admitted and no START since
+  clock::time_point last_used = clock::now();
+};
+
+// Triton's words for the id's type in its CORRID messages.
+std::string_view id_type_name(correlation_id_type type) {
+  return type == correlation_id_type::string ? "BYTES" : "UINT64";
+}
+
+struct sequence_table : std::enable_shared_from_this<sequence_table> {
+  sequence_table(std::string name, sequence_config settings, sequence_manager::release_callback r)
+      : model_name{std::move(name)}, config{std::move(settings)}, on_release{std::move(r)} {}
+
+  const std::string model_name;
+  const sequence_config config;
+  const sequence_manager::release_callback on_release;
+  mutable std::mutex mutex;
+  std::map<std::pair<bool, std::string>, std::shared_ptr<sequence_entry>> entries;
+
+  static std::pair<bool, std::string> key_of(const sequence_id& id) {
+    return {id.is_string(), id.is_string() ? std::string{id.text()} : std::to_string(id.number())};
+  }
+
+  void tell(const sequence_id& id, std::any& state, sequence_release reason) const {
+    if (on_release && state.has_value()) on_release(id, state, reason);
+  }
+
+  // Gives `request` its turn: called without the mutex, with entry->running set.
+  void start(const std::shared_ptr<sequence_entry>& entry, waiting_request request) {
+    if (request.start && entry->state.has_value()) {
+      std::any previous = std::move(entry->state);
+      entry->state.reset();
+      tell(entry->id, previous, sequence_release::restarted);
+    }
+    sequence_step step{entry->id, request.start, request.end, true, &entry->state};
+    request.run(sequence_turn{shared_from_this(), entry, std::move(step)});
+  }
+
+  void finish_turn(const std::shared_ptr<sequence_entry>& entry, const sequence_step& step) {
+    std::any released;
+    std::optional<waiting_request> next;
+    {
+      const std::lock_guard lock{mutex};
+      entry->last_used = clock::now();
+      if (step.end) {
+        released = std::move(entry->state);
+        entry->state.reset();
+        if (entry->waiting.empty()) {
+          const auto it = entries.find(key_of(entry->id));
+          if (it != entries.end() && it->second == entry) entries.erase(it);
+        }
+      }
+      if (entry->waiting.empty()) {
+        entry->running = false;
+      } else {
+        next = std::move(entry->waiting.front());
+        entry->waiting.pop_front();
+      }
+    }
+    tell(entry->id, released, sequence_release::ended);
+    if (next) start(entry, std::move(*next));
+  }
+
+  std::vector<std::pair<sequence_id, std::any>> take_idle(clock::time_point now, bool all) {
+    std::vector<std::pair<sequence_id, std::any>> taken;
+    const std::lock_guard lock{mutex};
+    for (auto it = entries.begin(); it != entries.end();) {
+      sequence_entry& e = *it->second;
+      if (!e.running && e.waiting.empty() && (all || now - e.last_used > config.max_idle)) {
+        taken.emplace_back(e.id, std::move(e.state));
+        it = entries.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return taken;
+  }
+};
+
+}  // namespace detail
+
+// --- sequence_turn -------------------------------------------------------------------------------
+
+sequence_turn::sequence_turn(std::shared_ptr<detail::sequence_table> table,
+                             std::shared_ptr<detail::sequence_entry> entry,
+                             sequence_step step) noexcept
+    : table_{std::move(table)}, entry_{std::move(entry)}, step_{std::move(step)} {}
+
+sequence_turn::sequence_turn(sequence_turn&& other) noexcept
+    : table_{std::move(other.table_)},
+      entry_{std::move(other.entry_)},
+      step_{std::move(other.step_)} {}
+
+sequence_turn& sequence_turn::operator=(sequence_turn&& other) noexcept {
+  if (this != &other) {
+    release();
+    table_ = std::move(other.table_);
+    entry_ = std::move(other.entry_);
+    step_ = std::move(other.step_);
+  }
+  return *this;
+}
+
+sequence_turn::~sequence_turn() { release(); }
+
+void sequence_turn::release() noexcept {
+  if (!entry_) return;
+  const std::shared_ptr<detail::sequence_table> table = std::move(table_);
+  const std::shared_ptr<detail::sequence_entry> entry = std::move(entry_);
+  step_.state = nullptr;
+  table->finish_turn(entry, step_);
+}
+
+// --- sequence_manager ----------------------------------------------------------------------------
+
+namespace detail {
+struct sequence_reaper {
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool stopping = false;
+  std::thread thread;
+};
+}  // namespace detail
+
+sequence_manager::sequence_manager(std::string model_name, sequence_config config,
+                                   release_callback on_release)
+    : table_{std::make_shared<detail::sequence_table>(std::move(model_name), std::move(config),
+                                                      std::move(on_release))},
+      reaper_{std::make_unique<detail::sequence_reaper>()} {
+  // The reaper thread holds the table, never the manager, and stops before the manager is gone.
+  const auto period = std::clamp<std::chrono::microseconds>(
+      table_->config.max_idle / 2, std::chrono::milliseconds{1}, std::chrono::seconds{1});
+  reaper_->thread = std::thread([reaper = reaper_.get(), table = table_, period] {
+    std::unique_lock lock{reaper->mutex};
+    while (!reaper->wake.wait_for(lock, period, [&] { return reaper->stopping; })) {
+      lock.unlock();
+      for (auto& [id, state] : table->take_idle(detail::clock::now(), false)) {
+        table->tell(id, state, sequence_release::timed_out);
+      }
+      lock.lock();
+    }
+  });
+}
+
+sequence_manager::~sequence_manager() {
+  {
+    const std::lock_guard lock{reaper_->mutex};
+    reaper_->stopping = true;
+  }
+  reaper_->wake.notify_all();
+  reaper_->thread.join();
+  for (auto& [id, state] : table_->take_idle(detail::clock::now(), true)) {
+    table_->tell(id, state, sequence_release::shut_down);
+  }
+}
+
+const sequence_config& sequence_manager::config() const noexcept { return table_->config; }
+
+std::size_t sequence_manager::active() const {
+  const std::lock_guard lock{table_->mutex};
+  return table_->entries.size();
+}
+
+std::size_t sequence_manager::release_idle() {
+  std::vector<std::pair<sequence_id, std::any>> idle =
+      table_->take_idle(detail::clock::now(), false);
+  for (auto& [id, state] : idle) table_->tell(id, state, sequence_release::timed_out);
+  return idle.size();
+}
+
+status sequence_manager::submit(const sequence_flags& flags, run_callback run,
+                                std::uint64_t batch_size) {
+  detail::sequence_table& table = *table_;
+  const std::string& model = table.model_name;
+  if (batch_size > 1) {
+    return status{errc::invalid_argument,
+                  fmt::format("inference request to model '{}' must specify batch-size 1 due to "
+                              "requirements of sequence batcher",
+                              model)};
+  }
+  if (flags.id.empty()) {
+    return status{errc::invalid_argument,
+                  fmt::format("inference request to model '{}' must specify a non-zero or "
+                              "non-empty correlation ID",
+                              model)};
+  }
+  const correlation_id_type wanted = table.config.id_type;
+  if (wanted != correlation_id_type::any &&
+      flags.id.is_string() != (wanted == correlation_id_type::string)) {
+    const std::string& control =
+        table.config.correlation_input.empty() ? std::string{"CORRID"}
+                                               : table.config.correlation_input;
+    return status{
+        errc::invalid_argument,
+        fmt::format("sequence batching control '{}' data-type is '{}', but model '{}' expects '{}'",
+                    control, flags.id.is_string() ? "BYTES" : "UINT64", model,
+                    detail::id_type_name(wanted))};
+  }
+
+  std::shared_ptr<detail::sequence_entry> entry;
+  {
+    const auto key = detail::sequence_table::key_of(flags.id);
+    std::unique_lock lock{table.mutex};
+    auto it = table.entries.find(key);
+    if (it == table.entries.end() || (it->second->ending && !flags.start)) {
+      if (!flags.start) {
+        return status{errc::invalid_argument,
+                      fmt::format("inference request for sequence {} to model '{}' must specify "
+                                  "the START flag on the first request of the sequence",
+                                  flags.id.to_string(), model)};
+      }
+      if (table.entries.size() >= table.config.max_active) {
+        lock.unlock();
+        release_idle();
+        lock.lock();
+        it = table.entries.find(key);
+      }
+      if (it == table.entries.end() && table.entries.size() >= table.config.max_active) {
+        return status{errc::unavailable,
+                      fmt::format("model '{}' has {} active sequences, its limit: sequence {} "
+                                  "cannot start until one ends or times out",
+                                  model, table.config.max_active, flags.id.to_string())};
+      }
+      if (it == table.entries.end()) {
+        it = table.entries.emplace(key, std::make_shared<detail::sequence_entry>(flags.id)).first;
+      }
+    }
+    entry = it->second;
+    if (entry->waiting.size() >= table.config.max_waiting_per_sequence) {
+      return status{errc::unavailable,
+                    fmt::format("sequence {} of model '{}' already has {} requests waiting",
+                                flags.id.to_string(), model, entry->waiting.size())};
+    }
+    entry->last_used = detail::clock::now();
+    if (flags.start) entry->ending = false;
+    if (flags.end) entry->ending = true;
+    detail::waiting_request request{flags.start, flags.end, std::move(run)};
+    if (entry->running) {
+      entry->waiting.push_back(std::move(request));
+      return {};
+    }
+    entry->running = true;
+    lock.unlock();
+    table.start(entry, std::move(request));
+  }
+  return {};
+}
+
+}  // namespace oip
