@@ -1,0 +1,268 @@
+#include <oip/sequence.hpp>
+
+#include <any>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+using namespace std::chrono_literals;
+
+namespace {
+
+// Records what the manager tells the model.
+struct releases {
+  std::mutex mutex;
+  std::vector<std::pair<std::string, oip::sequence_release>> seen;
+  oip::sequence_manager::release_callback callback() {
+    return [this](const oip::sequence_id& id, std::any&, oip::sequence_release why) {
+      const std::lock_guard lock{mutex};
+      seen.emplace_back(id.to_string(), why);
+    };
+  }
+  std::size_t count() {
+    const std::lock_guard lock{mutex};
+    return seen.size();
+  }
+};
+
+// A running sum per sequence, finished at once on the caller's thread.
+oip::sequence_manager::run_callback add(int value, std::vector<int>* out = nullptr) {
+  return [value, out](oip::sequence_turn turn) {
+    std::any& state = *turn.step().state;
+    if (turn.step().start || !state.has_value()) state = 0;
+    int& sum = std::any_cast<int&>(state);
+    sum += value;
+    if (out != nullptr) out->push_back(sum);
+  };
+}
+
+}  // namespace
+
+TEST_CASE("reading the sequence parameters") {
+  oip::parameters p;
+  CHECK(oip::read_sequence_flags(p)->id.empty());
+  p.set("sequence_id", std::int64_t{1000});
+  p.set("sequence_start", true);
+  oip::result<oip::sequence_flags> flags = oip::read_sequence_flags(p);
+  REQUIRE(flags);
+  CHECK(flags->id == oip::sequence_id{1000});
+  CHECK(flags->start);
+  CHECK_FALSE(flags->end);
+
+  p.set("sequence_id", std::uint64_t{18446744073709551615ULL});
+  CHECK(oip::read_sequence_flags(p)->id.number() == 18446744073709551615ULL);
+  p.set("sequence_id", std::string{"c1a7e6f0-uuid"});
+  CHECK(oip::read_sequence_flags(p)->id == oip::sequence_id{std::string{"c1a7e6f0-uuid"}});
+  CHECK_FALSE(oip::sequence_id{std::string{"42"}} == oip::sequence_id{42});
+
+  p.set("sequence_id", std::string(129, 'x'));
+  oip::result<oip::sequence_flags> long_id = oip::read_sequence_flags(p);
+  REQUIRE_FALSE(long_id);
+  CHECK(long_id.error().http_status() == 400);
+  CHECK(long_id.error().message() ==
+        "sequence_id of 129 characters is longer than the limit of 128");
+  CHECK(oip::read_sequence_flags(p, 200));
+
+  p.set("sequence_id", std::int64_t{-1});
+  CHECK(oip::read_sequence_flags(p).error().message() ==
+        "unable to parse 'sequence_id': expected an unsigned integer or a string");
+  p.set("sequence_id", 1.5);
+  CHECK(oip::read_sequence_flags(p).error().http_status() == 400);
+  p.set("sequence_id", std::int64_t{7});
+  p.set("sequence_end", std::string{"yes"});
+  CHECK(oip::read_sequence_flags(p).error().message() ==
+        "unable to parse 'sequence_end': expected a boolean");
+}
+
+TEST_CASE("the rules, in Triton's words") {
+  oip::sequence_manager sequences{"simple_sequence", {}};
+  const auto refused = [&](oip::sequence_flags flags, std::uint64_t batch = 1) {
+    bool ran = false;
+    oip::status s = sequences.submit(flags, [&](oip::sequence_turn) { ran = true; }, batch);
+    CHECK_FALSE(ran);
+    return s;
+  };
+  oip::status zero = refused({0, true, false});
+  CHECK(zero.http_status() == 400);
+  CHECK(zero.message() ==
+        "inference request to model 'simple_sequence' must specify a non-zero or non-empty "
+        "correlation ID");
+  CHECK(refused({oip::sequence_id{std::string{}}, true, false}).http_status() == 400);
+  oip::status no_start = refused({17, false, false});
+  CHECK(no_start.http_status() == 400);
+  CHECK(no_start.message() ==
+        "inference request for sequence 17 to model 'simple_sequence' must specify the START "
+        "flag on the first request of the sequence");
+  oip::status batched = refused({17, true, false}, 2);
+  CHECK(batched.message() ==
+        "inference request to model 'simple_sequence' must specify batch-size 1 due to "
+        "requirements of sequence batcher");
+  CHECK(sequences.active() == 0);
+
+  // After END the id is unknown again.
+  CHECK(sequences.submit({5, true, false}, add(1)).ok());
+  CHECK(sequences.submit({5, false, true}, add(1)).ok());
+  CHECK(sequences.active() == 0);
+  CHECK(refused({5, false, false}).http_status() == 400);
+}
+
+TEST_CASE("correlation id types: a model may take only integers or only strings") {
+  oip::sequence_config config;
+  config.id_type = oip::correlation_id_type::uint64;
+  config.correlation_input = "CORRID";
+  oip::sequence_manager integers{"simple_dyna_sequence", config};
+  oip::status s = integers.submit({oip::sequence_id{std::string{"1002"}}, true, false}, add(1));
+  CHECK(s.http_status() == 400);
+  CHECK(s.message() ==
+        "sequence batching control 'CORRID' data-type is 'BYTES', but model "
+        "'simple_dyna_sequence' expects 'UINT64'");
+  CHECK(integers.submit({1002, true, true}, add(1)).ok());
+
+  config.id_type = oip::correlation_id_type::string;
+  oip::sequence_manager strings{"simple_string_dyna_sequence", config};
+  CHECK(strings.submit({7, true, false}, add(1)).message() ==
+        "sequence batching control 'CORRID' data-type is 'UINT64', but model "
+        "'simple_string_dyna_sequence' expects 'BYTES'");
+  CHECK(strings.submit({oip::sequence_id{std::string{"7"}}, true, true}, add(1)).ok());
+}
+
+TEST_CASE("state lives from START to END; START on an active id restarts it") {
+  releases told;
+  oip::sequence_manager sequences{"accumulator", {}, told.callback()};
+  std::vector<int> sums;
+  CHECK(sequences.submit({1, true, false}, add(10, &sums)).ok());
+  CHECK(sequences.submit({oip::sequence_id{std::string{"a"}}, true, false}, add(100, &sums)).ok());
+  CHECK(sequences.submit({1, false, false}, add(5, &sums)).ok());
+  CHECK(sequences.submit({oip::sequence_id{std::string{"a"}}, false, false}, add(1, &sums)).ok());
+  CHECK(sequences.active() == 2);
+  CHECK(sequences.submit({1, true, false}, add(3, &sums)).ok());  // restart
+  CHECK(sequences.submit({1, false, true}, add(4, &sums)).ok());
+  CHECK(sums == std::vector<int>{10, 100, 15, 101, 3, 7});
+  CHECK(sequences.active() == 1);
+  REQUIRE(told.count() == 2);
+  CHECK(told.seen[0] == std::pair<std::string, oip::sequence_release>{
+                            "1", oip::sequence_release::restarted});
+  CHECK(told.seen[1] ==
+        std::pair<std::string, oip::sequence_release>{"1", oip::sequence_release::ended});
+}
+
+TEST_CASE("requests of a sequence run one at a time, in arrival order, across threads") {
+  // Turns are kept by the test and released from other threads, as asynchronous models do.
+  oip::sequence_manager sequences{"ordered", {}};
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<oip::sequence_turn> held;
+  std::vector<std::vector<int>> order(4);
+  std::atomic<bool> busy[4] = {};
+  std::atomic<int> overlaps{0};
+  const auto hold = [&](int sequence, int value) {
+    return [&, sequence, value](oip::sequence_turn turn) {
+      if (busy[sequence].exchange(true)) ++overlaps;
+      {
+        const std::lock_guard lock{mutex};
+        order[static_cast<std::size_t>(sequence)].push_back(value);
+        held.push_back(std::move(turn));
+      }
+      changed.notify_all();
+    };
+  };
+  std::atomic<bool> done{false};
+  std::thread releaser([&] {
+    std::unique_lock lock{mutex};
+    while (!done || !held.empty()) {
+      changed.wait_for(lock, 1ms, [&] { return !held.empty(); });
+      if (held.empty()) continue;
+      oip::sequence_turn turn = std::move(held.front());
+      held.pop_front();
+      lock.unlock();
+      std::this_thread::sleep_for(50us);
+      busy[turn.step().id.number() - 1] = false;
+      turn.release();
+      lock.lock();
+    }
+  });
+  constexpr int steps = 200;
+  std::vector<std::thread> clients;
+  for (int sequence = 0; sequence < 4; ++sequence) {
+    clients.emplace_back([&, sequence] {
+      const auto id = static_cast<std::uint64_t>(sequence + 1);
+      for (int step = 0; step < steps; ++step) {
+        oip::status s =
+            sequences.submit({id, step == 0, step == steps - 1}, hold(sequence, step));
+        CHECK(s.ok());
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  while (sequences.active() != 0) std::this_thread::sleep_for(1ms);
+  done = true;
+  changed.notify_all();
+  releaser.join();
+  std::vector<int> expected(steps);
+  for (int i = 0; i < steps; ++i) expected[static_cast<std::size_t>(i)] = i;
+  for (const std::vector<int>& seen : order) CHECK(seen == expected);
+  CHECK(overlaps.load() == 0);  // never two requests of one sequence at once
+}
+
+TEST_CASE("the active limit gives a 503; an idle sequence is released and the model told") {
+  releases told;
+  oip::sequence_config config;
+  config.max_active = 2;
+  config.max_idle = std::chrono::milliseconds{40};
+  oip::sequence_manager sequences{"limited", config, told.callback()};
+  CHECK(sequences.submit({1, true, false}, add(1)).ok());
+  CHECK(sequences.submit({2, true, false}, add(1)).ok());
+  oip::status full = sequences.submit({3, true, false}, add(1));
+  CHECK(full.http_status() == 503);
+  CHECK(full.grpc_status() == oip::grpc_code::unavailable);
+  CHECK(full.message() ==
+        "model 'limited' has 2 active sequences, its limit: sequence 3 cannot start until one "
+        "ends or times out");
+  // The reaper lets both go within a few periods, without any request.
+  for (int i = 0; i < 200 && told.count() < 2; ++i) std::this_thread::sleep_for(5ms);
+  CHECK(told.count() == 2);
+  CHECK(told.seen[0].second == oip::sequence_release::timed_out);
+  CHECK(sequences.active() == 0);
+  CHECK(sequences.submit({3, true, false}, add(1)).ok());
+  // A timed-out sequence needs a new START.
+  CHECK(sequences.submit({1, false, false}, add(1)).http_status() == 400);
+}
+
+TEST_CASE("waiting requests per sequence are bounded") {
+  oip::sequence_config config;
+  config.max_waiting_per_sequence = 2;
+  oip::sequence_manager sequences{"bounded", config};
+  oip::sequence_turn first;
+  CHECK(sequences.submit({9, true, false}, [&](oip::sequence_turn t) { first = std::move(t); })
+            .ok());
+  CHECK(sequences.submit({9, false, false}, add(1)).ok());
+  CHECK(sequences.submit({9, false, false}, add(1)).ok());
+  CHECK(sequences.submit({9, false, false}, add(1)).http_status() == 503);
+  first.release();
+  CHECK(sequences.submit({9, false, true}, add(1)).ok());
+  CHECK(sequences.active() == 0);
+}
+
+TEST_CASE("many sequences come and go without leaking; the rest are released at shutdown") {
+  releases told;
+  {
+    oip::sequence_manager sequences{"churn", {}, told.callback()};
+    for (std::uint64_t id = 1; id <= 20000; ++id) {
+      REQUIRE(sequences.submit({id, true, false}, add(1)).ok());
+      REQUIRE(sequences.submit({id, false, true}, add(1)).ok());
+    }
+    CHECK(sequences.active() == 0);
+    CHECK(told.count() == 20000);
+    CHECK(sequences.submit({oip::sequence_id{std::string{"left open"}}, true, false}, add(1)).ok());
+  }
+  REQUIRE(told.count() == 20001);
+  CHECK(told.seen.back().second == oip::sequence_release::shut_down);
+}
