@@ -1,6 +1,7 @@
 #include "detail/ascii.hpp"
 #include "detail/compression.hpp"
 #include "detail/json_string.hpp"
+#include "detail/sequence_controls.hpp"
 
 #include <oip/binary.hpp>
 #include <oip/http_handler.hpp>
@@ -115,8 +116,24 @@ std::string encode_config(const model_config& config) {
       R"("version_policy":{{"latest":{{"num_versions":1}}}})",
       quoted(config.name), quoted(config.platform), quoted(config.platform), config.max_batch_size,
       tensors(config.inputs), tensors(config.outputs));
-  if (config.dynamic_batching) out += R"(,"dynamic_batching":{})";
-  if (config.sequence_batching) out += R"(,"sequence_batching":{})";
+  // Triton's config has one scheduler: sequence batching wins over dynamic batching.
+  if (config.sequence_batching) {
+    std::string controls;
+    for (const detail::sequence_control& c : detail::sequence_controls(config.sequence)) {
+      if (!controls.empty()) controls += ',';
+      controls += fmt::format(
+          R"({{"name":{},"control":[{{"kind":"{}","int32_false_true":[{}],"fp32_false_true":[],)"
+          R"("bool_false_true":[],"data_type":"{}"}}]}})",
+          quoted(c.name), c.kind, c.is_correlation ? "" : "0,1",
+          c.is_correlation ? detail::correlation_data_type(config.sequence) : "TYPE_INVALID");
+    }
+    out += fmt::format(
+        R"(,"sequence_batching":{{"max_sequence_idle_microseconds":{},"control_input":[{}],)"
+        R"("state":[],"iterative_sequence":false}})",
+        config.sequence.max_idle.count(), controls);
+  } else if (config.dynamic_batching) {
+    out += R"(,"dynamic_batching":{})";
+  }
   return out + "}";
 }
 

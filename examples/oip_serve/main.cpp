@@ -1,8 +1,10 @@
-// oip-serve: the reference server. Serves the reference models over HTTP (and gRPC once the gRPC
-// component exists) until SIGINT or SIGTERM, then finishes the requests in flight and exits.
+// oip-serve: the reference server. Serves the reference models over HTTP and gRPC (one service
+// under both, so a sequence may go on over either) until SIGINT or SIGTERM, then finishes the
+// requests in flight and exits.
 
 #include "reference_models.hpp"
 
+#include <oip/grpc/server.hpp>
 #include <oip/http/server.hpp>
 #include <oip/version.hpp>
 
@@ -20,10 +22,12 @@ namespace {
 constexpr std::string_view usage = R"(Usage: oip-serve [options]
 
 Serves oip's reference models (Triton's example models: simple, simple_int8, simple_string,
-simple_identity, identity_<type>) over the Open Inference Protocol.
+simple_identity, identity_<type>, classifier, simple_sequence, simple_dyna_sequence,
+simple_string_dyna_sequence, sequence_accumulator) over the Open Inference Protocol, on HTTP
+and gRPC.
 
   --http-port N          HTTP port (default 8000; 0 picks a free one)
-  --grpc-port N          gRPC port (default 8001; gRPC is not built yet and is not served)
+  --grpc-port N          gRPC port (default 8001; 0 picks a free one)
   --address A            address to listen on (default 0.0.0.0)
   --threads N            model worker threads (default: hardware threads)
   --io-threads N         HTTP I/O threads (default 2)
@@ -36,6 +40,7 @@ simple_identity, identity_<type>) over the Open Inference Protocol.
 
 struct options {
   oip::http::server_options http;
+  oip::grpc::server_options grpc;
   oip::executor_options executor;
   oip::server_options server;
   std::set<std::string> models;
@@ -67,9 +72,10 @@ int parse(int argc, char** argv, options& o, bool& help) {
     if (flag == "--http-port" && numeric && n < 65536) {
       o.http.port = static_cast<std::uint16_t>(n);
     } else if (flag == "--grpc-port" && numeric && n < 65536) {
-      // Accepted for the command line of later versions; nothing listens on it yet.
+      o.grpc.port = static_cast<std::uint16_t>(n);
     } else if (flag == "--address") {
       o.http.address = value;
+      o.grpc.address = value;
     } else if (flag == "--threads" && numeric) {
       o.executor.threads = n;
     } else if (flag == "--io-threads" && numeric && n > 0) {
@@ -129,19 +135,28 @@ int main(int argc, char** argv) {
   }
 
   oip::executor workers{o.executor};
-  oip::http_handler handler{repository, workers, o.server};
+  oip::inference_service service{repository, workers, o.server};
+  oip::http_handler handler{service};
   oip::http::server http{handler, o.http};
   const oip::result<std::uint16_t> port = http.start();
   if (!port) {
     std::cerr << "oip-serve: " << port.error().message() << "\n";
     return 1;
   }
+  oip::grpc::server grpc{service, o.grpc};
+  const oip::result<std::uint16_t> grpc_port = grpc.start();
+  if (!grpc_port) {
+    std::cerr << "oip-serve: " << grpc_port.error().message() << "\n";
+    return 1;
+  }
   std::cout << "oip-serve " << oip::version_string << ": HTTP on " << o.http.address << ":" << *port
-            << ", " << workers.threads() << " workers, models " << loaded << std::endl;
+            << ", gRPC on " << o.grpc.address << ":" << *grpc_port << ", " << workers.threads()
+            << " workers, models " << loaded << std::endl;
 
   int received = 0;
   sigwait(&signals, &received);
   std::cout << "oip-serve: signal " << received << ", finishing requests in flight" << std::endl;
+  grpc.stop();
   http.stop();
   return 0;
 }

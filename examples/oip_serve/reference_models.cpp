@@ -3,7 +3,10 @@
 #include <oip/tensor.hpp>
 
 #include <algorithm>
+#include <any>
 #include <charconv>
+#include <chrono>
+#include <functional>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -184,6 +187,117 @@ class classifier : public oip::model {
   std::vector<float> weights_;
 };
 
+// The sequence models: INPUT INT32 [1] → OUTPUT INT32 [1], one step of arithmetic per request
+// on the request's control values and its sequence's state, as Triton's models of these names do.
+class sequence_model : public oip::model {
+ public:
+  using step_function = std::function<result<std::int32_t>(std::int32_t, oip::sequence_step&)>;
+
+  sequence_model(oip::model_config config, step_function step)
+      : config_{std::move(config)}, step_{std::move(step)} {}
+
+  [[nodiscard]] const oip::model_config& config() const noexcept override { return config_; }
+
+  void execute(oip::inference_call call) override {
+    const tensor& in = call.request().inputs[0];
+    result<std::int32_t> value = step_(in.at<std::int32_t>(0), *call.sequence());
+    if (!value) return call.finish(std::move(value).error());
+    const std::int32_t out = *value;
+    result<tensor> y = tensor::from_values<std::int32_t>("OUTPUT", in.shape(),
+                                                         std::span<const std::int32_t>(&out, 1));
+    if (!y) return call.finish(std::move(y).error());
+    call.finish(model_output{{std::move(*y)}, {}});
+  }
+
+ private:
+  oip::model_config config_;
+  step_function step_;
+};
+
+// Wrapping int32 arithmetic, as the models' int32 tensors do.
+std::int32_t wrapping_add(std::int32_t a, std::int64_t b) {
+  return static_cast<std::int32_t>(static_cast<std::uint32_t>(a) + static_cast<std::uint64_t>(b));
+}
+
+oip::model_config sequence_config(std::string name, std::int64_t max_batch_size,
+                                  std::chrono::microseconds max_idle) {
+  oip::model_config c;
+  c.name = std::move(name);
+  c.max_batch_size = max_batch_size;
+  c.inputs = {{"INPUT", datatype::int32, {1}, {}}};
+  c.outputs = {{"OUTPUT", datatype::int32, {1}, {}}};
+  c.sequence_batching = true;
+  c.sequence.max_idle = max_idle;
+  c.sequence.start_input = "START";
+  c.sequence.ready_input = "READY";
+  return c;
+}
+
+// simple_sequence: OUTPUT = INPUT + START while READY (no state): Triton's example model.
+std::shared_ptr<oip::model> simple_sequence() {
+  return std::make_shared<sequence_model>(
+      sequence_config("simple_sequence", 8, std::chrono::seconds{1}),
+      [](std::int32_t input, oip::sequence_step& step) -> result<std::int32_t> {
+        if (!step.ready) return 0;
+        return wrapping_add(input, step.start ? 1 : 0);
+      });
+}
+
+// simple_dyna_sequence: OUTPUT = INPUT + START + END × CORRID (uint64 ids).
+std::shared_ptr<oip::model> simple_dyna_sequence() {
+  oip::model_config c = sequence_config("simple_dyna_sequence", 8, std::chrono::seconds{10});
+  c.sequence.end_input = "END";
+  c.sequence.correlation_input = "CORRID";
+  c.sequence.id_type = oip::correlation_id_type::uint64;
+  return std::make_shared<sequence_model>(
+      std::move(c), [](std::int32_t input, oip::sequence_step& step) -> result<std::int32_t> {
+        if (!step.ready) return 0;
+        const std::int32_t id = step.end ? static_cast<std::int32_t>(step.id.number()) : 0;
+        return wrapping_add(wrapping_add(input, step.start ? 1 : 0), id);
+      });
+}
+
+// simple_string_dyna_sequence: Triton's dyna_sequence backend with string ids. A running sum per
+// sequence (START sets it), and at END the id, read as a decimal integer, is added.
+std::shared_ptr<oip::model> simple_string_dyna_sequence() {
+  oip::model_config c = sequence_config("simple_string_dyna_sequence", 8, std::chrono::seconds{10});
+  c.sequence.end_input = "END";
+  c.sequence.correlation_input = "CORRID";
+  c.sequence.id_type = oip::correlation_id_type::string;
+  return std::make_shared<sequence_model>(
+      std::move(c), [](std::int32_t input, oip::sequence_step& step) -> result<std::int32_t> {
+        std::any& state = *step.state;
+        if (step.start || !state.has_value()) state = std::int32_t{0};
+        auto& sum = std::any_cast<std::int32_t&>(state);
+        sum = step.start ? input : wrapping_add(sum, input);
+        if (step.end) {
+          result<std::int64_t> id = parse_decimal(step.id.text(), "CORRID");
+          if (!id) {
+            return oip::status{oip::errc::invalid_argument,
+                               fmt::format("model 'simple_string_dyna_sequence' expects a "
+                                           "correlation ID that reads as an integer, got '{}'",
+                                           step.id.text().substr(0, 64))};
+          }
+          sum = wrapping_add(sum, *id);
+        }
+        return sum;
+      });
+}
+
+// sequence_accumulator: INT32 [1] → the sequence's running sum (any id type, no batching).
+std::shared_ptr<oip::model> sequence_accumulator() {
+  oip::model_config c = sequence_config("sequence_accumulator", 0, std::chrono::seconds{60});
+  c.sequence.end_input = "END";
+  return std::make_shared<sequence_model>(
+      std::move(c), [](std::int32_t input, oip::sequence_step& step) -> result<std::int32_t> {
+        std::any& state = *step.state;
+        if (step.start || !state.has_value()) state = std::int32_t{0};
+        auto& sum = std::any_cast<std::int32_t&>(state);
+        sum = wrapping_add(sum, input);
+        return sum;
+      });
+}
+
 std::string lower(std::string_view text) {
   std::string out(text);
   for (char& c : out) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
@@ -195,7 +309,9 @@ std::string lower(std::string_view text) {
 std::vector<std::shared_ptr<oip::model>> reference_models() {
   std::vector<std::shared_ptr<oip::model>> models{
       add_sub<std::int32_t>("simple"), add_sub<std::int8_t>("simple_int8"), simple_string(),
-      identity("simple_identity", datatype::bytes), std::make_shared<classifier>()};
+      identity("simple_identity", datatype::bytes), std::make_shared<classifier>(),
+      simple_sequence(), simple_dyna_sequence(), simple_string_dyna_sequence(),
+      sequence_accumulator()};
   for (const datatype type :
        {datatype::boolean, datatype::uint8, datatype::uint16, datatype::uint32, datatype::uint64,
         datatype::int8, datatype::int16, datatype::int32, datatype::int64, datatype::fp16,

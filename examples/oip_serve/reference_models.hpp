@@ -10,7 +10,9 @@
 
 namespace oip_serve {
 
-/// simple, simple_int8, simple_string, simple_identity and identity_<type> for every datatype.
+/// simple, simple_int8, simple_string, simple_identity, identity_<type> for every datatype,
+/// classifier, and the sequence models simple_sequence, simple_dyna_sequence,
+/// simple_string_dyna_sequence and sequence_accumulator.
 std::vector<std::shared_ptr<oip::model>> reference_models();
 
 }  // namespace oip_serve

@@ -1,0 +1,56 @@
+#pragma once
+
+/// Conversions between the gRPC messages of `inference.GRPCInferenceService` (the Open Inference
+/// Protocol's, as Triton defines them) and oip's request and response types, both directions: a
+/// server decodes requests and encodes responses, a client the reverse.
+///
+/// Tensor data travels either as typed `contents` or as `raw_input_contents` /
+/// `raw_output_contents` (the binary form, which FP16 and BF16 always take). Raw bytes are moved
+/// out of a decoded message into the tensors, never copied; encoding copies each tensor's bytes
+/// once, into the message (protobuf owns its bytes).
+
+#include <oip/grpc/grpc_service.pb.h>
+#include <oip/infer.hpp>
+#include <oip/limits.hpp>
+#include <oip/parameters.hpp>
+#include <oip/status.hpp>
+
+#include <string>
+#include <string_view>
+
+namespace oip::grpc {
+
+using parameter_map = google::protobuf::Map<std::string, inference::InferParameter>;
+
+/// Server side: a request message to an oip request; `message`'s raw contents are taken. A 400
+/// (INVALID_ARGUMENT) for contents and raw data together, a count of raw contents that is not
+/// one per input, missing data, element counts that do not match the shape, integers out of their
+/// datatype's range, or FP16/BF16 in typed contents.
+///
+/// Example:
+/// \code
+///   oip::result<oip::inference_request> request = oip::grpc::decode_request(message);
+///   if (!request) return to_grpc_status(request.error());
+/// \endcode
+[[nodiscard]] result<inference_request> decode_request(inference::ModelInferRequest& message,
+                                                       const limits& bounds = {});
+
+/// Server side: the response to a request that sent raw data goes back raw (`raw`); otherwise in
+/// typed contents, unless an output is FP16 or BF16, which have none.
+[[nodiscard]] status encode_response(const inference_response& response, bool raw,
+                                     inference::ModelInferResponse& out);
+
+/// Client side: a request for `model` (and `version`, empty for the policy's choice).
+[[nodiscard]] status encode_request(const inference_request& request, std::string_view model,
+                                    std::string_view version, bool raw,
+                                    inference::ModelInferRequest& out);
+
+/// Client side: a response message to an oip response; `message`'s raw contents are taken.
+[[nodiscard]] result<inference_response> decode_response(inference::ModelInferResponse& message,
+                                                         const limits& bounds = {});
+
+/// Parameters of every kind (bool, int64, uint64, double, string) in both directions.
+void encode_parameters(const parameters& in, parameter_map& out);
+[[nodiscard]] result<parameters> decode_parameters(const parameter_map& in, std::string_view where);
+
+}  // namespace oip::grpc

@@ -1,0 +1,54 @@
+#pragma once
+
+/// oip::grpc: the gRPC service `inference.GRPCInferenceService` (the Open Inference Protocol's RPCs
+/// plus Triton's ModelStreamInfer, ModelConfig, ModelStatistics and repository RPCs), so that
+/// Triton's gRPC clients and perf_analyzer work unchanged. It serves an `inference_service`,
+/// which an HTTP handler may share (a sequence can then go on over either transport).
+
+#include <oip/inference_service.hpp>
+#include <oip/status.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+
+namespace oip::grpc {
+
+struct server_options {
+  std::string address = "0.0.0.0";
+  std::uint16_t port = 8001;  ///< 0 picks a free port (see `start`)
+  /// Largest message either way; the default takes 1 GiB tensors with room to spare.
+  int max_message_bytes = std::numeric_limits<int>::max();
+};
+
+/// Example:
+/// \code
+///   oip::inference_service service{models, workers};
+///   oip::grpc::server grpc{service, {.port = 8001}};
+///   oip::result<std::uint16_t> port = grpc.start();
+///   ...
+///   grpc.stop();
+/// \endcode
+class server {
+ public:
+  explicit server(inference_service& service, server_options options = {});
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+  /// Stops the server if it still runs.
+  ~server();
+
+  /// Starts listening; the port it listens on, or an error if it could not bind.
+  [[nodiscard]] result<std::uint16_t> start();
+
+  /// Stops taking RPCs, lets running ones finish for up to `grace`, cancels the rest, and waits
+  /// for their models.
+  void stop(std::chrono::milliseconds grace = std::chrono::seconds{5});
+
+ private:
+  struct state;
+  std::unique_ptr<state> state_;
+};
+
+}  // namespace oip::grpc

@@ -1,0 +1,379 @@
+#include <oip/grpc/codec.hpp>
+#include <oip/tensor.hpp>
+
+#include <cstring>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace oip::grpc {
+
+namespace {
+
+using contents_message = inference::InferTensorContents;
+
+status invalid(std::string message) { return status{errc::invalid_argument, std::move(message)}; }
+
+// --- parameters ----------------------------------------------------------------------------------
+
+inference::InferParameter to_message(const parameter_value& value) {
+  inference::InferParameter out;
+  std::visit(
+      [&out](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          out.set_bool_param(v);
+        } else if constexpr (std::is_same_v<T, std::int64_t>) {
+          out.set_int64_param(v);
+        } else if constexpr (std::is_same_v<T, std::uint64_t>) {
+          out.set_uint64_param(v);
+        } else if constexpr (std::is_same_v<T, double>) {
+          out.set_double_param(v);
+        } else {
+          out.set_string_param(v);
+        }
+      },
+      value);
+  return out;
+}
+
+// --- typed contents ------------------------------------------------------------------------------
+
+// Which typed field carries each datatype (FP16 and BF16 have none).
+std::string_view contents_field(datatype type) {
+  switch (type) {
+    case datatype::boolean: return "bool_contents";
+    case datatype::int8:
+    case datatype::int16:
+    case datatype::int32: return "int_contents";
+    case datatype::int64: return "int64_contents";
+    case datatype::uint8:
+    case datatype::uint16:
+    case datatype::uint32: return "uint_contents";
+    case datatype::uint64: return "uint64_contents";
+    case datatype::fp32: return "fp32_contents";
+    case datatype::fp64: return "fp64_contents";
+    case datatype::bytes: return "bytes_contents";
+    case datatype::fp16:
+    case datatype::bf16: break;
+  }
+  return {};
+}
+
+// The typed fields that hold elements, by name, with their counts.
+std::vector<std::pair<std::string_view, int>> filled_fields(const contents_message& c) {
+  std::vector<std::pair<std::string_view, int>> filled;
+  const std::pair<std::string_view, int> all[] = {
+      {"bool_contents", c.bool_contents_size()},   {"int_contents", c.int_contents_size()},
+      {"int64_contents", c.int64_contents_size()}, {"uint_contents", c.uint_contents_size()},
+      {"uint64_contents", c.uint64_contents_size()}, {"fp32_contents", c.fp32_contents_size()},
+      {"fp64_contents", c.fp64_contents_size()},   {"bytes_contents", c.bytes_contents_size()}};
+  for (const auto& field : all) {
+    if (field.second > 0) filled.push_back(field);
+  }
+  return filled;
+}
+
+// Narrows each value of a typed field to T; a value outside T's range is refused, never wrapped.
+template <class T, class Field>
+result<buffer> narrowed(const Field& values, std::string_view role, const std::string& name) {
+  std::vector<T> out;
+  out.reserve(static_cast<std::size_t>(values.size()));
+  for (int i = 0; i < values.size(); ++i) {
+    const auto v = values.Get(i);
+    if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max()) {
+      return invalid(fmt::format("{} '{}': element {} is {}, out of range for {} [{}, {}]", role,
+                                 name, i, v, to_string(datatype_of<T>),
+                                 +std::numeric_limits<T>::min(), +std::numeric_limits<T>::max()));
+    }
+    out.push_back(static_cast<T>(v));
+  }
+  return buffer::copy_of(std::as_bytes(std::span<const T>(out)));
+}
+
+template <class T, class Field>
+result<buffer> copied(const Field& values) {
+  static_assert(sizeof(T) == sizeof(typename Field::value_type));
+  return buffer::copy_of(std::as_bytes(std::span<const T>(
+      reinterpret_cast<const T*>(values.data()), static_cast<std::size_t>(values.size()))));
+}
+
+// The bytes of a tensor from its typed contents.
+result<buffer> from_contents(const contents_message& c, datatype type, std::string_view role,
+                             const std::string& name) {
+  switch (type) {
+    case datatype::boolean: {
+      std::vector<std::uint8_t> bits;
+      bits.reserve(static_cast<std::size_t>(c.bool_contents_size()));
+      for (const bool b : c.bool_contents()) bits.push_back(b ? 1 : 0);
+      return buffer::copy_of(std::as_bytes(std::span<const std::uint8_t>(bits)));
+    }
+    case datatype::int8: return narrowed<std::int8_t>(c.int_contents(), role, name);
+    case datatype::int16: return narrowed<std::int16_t>(c.int_contents(), role, name);
+    case datatype::int32: return copied<std::int32_t>(c.int_contents());
+    case datatype::int64: return copied<std::int64_t>(c.int64_contents());
+    case datatype::uint8: return narrowed<std::uint8_t>(c.uint_contents(), role, name);
+    case datatype::uint16: return narrowed<std::uint16_t>(c.uint_contents(), role, name);
+    case datatype::uint32: return copied<std::uint32_t>(c.uint_contents());
+    case datatype::uint64: return copied<std::uint64_t>(c.uint64_contents());
+    case datatype::fp32: return copied<float>(c.fp32_contents());
+    case datatype::fp64: return copied<double>(c.fp64_contents());
+    case datatype::bytes: {
+      std::vector<std::string_view> elements(c.bytes_contents().begin(),
+                                             c.bytes_contents().end());
+      return encode_bytes_elements(elements);
+    }
+    case datatype::fp16:
+    case datatype::bf16: break;
+  }
+  return invalid(fmt::format("{} '{}': {} has no typed contents", role, name, to_string(type)));
+}
+
+template <class T, class Field>
+void append_values(const tensor& t, Field* field) {
+  field->Reserve(static_cast<int>(t.element_count()));
+  for (std::size_t i = 0; i < t.element_count(); ++i) field->Add(t.at<T>(i));
+}
+
+void to_contents(const tensor& t, contents_message& c) {
+  switch (t.type()) {
+    case datatype::boolean: return append_values<bool>(t, c.mutable_bool_contents());
+    case datatype::int8: return append_values<std::int8_t>(t, c.mutable_int_contents());
+    case datatype::int16: return append_values<std::int16_t>(t, c.mutable_int_contents());
+    case datatype::int32: return append_values<std::int32_t>(t, c.mutable_int_contents());
+    case datatype::int64: return append_values<std::int64_t>(t, c.mutable_int64_contents());
+    case datatype::uint8: return append_values<std::uint8_t>(t, c.mutable_uint_contents());
+    case datatype::uint16: return append_values<std::uint16_t>(t, c.mutable_uint_contents());
+    case datatype::uint32: return append_values<std::uint32_t>(t, c.mutable_uint_contents());
+    case datatype::uint64: return append_values<std::uint64_t>(t, c.mutable_uint64_contents());
+    case datatype::fp32: return append_values<float>(t, c.mutable_fp32_contents());
+    case datatype::fp64: return append_values<double>(t, c.mutable_fp64_contents());
+    case datatype::bytes:
+      for (std::string_view s : t.strings()) c.add_bytes_contents(std::string{s});
+      return;
+    case datatype::fp16:
+    case datatype::bf16: return;  // always raw
+  }
+}
+
+bool needs_raw(const std::vector<tensor>& tensors) {
+  for (const tensor& t : tensors) {
+    if (t.type() == datatype::fp16 || t.type() == datatype::bf16) return true;
+  }
+  return false;
+}
+
+// --- tensors -------------------------------------------------------------------------------------
+
+// One tensor from its message fields and either its typed contents or its raw bytes (taken).
+template <class TensorMessage>
+result<tensor> decode_tensor(const TensorMessage& message, std::string* raw, std::string_view role,
+                             std::string_view model, const limits& bounds) {
+  const std::string& name = message.name();
+  const std::string for_model = model.empty() ? "" : fmt::format(" for model '{}'", model);
+  result<datatype> type = parse_datatype(message.datatype());
+  if (!type) {
+    return invalid(
+        fmt::format("invalid datatype '{}' for {} '{}'", message.datatype(), role, name));
+  }
+  shape_type shape(message.shape().begin(), message.shape().end());
+  result<std::uint64_t> count = element_count(shape);
+  if (!count) {
+    return invalid(fmt::format("unable to parse 'shape' for {} '{}': {}", role, name,
+                               count.error().message()));
+  }
+  if (*count > bounds.max_elements) {
+    return status{errc::payload_too_large,
+                  fmt::format("{} '{}' has {} elements, above the limit of {}", role, name, *count,
+                              bounds.max_elements)};
+  }
+  result<buffer> data = status{errc::internal, "no data"};
+  if (raw != nullptr) {
+    if (message.has_contents() && !filled_fields(message.contents()).empty()) {
+      return invalid(fmt::format("contents field must not be specified when using raw_{}_"
+                                 "contents for '{}'{}",
+                                 role, name, for_model));
+    }
+    data = buffer::from_string(std::move(*raw));
+  } else {
+    const std::vector<std::pair<std::string_view, int>> filled =
+        filled_fields(message.contents());
+    const std::string_view expected = contents_field(*type);
+    if (expected.empty() && *count > 0) {
+      return invalid(fmt::format("{} '{}'{} is {}, which has no typed contents: send it in "
+                                 "raw_{}_contents",
+                                 role, name, for_model, to_string(*type), role));
+    }
+    for (const auto& [field, size] : filled) {
+      if (field != expected) {
+        return invalid(fmt::format("unexpected explicit tensor data for {} tensor '{}'{} of "
+                                   "type '{}': the data is in '{}', expected '{}'",
+                                   role, name, for_model, to_string(*type), field, expected));
+      }
+      if (static_cast<std::uint64_t>(size) != *count) {
+        return invalid(fmt::format("unexpected number of elements in '{}' for {} '{}'{}: shape {} "
+                                   "expects {}, got {}",
+                                   field, role, name, for_model, to_string(shape), *count, size));
+      }
+    }
+    if (filled.empty() && *count > 0) {
+      return invalid(fmt::format("unable to find data for {} tensor '{}'{} in the request: "
+                                 "expected {} elements in '{}' or raw_{}_contents",
+                                 role, name, for_model, *count, expected, role));
+    }
+    data = expected.empty() ? result<buffer>{buffer{}}
+                            : from_contents(message.contents(), *type, role, name);
+  }
+  if (!data) return std::move(data).error();
+  result<tensor> made = tensor::make(name, *type, std::move(shape), std::move(*data));
+  if (!made) {
+    return status{made.error().code(), fmt::format("{}{}", made.error().message(), for_model)};
+  }
+  result<parameters> params = decode_parameters(message.parameters(), name);
+  if (!params) return std::move(params).error();
+  made->parameters() = std::move(*params);
+  return made;
+}
+
+// Decodes every tensor of a request or response; raw contents must be one per tensor or none.
+template <class Tensors>
+result<std::vector<tensor>> decode_tensors(const Tensors& messages,
+                                           google::protobuf::RepeatedPtrField<std::string>& raw,
+                                           std::string_view role, std::string_view model,
+                                           const limits& bounds) {
+  if (!raw.empty() && raw.size() != messages.size()) {
+    return invalid(fmt::format("expected {} raw_{}_contents, one for each {}, got {}",
+                               messages.size(), role, role, raw.size()));
+  }
+  std::vector<tensor> out;
+  out.reserve(static_cast<std::size_t>(messages.size()));
+  for (int i = 0; i < messages.size(); ++i) {
+    std::string* bytes = raw.empty() ? nullptr : raw.Mutable(i);
+    result<tensor> t = decode_tensor(messages.Get(i), bytes, role, model, bounds);
+    if (!t) return std::move(t).error();
+    for (const tensor& earlier : out) {
+      if (earlier.name() == t->name()) {
+        return invalid(fmt::format("duplicate {} name '{}'", role, t->name()));
+      }
+    }
+    out.push_back(std::move(*t));
+  }
+  return out;
+}
+
+template <class TensorMessage>
+void encode_tensor(const tensor& t, bool raw, TensorMessage& message,
+                   google::protobuf::RepeatedPtrField<std::string>& raw_out) {
+  message.set_name(t.name());
+  message.set_datatype(std::string{to_string(t.type())});
+  for (const std::int64_t d : t.shape()) message.add_shape(d);
+  encode_parameters(t.parameters(), *message.mutable_parameters());
+  if (raw) {
+    raw_out.Add()->assign(reinterpret_cast<const char*>(t.data().data()), t.data().size());
+  } else {
+    to_contents(t, *message.mutable_contents());
+  }
+}
+
+}  // namespace
+
+void encode_parameters(const parameters& in, parameter_map& out) {
+  for (const auto& [name, value] : in) out[name] = to_message(value);
+}
+
+result<parameters> decode_parameters(const parameter_map& in, std::string_view where) {
+  parameters out;
+  for (const auto& [name, value] : in) {
+    switch (value.parameter_choice_case()) {
+      case inference::InferParameter::kBoolParam: out.set(name, value.bool_param()); break;
+      case inference::InferParameter::kInt64Param: out.set(name, value.int64_param()); break;
+      case inference::InferParameter::kUint64Param: out.set(name, value.uint64_param()); break;
+      case inference::InferParameter::kDoubleParam: out.set(name, value.double_param()); break;
+      case inference::InferParameter::kStringParam: out.set(name, value.string_param()); break;
+      case inference::InferParameter::PARAMETER_CHOICE_NOT_SET:
+        return invalid(fmt::format("parameter '{}' of {} has no value", name, where));
+    }
+  }
+  return out;
+}
+
+result<inference_request> decode_request(inference::ModelInferRequest& message,
+                                         const limits& bounds) {
+  inference_request request;
+  const std::string& model = message.model_name();
+  if (message.id().size() > bounds.max_string_id_length) {
+    return invalid(fmt::format("request id of {} characters is longer than the limit of {}",
+                               message.id().size(), bounds.max_string_id_length));
+  }
+  if (!message.id().empty()) request.id = message.id();
+  result<parameters> params = decode_parameters(message.parameters(), "the request");
+  if (!params) return std::move(params).error();
+  request.parameters = std::move(*params);
+  result<std::vector<tensor>> inputs = decode_tensors(
+      message.inputs(), *message.mutable_raw_input_contents(), "input", model, bounds);
+  if (!inputs) return std::move(inputs).error();
+  request.inputs = std::move(*inputs);
+  for (const auto& output : message.outputs()) {
+    for (const requested_output& earlier : request.outputs) {
+      if (earlier.name == output.name()) {
+        return invalid(fmt::format("duplicate requested output name '{}'", output.name()));
+      }
+    }
+    result<parameters> output_params = decode_parameters(output.parameters(), output.name());
+    if (!output_params) return std::move(output_params).error();
+    request.outputs.push_back({output.name(), std::move(*output_params)});
+  }
+  return request;
+}
+
+status encode_response(const inference_response& response, bool raw,
+                       inference::ModelInferResponse& out) {
+  out.set_model_name(response.model_name);
+  out.set_model_version(response.model_version);
+  if (response.id) out.set_id(*response.id);
+  encode_parameters(response.parameters, *out.mutable_parameters());
+  const bool all_raw = raw || needs_raw(response.outputs);
+  for (const tensor& t : response.outputs) {
+    encode_tensor(t, all_raw, *out.add_outputs(), *out.mutable_raw_output_contents());
+  }
+  return {};
+}
+
+status encode_request(const inference_request& request, std::string_view model,
+                      std::string_view version, bool raw, inference::ModelInferRequest& out) {
+  out.set_model_name(std::string{model});
+  out.set_model_version(std::string{version});
+  if (request.id) out.set_id(*request.id);
+  encode_parameters(request.parameters, *out.mutable_parameters());
+  const bool all_raw = raw || needs_raw(request.inputs);
+  for (const tensor& t : request.inputs) {
+    encode_tensor(t, all_raw, *out.add_inputs(), *out.mutable_raw_input_contents());
+  }
+  for (const requested_output& asked : request.outputs) {
+    auto* output = out.add_outputs();
+    output->set_name(asked.name);
+    encode_parameters(asked.parameters, *output->mutable_parameters());
+  }
+  return {};
+}
+
+result<inference_response> decode_response(inference::ModelInferResponse& message,
+                                           const limits& bounds) {
+  inference_response response;
+  response.model_name = message.model_name();
+  response.model_version = message.model_version();
+  if (!message.id().empty()) response.id = message.id();
+  result<parameters> params = decode_parameters(message.parameters(), "the response");
+  if (!params) return std::move(params).error();
+  response.parameters = std::move(*params);
+  result<std::vector<tensor>> outputs =
+      decode_tensors(message.outputs(), *message.mutable_raw_output_contents(), "output",
+                     message.model_name(), bounds);
+  if (!outputs) return std::move(outputs).error();
+  response.outputs = std::move(*outputs);
+  return response;
+}
+
+}  // namespace oip::grpc

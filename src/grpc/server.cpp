@@ -1,0 +1,515 @@
+// The gRPC service over an inference_service, with grpc++'s callback API: no thread waits on a
+// model. Unary RPCs finish from the model's completion; ModelStreamInfer reads one request at a
+// time, dispatches it, and writes replies in the order their models complete (a sequence's
+// replies in its order, which the sequence manager keeps).
+
+#include "detail/sequence_controls.hpp"
+
+#include <oip/grpc/codec.hpp>
+#include <oip/grpc/grpc_service.grpc.pb.h>
+#include <oip/grpc/server.hpp>
+
+#include <charconv>
+#include <deque>
+#include <mutex>
+#include <optional>
+
+#include <fmt/format.h>
+#include <grpcpp/grpcpp.h>
+
+namespace oip::grpc {
+
+namespace {
+
+using ::grpc::CallbackServerContext;
+using ::grpc::ServerUnaryReactor;
+
+::grpc::Status to_grpc(const status& s) {
+  if (s.ok()) return ::grpc::Status::OK;
+  return ::grpc::Status{static_cast<::grpc::StatusCode>(s.grpc_status()), s.message()};
+}
+
+ServerUnaryReactor* finish(CallbackServerContext* context, const status& s) {
+  ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(to_grpc(s));
+  return reactor;
+}
+
+// "" is the version policy's choice; anything else must be a positive integer.
+result<std::optional<std::uint64_t>> parse_version(const std::string& text) {
+  if (text.empty()) return std::optional<std::uint64_t>{};
+  std::uint64_t version = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), version);
+  if (ec != std::errc{} || end != text.data() + text.size() || version == 0) {
+    return status{errc::invalid_argument,
+                  fmt::format("invalid model version '{}': versions are positive integers", text)};
+  }
+  return std::optional<std::uint64_t>{version};
+}
+
+inference::DataType config_datatype(datatype type) {
+  switch (type) {
+    case datatype::boolean: return inference::TYPE_BOOL;
+    case datatype::uint8: return inference::TYPE_UINT8;
+    case datatype::uint16: return inference::TYPE_UINT16;
+    case datatype::uint32: return inference::TYPE_UINT32;
+    case datatype::uint64: return inference::TYPE_UINT64;
+    case datatype::int8: return inference::TYPE_INT8;
+    case datatype::int16: return inference::TYPE_INT16;
+    case datatype::int32: return inference::TYPE_INT32;
+    case datatype::int64: return inference::TYPE_INT64;
+    case datatype::fp16: return inference::TYPE_FP16;
+    case datatype::fp32: return inference::TYPE_FP32;
+    case datatype::fp64: return inference::TYPE_FP64;
+    case datatype::bytes: return inference::TYPE_STRING;
+    case datatype::bf16: return inference::TYPE_BF16;
+  }
+  return inference::TYPE_INVALID;
+}
+
+void to_message(const model_config& config, inference::ModelConfig& out) {
+  out.set_name(config.name);
+  out.set_platform(config.platform);
+  out.set_backend(config.platform);
+  out.set_max_batch_size(static_cast<std::int32_t>(config.max_batch_size));
+  out.mutable_version_policy()->mutable_latest()->set_num_versions(1);
+  for (const tensor_metadata& t : config.inputs) {
+    inference::ModelInput* input = out.add_input();
+    input->set_name(t.name);
+    input->set_data_type(config_datatype(t.type));
+    for (const std::int64_t d : t.shape) input->add_dims(d);
+  }
+  for (const tensor_metadata& t : config.outputs) {
+    inference::ModelOutput* output = out.add_output();
+    output->set_name(t.name);
+    output->set_data_type(config_datatype(t.type));
+    for (const std::int64_t d : t.shape) output->add_dims(d);
+  }
+  // Triton's config has one scheduler: sequence batching wins over dynamic batching.
+  if (config.sequence_batching) {
+    inference::ModelSequenceBatching* sequences = out.mutable_sequence_batching();
+    sequences->set_max_sequence_idle_microseconds(
+        static_cast<std::uint64_t>(config.sequence.max_idle.count()));
+    for (const detail::sequence_control& c : detail::sequence_controls(config.sequence)) {
+      inference::ModelSequenceBatching::ControlInput* input = sequences->add_control_input();
+      input->set_name(c.name);
+      inference::ModelSequenceBatching::Control* control = input->add_control();
+      inference::ModelSequenceBatching::Control::Kind kind{};
+      inference::ModelSequenceBatching::Control::Kind_Parse(std::string{c.kind}, &kind);
+      control->set_kind(kind);
+      if (c.is_correlation) {
+        inference::DataType type{};
+        inference::DataType_Parse(std::string{detail::correlation_data_type(config.sequence)},
+                                  &type);
+        control->set_data_type(type);
+      } else {
+        control->add_int32_false_true(0);
+        control->add_int32_false_true(1);
+      }
+    }
+  } else if (config.dynamic_batching) {
+    out.mutable_dynamic_batching();
+  }
+}
+
+void to_message(const statistics_snapshot& s, inference::ModelStatistics& out) {
+  const auto duration = [](const statistics_snapshot::duration& d,
+                           inference::StatisticDuration* message) {
+    message->set_count(d.count);
+    message->set_ns(d.ns);
+  };
+  out.set_name(s.name);
+  out.set_version(std::to_string(s.version));
+  out.set_last_inference(s.last_inference_ms);
+  out.set_inference_count(s.inference_count);
+  out.set_execution_count(s.execution_count);
+  inference::InferStatistics* stats = out.mutable_inference_stats();
+  duration(s.success, stats->mutable_success());
+  duration(s.fail, stats->mutable_fail());
+  duration(s.queue, stats->mutable_queue());
+  duration(s.compute_input, stats->mutable_compute_input());
+  duration(s.compute_infer, stats->mutable_compute_infer());
+  duration(s.compute_output, stats->mutable_compute_output());
+  stats->mutable_cache_hit();
+  stats->mutable_cache_miss();
+}
+
+void to_message(const tensor_metadata& t, inference::ModelMetadataResponse::TensorMetadata& out) {
+  out.set_name(t.name);
+  out.set_datatype(std::string{to_string(t.type)});
+  for (const std::int64_t d : t.shape) out.add_shape(d);
+}
+
+// A decoded request ready for the service, or why it is not.
+struct admitted_request {
+  model_lease lease;
+  inference_request request;
+};
+
+// The steps every inference RPC shares: version, lease, decoding. The message's raw contents move
+// into the request's tensors.
+result<admitted_request> admit(inference_service& service, inference::ModelInferRequest& message,
+                               inference_service::clock::time_point received) {
+  result<std::optional<std::uint64_t>> version = parse_version(message.model_version());
+  if (!version) return std::move(version).error();
+  result<model_lease> lease = service.acquire(message.model_name(), *version);
+  if (!lease) return std::move(lease).error();
+  result<inference_request> request = decode_request(message, service.options().bounds);
+  if (!request) {
+    inference_service::record_failure(*lease, received);
+    return std::move(request).error();
+  }
+  return admitted_request{std::move(*lease), std::move(*request)};
+}
+
+// --- ModelInfer ----------------------------------------------------------------------------------
+
+class infer_reactor final : public ServerUnaryReactor {
+ public:
+  [[nodiscard]] const cancellation& cancel() const noexcept { return cancel_; }
+  void OnCancel() override { cancel_.cancel(); }
+  void OnDone() override { delete this; }
+
+ private:
+  cancellation cancel_;
+};
+
+// --- ModelStreamInfer ----------------------------------------------------------------------------
+
+using stream_reactor_base =
+    ::grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>;
+
+class stream_reactor;
+
+// What a stream's completions share with it: they may run after the stream is gone.
+struct stream_state {
+  // Recursive: grpc++ may run a reaction inline from a Start call made under this lock.
+  std::recursive_mutex mutex;
+  stream_reactor* reactor = nullptr;  // null once the stream is done
+  std::deque<inference::ModelStreamInferResponse> replies;
+  bool writing = false;
+  bool reads_done = false;
+  bool reading_paused = false;
+  bool finished = false;
+  std::size_t running = 0;  // requests dispatched and not yet answered
+  cancellation cancel;
+};
+
+// Replies waiting plus requests running, past which the stream stops reading until they drain.
+constexpr std::size_t max_outstanding_per_stream = 1024;
+
+class stream_reactor final : public stream_reactor_base {
+ public:
+  explicit stream_reactor(inference_service& service)
+      : service_{service}, shared_{std::make_shared<stream_state>()} {
+    shared_->reactor = this;
+    StartRead(&incoming_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      const std::lock_guard lock{shared_->mutex};
+      shared_->reads_done = true;
+      finish_if_done();
+      return;
+    }
+    dispatch(incoming_);
+    incoming_.Clear();
+    const std::lock_guard lock{shared_->mutex};
+    if (shared_->finished) return;
+    if (shared_->running + shared_->replies.size() < max_outstanding_per_stream) {
+      StartRead(&incoming_);
+    } else {
+      shared_->reading_paused = true;
+    }
+  }
+
+  void OnWriteDone(bool ok) override {
+    const std::lock_guard lock{shared_->mutex};
+    shared_->writing = false;
+    if (!ok) {  // the client is gone: stop, and let running requests finish into the void
+      shared_->replies.clear();
+      shared_->cancel.cancel();
+      finish(::grpc::Status{::grpc::StatusCode::UNAVAILABLE, "the stream could not be written"});
+      return;
+    }
+    shared_->replies.pop_front();
+    write_next();
+    resume_reading();
+    finish_if_done();
+  }
+
+  void OnCancel() override {
+    shared_->cancel.cancel();
+    const std::lock_guard lock{shared_->mutex};
+    finish(::grpc::Status::CANCELLED);
+  }
+
+  void OnDone() override {
+    {
+      const std::lock_guard lock{shared_->mutex};
+      shared_->reactor = nullptr;
+    }
+    delete this;
+  }
+
+  // Queues a reply (from any thread); the caller holds the shared mutex.
+  void reply(inference::ModelStreamInferResponse message) {
+    if (shared_->finished) return;
+    shared_->replies.push_back(std::move(message));
+    write_next();
+  }
+
+ private:
+  void dispatch(inference::ModelInferRequest& message) {
+    const auto received = inference_service::clock::now();
+    const bool raw = message.raw_input_contents_size() > 0;
+    std::string id = message.id();
+    result<admitted_request> admitted = admit(service_, message, received);
+    if (!admitted) {
+      const std::lock_guard lock{shared_->mutex};
+      reply(error_reply(admitted.error(), id));
+      return;
+    }
+    {
+      const std::lock_guard lock{shared_->mutex};
+      ++shared_->running;
+    }
+    service_.infer(
+        std::move(admitted->lease), std::move(admitted->request), shared_->cancel,
+        [shared = shared_, raw, id = std::move(id)](result<inference_response> response) {
+          inference::ModelStreamInferResponse reply_message;
+          status encoded = response ? encode_response(*response, raw,
+                                                      *reply_message.mutable_infer_response())
+                                    : response.error();
+          if (!encoded.ok()) reply_message = error_reply(encoded, id);
+          const std::lock_guard lock{shared->mutex};
+          --shared->running;
+          if (shared->reactor == nullptr) return;
+          shared->reactor->reply(std::move(reply_message));
+          shared->reactor->resume_reading();
+          shared->reactor->finish_if_done();
+        },
+        received);
+  }
+
+  static inference::ModelStreamInferResponse error_reply(const status& s, const std::string& id) {
+    inference::ModelStreamInferResponse message;
+    message.set_error_message(s.message());
+    message.mutable_infer_response()->set_id(id);
+    return message;
+  }
+
+  // The callers below hold the shared mutex.
+  void write_next() {
+    if (shared_->writing || shared_->finished || shared_->replies.empty()) return;
+    shared_->writing = true;
+    StartWrite(&shared_->replies.front());
+  }
+
+  void resume_reading() {
+    if (!shared_->reading_paused || shared_->finished) return;
+    if (shared_->running + shared_->replies.size() >= max_outstanding_per_stream) return;
+    shared_->reading_paused = false;
+    StartRead(&incoming_);
+  }
+
+  void finish_if_done() {
+    if (shared_->reads_done && shared_->running == 0 && shared_->replies.empty() &&
+        !shared_->writing) {
+      finish(::grpc::Status::OK);
+    }
+  }
+
+  void finish(const ::grpc::Status& s) {
+    if (shared_->finished) return;
+    shared_->finished = true;
+    Finish(s);
+  }
+
+  inference_service& service_;
+  std::shared_ptr<stream_state> shared_;
+  inference::ModelInferRequest incoming_;
+};
+
+// --- the service ---------------------------------------------------------------------------------
+
+class service_impl final : public inference::GRPCInferenceService::CallbackService {
+ public:
+  explicit service_impl(inference_service& service) : service_{service} {}
+
+  ServerUnaryReactor* ServerLive(CallbackServerContext* context,
+                                 const inference::ServerLiveRequest* /*request*/,
+                                 inference::ServerLiveResponse* response) override {
+    response->set_live(true);
+    return finish(context, {});
+  }
+
+  ServerUnaryReactor* ServerReady(CallbackServerContext* context,
+                                  const inference::ServerReadyRequest* /*request*/,
+                                  inference::ServerReadyResponse* response) override {
+    response->set_ready(service_.ready());
+    return finish(context, {});
+  }
+
+  ServerUnaryReactor* ModelReady(CallbackServerContext* context,
+                                 const inference::ModelReadyRequest* request,
+                                 inference::ModelReadyResponse* response) override {
+    result<std::optional<std::uint64_t>> version = parse_version(request->version());
+    if (!version) return finish(context, version.error());
+    // An unknown model is not ready: tritonclient's is_model_ready expects a plain false.
+    result<bool> ready = service_.ready(request->name(), *version);
+    response->set_ready(ready && *ready);
+    return finish(context, {});
+  }
+
+  ServerUnaryReactor* ServerMetadata(CallbackServerContext* context,
+                                     const inference::ServerMetadataRequest* /*request*/,
+                                     inference::ServerMetadataResponse* response) override {
+    const server_metadata m = service_.metadata();
+    response->set_name(m.name);
+    response->set_version(m.version);
+    for (const std::string& e : m.extensions) response->add_extensions(e);
+    return finish(context, {});
+  }
+
+  ServerUnaryReactor* ModelMetadata(CallbackServerContext* context,
+                                    const inference::ModelMetadataRequest* request,
+                                    inference::ModelMetadataResponse* response) override {
+    result<std::optional<std::uint64_t>> version = parse_version(request->version());
+    if (!version) return finish(context, version.error());
+    result<model_metadata> m = service_.metadata(request->name(), *version);
+    if (!m) return finish(context, m.error());
+    response->set_name(m->name);
+    for (const std::string& v : m->versions) response->add_versions(v);
+    response->set_platform(m->platform);
+    for (const tensor_metadata& t : m->inputs) to_message(t, *response->add_inputs());
+    for (const tensor_metadata& t : m->outputs) to_message(t, *response->add_outputs());
+    return finish(context, {});
+  }
+
+  ServerUnaryReactor* ModelInfer(CallbackServerContext* /*context*/,
+                                 const inference::ModelInferRequest* request,
+                                 inference::ModelInferResponse* response) override {
+    auto* reactor = new infer_reactor;
+    const auto received = inference_service::clock::now();
+    // grpc++ allocates the request as a mutable message and keeps it until the RPC is done: its
+    // raw contents are moved into the tensors rather than copied.
+    auto& message = const_cast<inference::ModelInferRequest&>(*request);
+    const bool raw = message.raw_input_contents_size() > 0;
+    result<admitted_request> admitted = admit(service_, message, received);
+    if (!admitted) {
+      reactor->Finish(to_grpc(admitted.error()));
+      return reactor;
+    }
+    service_.infer(
+        std::move(admitted->lease), std::move(admitted->request), reactor->cancel(),
+        [reactor, response, raw](result<inference_response> outcome) {
+          if (!outcome) return reactor->Finish(to_grpc(outcome.error()));
+          reactor->Finish(to_grpc(encode_response(*outcome, raw, *response)));
+        },
+        received);
+    return reactor;
+  }
+
+  ::grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
+  ModelStreamInfer(CallbackServerContext* /*context*/) override {
+    return new stream_reactor(service_);
+  }
+
+  ServerUnaryReactor* ModelConfig(CallbackServerContext* context,
+                                  const inference::ModelConfigRequest* request,
+                                  inference::ModelConfigResponse* response) override {
+    result<std::optional<std::uint64_t>> version = parse_version(request->version());
+    if (!version) return finish(context, version.error());
+    result<model_config> config = service_.configuration(request->name(), *version);
+    if (!config) return finish(context, config.error());
+    to_message(*config, *response->mutable_config());
+    return finish(context, {});
+  }
+
+  ServerUnaryReactor* ModelStatistics(CallbackServerContext* context,
+                                      const inference::ModelStatisticsRequest* request,
+                                      inference::ModelStatisticsResponse* response) override {
+    result<std::optional<std::uint64_t>> version = parse_version(request->version());
+    if (!version) return finish(context, version.error());
+    std::optional<std::string_view> name;
+    if (!request->name().empty()) name = request->name();
+    result<std::vector<statistics_snapshot>> all = service_.statistics(name, *version);
+    if (!all) return finish(context, all.error());
+    for (const statistics_snapshot& s : *all) to_message(s, *response->add_model_stats());
+    return finish(context, {});
+  }
+
+  ServerUnaryReactor* RepositoryIndex(CallbackServerContext* context,
+                                      const inference::RepositoryIndexRequest* request,
+                                      inference::RepositoryIndexResponse* response) override {
+    for (const model_index_entry& entry : service_.repository_index()) {
+      if (request->ready() && entry.state != "READY") continue;
+      inference::RepositoryIndexResponse::ModelIndex* index = response->add_models();
+      index->set_name(entry.name);
+      if (entry.version != 0) index->set_version(std::to_string(entry.version));
+      index->set_state(entry.state);
+      index->set_reason(entry.reason);
+    }
+    return finish(context, {});
+  }
+
+  ServerUnaryReactor* RepositoryModelLoad(
+      CallbackServerContext* context, const inference::RepositoryModelLoadRequest* request,
+      inference::RepositoryModelLoadResponse* /*response*/) override {
+    return finish(context, service_.load(request->model_name()));
+  }
+
+  ServerUnaryReactor* RepositoryModelUnload(
+      CallbackServerContext* context, const inference::RepositoryModelUnloadRequest* request,
+      inference::RepositoryModelUnloadResponse* /*response*/) override {
+    return finish(context, service_.unload(request->model_name()));
+  }
+
+ private:
+  inference_service& service_;
+};
+
+}  // namespace
+
+struct server::state {
+  inference_service& service;
+  server_options options;
+  service_impl rpcs;
+  std::unique_ptr<::grpc::Server> running;
+
+  state(inference_service& s, server_options o)
+      : service{s}, options{std::move(o)}, rpcs{service} {}
+};
+
+server::server(inference_service& service, server_options options)
+    : state_{std::make_unique<state>(service, std::move(options))} {}
+
+server::~server() { stop(std::chrono::seconds{1}); }
+
+result<std::uint16_t> server::start() {
+  if (state_->running) return status{errc::internal, "the gRPC server is already running"};
+  ::grpc::ServerBuilder builder;
+  int port = 0;
+  const std::string address = fmt::format("{}:{}", state_->options.address, state_->options.port);
+  builder.AddListeningPort(address, ::grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&state_->rpcs);
+  builder.SetMaxReceiveMessageSize(state_->options.max_message_bytes);
+  builder.SetMaxSendMessageSize(state_->options.max_message_bytes);
+  state_->running = builder.BuildAndStart();
+  if (!state_->running || port == 0) {
+    state_->running.reset();
+    return status{errc::unavailable, fmt::format("cannot listen for gRPC on {}", address)};
+  }
+  return static_cast<std::uint16_t>(port);
+}
+
+void server::stop(std::chrono::milliseconds grace) {
+  if (!state_->running) return;
+  state_->running->Shutdown(std::chrono::system_clock::now() + grace);
+  state_->running->Wait();
+  state_->running.reset();
+}
+
+}  // namespace oip::grpc
