@@ -2,20 +2,18 @@
 """Triton's own Python HTTP client (tritonclient[http] from PyPI), unchanged, against oip-serve.
 
 Usage: tritonclient_test.py PATH/TO/oip-serve
-Starts oip-serve on a free loopback port, runs every check, stops it with SIGTERM, and prints
+Starts oip-serve on free loopback ports, runs every check, stops it with SIGTERM, and prints
 "N passed, M failed". Exits non-zero if any check failed.
 """
 
-import re
-import signal
-import subprocess
 import sys
-import traceback
 
 import ml_dtypes
 import numpy as np
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
+
+import oip_serve_runner
 
 checks = []
 
@@ -200,40 +198,8 @@ def errors_for_unknown_model_and_bad_input(client):
 
 
 def main():
-    server = subprocess.Popen([sys.argv[1], "--http-port", "0", "--address", "127.0.0.1",
-                               "--threads", "2", "--io-threads", "2"],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        line = server.stdout.readline()
-        match = re.search(r"HTTP on [^ ]+:(\d+)", line)
-        if not match:
-            print("oip-serve did not start: " + line)
-            print("0 passed, 1 failed")
-            return 1
-        client = httpclient.InferenceServerClient(f"127.0.0.1:{match.group(1)}")
-        passed = failed = 0
-        for function in checks:
-            try:
-                function(client)
-                passed += 1
-                print("ok: " + function.__name__)
-            except Exception:  # noqa: BLE001 - every failure is reported, then counted
-                failed += 1
-                print("FAILED: " + function.__name__)
-                traceback.print_exc()
-        client.close()
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            code = server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            code = "killed"
-    if code != 0:
-        print(f"FAILED: oip-serve exited with {code} after SIGTERM")
-        failed += 1
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return oip_serve_runner.run(sys.argv[1], checks,
+                                lambda http_url, grpc_url: httpclient.InferenceServerClient(http_url))
 
 
 if __name__ == "__main__":

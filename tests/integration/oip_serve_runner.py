@@ -1,0 +1,50 @@
+"""Starts oip-serve on free loopback ports, runs a list of checks against it, stops it with
+SIGTERM, and prints "N passed, M failed" (the closing line that CI counts).
+
+Each check is called with the object that `make_clients(http_url, grpc_url)` returns.
+"""
+
+import re
+import signal
+import subprocess
+import traceback
+
+
+def run(server_path, checks, make_clients, extra_args=()):
+    server = subprocess.Popen([server_path, "--http-port", "0", "--grpc-port", "0",
+                               "--address", "127.0.0.1", "--threads", "2", "--io-threads", "2",
+                               *extra_args],
+                              stdout=subprocess.PIPE, text=True)
+    passed = failed = 0
+    try:
+        line = server.stdout.readline()
+        match = re.search(r"HTTP on [^ ]+:(\d+), gRPC on [^ ]+:(\d+)", line)
+        if not match:
+            print("oip-serve did not start: " + line)
+            print("0 passed, 1 failed")
+            return 1
+        clients = make_clients(f"127.0.0.1:{match.group(1)}", f"127.0.0.1:{match.group(2)}")
+        for function in checks:
+            try:
+                function(clients)
+                passed += 1
+                print("ok: " + function.__name__)
+            except Exception:  # noqa: BLE001 - every failure is reported, then counted
+                failed += 1
+                print("FAILED: " + function.__name__)
+                traceback.print_exc()
+        for client in (clients if isinstance(clients, tuple) else (clients,)):
+            if hasattr(client, "close"):
+                client.close()
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            code = server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            code = "killed"
+    if code != 0:
+        print(f"FAILED: oip-serve exited with {code} after SIGTERM")
+        failed += 1
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
