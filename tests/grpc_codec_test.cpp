@@ -1,0 +1,245 @@
+#include "test_support.hpp"
+
+#include <oip/grpc/codec.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+namespace {
+
+using oip::datatype;
+
+// A tensor of `type` with random values, shape [2, 3].
+oip::tensor random_tensor(datatype type, std::mt19937& rng) {
+  const oip::shape_type shape{2, 3};
+  std::uniform_int_distribution<int> byte{0, 255};
+  if (type == datatype::bytes) {
+    std::vector<std::string> text{"a", "", std::string("\0x", 2), "\xff\xfe", "long text", "z"};
+    std::vector<std::string_view> views(text.begin(), text.end());
+    return *oip::tensor::from_strings("t", shape, views);
+  }
+  std::vector<std::byte> bytes(6 * oip::element_size(type));
+  for (std::byte& b : bytes) b = static_cast<std::byte>(byte(rng));
+  if (type == datatype::boolean) {
+    for (std::byte& b : bytes) b = static_cast<std::byte>(std::to_integer<int>(b) & 1);
+  }
+  return *oip::tensor::make("t", type, shape, *oip::buffer::copy_of(bytes));
+}
+
+// Client encode, server decode.
+oip::result<oip::inference_request> through_message(const oip::inference_request& request,
+                                                   bool raw) {
+  inference::ModelInferRequest message;
+  REQUIRE(oip::grpc::encode_request(request, "m", "", raw, message).ok());
+  return oip::grpc::decode_request(message);
+}
+
+oip::inference_request request_with(oip::tensor t) {
+  oip::inference_request r;
+  r.inputs.push_back(std::move(t));
+  return r;
+}
+
+inference::ModelInferRequest one_input(const std::string& type, std::vector<std::int64_t> shape) {
+  inference::ModelInferRequest message;
+  message.set_model_name("simple");
+  auto* input = message.add_inputs();
+  input->set_name("INPUT0");
+  input->set_datatype(type);
+  for (std::int64_t d : shape) input->add_shape(d);
+  return message;
+}
+
+std::string error_of(inference::ModelInferRequest& message) {
+  oip::result<oip::inference_request> r = oip::grpc::decode_request(message);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().grpc_status() == oip::grpc_code::invalid_argument);
+  return r.error().message();
+}
+
+}  // namespace
+
+TEST_CASE("every datatype survives a round trip, typed and raw, bit for bit") {
+  std::mt19937 rng{17};
+  for (datatype type :
+       {datatype::boolean, datatype::uint8, datatype::uint16, datatype::uint32, datatype::uint64,
+        datatype::int8, datatype::int16, datatype::int32, datatype::int64, datatype::fp16,
+        datatype::bf16, datatype::fp32, datatype::fp64, datatype::bytes}) {
+    CAPTURE(oip::to_string(type));
+    const oip::tensor t = random_tensor(type, rng);
+    for (bool raw : {false, true}) {
+      oip::result<oip::inference_request> back = through_message(request_with(t), raw);
+      REQUIRE(back);
+      REQUIRE(back->inputs.size() == 1);
+      oip::testing::check_same_tensor(back->inputs[0], t);
+    }
+    // And a response, server to client.
+    oip::inference_response response;
+    response.model_name = "m";
+    response.model_version = "1";
+    response.id = "r";
+    response.outputs.push_back(t);
+    for (bool raw : {false, true}) {
+      inference::ModelInferResponse message;
+      REQUIRE(oip::grpc::encode_response(response, raw, message).ok());
+      const bool typed = !raw && type != datatype::fp16 && type != datatype::bf16;
+      CHECK(message.raw_output_contents_size() == (typed ? 0 : 1));
+      oip::result<oip::inference_response> back = oip::grpc::decode_response(message);
+      REQUIRE(back);
+      CHECK(back->id == "r");
+      CHECK(back->model_version == "1");
+      oip::testing::check_same_tensor(back->outputs[0], t);
+    }
+  }
+}
+
+TEST_CASE("NaN payloads and signed zeros pass through raw and typed contents unchanged") {
+  const std::vector<float> values{std::nanf("0x123"), -0.0F, INFINITY, -INFINITY, 1e-45F, 3.5F};
+  const oip::tensor t =
+      *oip::tensor::from_values<float>("t", {6}, std::span<const float>(values));
+  for (bool raw : {false, true}) {
+    oip::result<oip::inference_request> back = through_message(request_with(t), raw);
+    REQUIRE(back);
+    CHECK(back->inputs[0].data().as_string_view() == t.data().as_string_view());
+  }
+}
+
+TEST_CASE("raw bytes move into the tensor without a copy") {
+  inference::ModelInferRequest message = one_input("FP32", {1, 1024});
+  std::string* raw = message.add_raw_input_contents();
+  raw->assign(4096, '\x01');
+  const char* bytes = raw->data();
+  oip::result<oip::inference_request> r = oip::grpc::decode_request(message);
+  REQUIRE(r);
+  CHECK(reinterpret_cast<const char*>(r->inputs[0].data().data()) == bytes);
+}
+
+TEST_CASE("parameters of every kind, request and tensor level, both directions") {
+  oip::inference_request request;
+  request.id = "42";
+  request.parameters.set("flag", true);
+  request.parameters.set("count", std::int64_t{-7});
+  request.parameters.set("big", std::uint64_t{18446744073709551615ULL});
+  request.parameters.set("ratio", 0.25);
+  request.parameters.set("sequence_id", std::string{"abc"});
+  oip::tensor t = *oip::tensor::from_values<std::int32_t>("INPUT0", {1}, std::vector<std::int32_t>{3});
+  t.parameters().set("note", std::string{"x"});
+  request.inputs.push_back(t);
+  oip::requested_output out{"OUTPUT0", {}};
+  out.parameters.set("classification", std::int64_t{3});
+  request.outputs.push_back(out);
+  oip::result<oip::inference_request> back = through_message(request, true);
+  REQUIRE(back);
+  CHECK(back->id == "42");
+  CHECK(*back->parameters.get<bool>("flag"));
+  CHECK(*back->parameters.get<std::int64_t>("count") == -7);
+  CHECK(*back->parameters.get<std::uint64_t>("big") == 18446744073709551615ULL);
+  CHECK(*back->parameters.get<double>("ratio") == 0.25);
+  CHECK(*back->parameters.get<std::string>("sequence_id") == "abc");
+  CHECK(*back->inputs[0].parameters().get<std::string>("note") == "x");
+  REQUIRE(back->outputs.size() == 1);
+  CHECK(*back->outputs[0].parameters.get<std::int64_t>("classification") == 3);
+
+  inference::ModelInferRequest empty_value = one_input("INT32", {0});
+  (*empty_value.mutable_parameters())["nothing"];  // no oneof member set
+  CHECK(error_of(empty_value) == "parameter 'nothing' of the request has no value");
+}
+
+TEST_CASE("bad requests: a 400 with the tensor named and what was expected") {
+  SUBCASE("contents and raw data together") {
+    inference::ModelInferRequest m = one_input("INT32", {2});
+    m.mutable_inputs(0)->mutable_contents()->add_int_contents(1);
+    m.mutable_inputs(0)->mutable_contents()->add_int_contents(2);
+    m.add_raw_input_contents()->assign(8, '\0');
+    CHECK(error_of(m) ==
+          "contents field must not be specified when using raw_input_contents for 'INPUT0' for "
+          "model 'simple'");
+  }
+  SUBCASE("raw contents are one per input or none") {
+    inference::ModelInferRequest m = one_input("INT32", {2});
+    m.add_raw_input_contents()->assign(8, '\0');
+    m.add_raw_input_contents()->assign(8, '\0');
+    CHECK(error_of(m) == "expected 1 raw_input_contents, one for each input, got 2");
+  }
+  SUBCASE("no data at all") {
+    inference::ModelInferRequest m = one_input("INT32", {2});
+    CHECK(error_of(m) ==
+          "unable to find data for input tensor 'INPUT0' for model 'simple' in the request: "
+          "expected 2 elements in 'int_contents' or raw_input_contents");
+  }
+  SUBCASE("data in the wrong typed field") {
+    inference::ModelInferRequest m = one_input("INT32", {1});
+    m.mutable_inputs(0)->mutable_contents()->add_fp32_contents(1.0F);
+    CHECK(error_of(m) ==
+          "unexpected explicit tensor data for input tensor 'INPUT0' for model 'simple' of type "
+          "'INT32': the data is in 'fp32_contents', expected 'int_contents'");
+  }
+  SUBCASE("element count does not match the shape") {
+    inference::ModelInferRequest m = one_input("INT64", {3});
+    m.mutable_inputs(0)->mutable_contents()->add_int64_contents(1);
+    CHECK(error_of(m) ==
+          "unexpected number of elements in 'int64_contents' for input 'INPUT0' for model "
+          "'simple': shape [3] expects 3, got 1");
+  }
+  SUBCASE("integers beyond their datatype are refused, never wrapped") {
+    inference::ModelInferRequest m = one_input("INT8", {2});
+    m.mutable_inputs(0)->mutable_contents()->add_int_contents(5);
+    m.mutable_inputs(0)->mutable_contents()->add_int_contents(300);
+    CHECK(error_of(m) == "input 'INPUT0': element 1 is 300, out of range for INT8 [-128, 127]");
+    inference::ModelInferRequest u = one_input("UINT16", {1});
+    u.mutable_inputs(0)->mutable_contents()->add_uint_contents(70000);
+    CHECK(error_of(u) ==
+          "input 'INPUT0': element 0 is 70000, out of range for UINT16 [0, 65535]");
+  }
+  SUBCASE("FP16 and BF16 have no typed contents") {
+    inference::ModelInferRequest m = one_input("FP16", {1});
+    m.mutable_inputs(0)->mutable_contents()->add_fp32_contents(1.0F);
+    CHECK(error_of(m) ==
+          "input 'INPUT0' for model 'simple' is FP16, which has no typed contents: send it in "
+          "raw_input_contents");
+  }
+  SUBCASE("raw bytes that do not match the shape") {
+    inference::ModelInferRequest m = one_input("FP32", {4});
+    m.add_raw_input_contents()->assign(12, '\0');
+    CHECK(error_of(m) ==
+          "unexpected total byte size 12 for tensor 'INPUT0', expecting 16 for model 'simple'");
+  }
+  SUBCASE("malformed BYTES raw data") {
+    inference::ModelInferRequest m = one_input("BYTES", {1});
+    m.add_raw_input_contents()->assign("\x09\0\0\0ab", 6);
+    CHECK(error_of(m).find("tensor 'INPUT0'") != std::string::npos);
+  }
+  SUBCASE("datatype, shape and names") {
+    inference::ModelInferRequest m = one_input("FLOAT", {1});
+    CHECK(error_of(m) == "invalid datatype 'FLOAT' for input 'INPUT0'");
+    inference::ModelInferRequest n = one_input("INT32", {-2});
+    CHECK(error_of(n).rfind("unable to parse 'shape' for input 'INPUT0'", 0) == 0);
+    inference::ModelInferRequest twice = one_input("INT32", {0});
+    *twice.add_inputs() = twice.inputs(0);
+    CHECK(error_of(twice) == "duplicate input name 'INPUT0'");
+    inference::ModelInferRequest outputs = one_input("INT32", {0});
+    outputs.add_outputs()->set_name("OUTPUT0");
+    outputs.add_outputs()->set_name("OUTPUT0");
+    CHECK(error_of(outputs) == "duplicate requested output name 'OUTPUT0'");
+  }
+  SUBCASE("a shape whose element count overflows fails before any allocation") {
+    inference::ModelInferRequest m = one_input("INT32", {4294967296, 4294967296});
+    m.mutable_inputs(0)->mutable_contents()->add_int_contents(1);
+    CHECK(error_of(m).rfind("unable to parse 'shape' for input 'INPUT0'", 0) == 0);
+  }
+  SUBCASE("more elements than the limit: 413") {
+    inference::ModelInferRequest m = one_input("INT32", {1000});
+    oip::limits bounds;
+    bounds.max_elements = 10;
+    oip::result<oip::inference_request> r = oip::grpc::decode_request(m, bounds);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().http_status() == 413);
+    CHECK(r.error().grpc_status() == oip::grpc_code::resource_exhausted);
+  }
+}

@@ -1,0 +1,263 @@
+#include "serving_support.hpp"
+
+#include <oip/grpc/codec.hpp>
+#include <oip/grpc/grpc_service.grpc.pb.h>
+#include <oip/grpc/server.hpp>
+#include <oip/inference_service.hpp>
+
+#include <any>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <doctest/doctest.h>
+#include <grpcpp/grpcpp.h>
+
+using namespace std::chrono_literals;
+
+namespace {
+
+// INPUT INT32 [1] → OUTPUT: the sequence's running sum.
+std::shared_ptr<oip::model> make_accumulator() {
+  oip::model_config c;
+  c.name = "accumulator";
+  c.inputs = {{"INPUT", oip::datatype::int32, {1}, {}}};
+  c.outputs = {{"OUTPUT", oip::datatype::int32, {1}, {}}};
+  c.sequence_batching = true;
+  c.sequence.start_input = "START";
+  struct accumulator : oip::model {
+    explicit accumulator(oip::model_config config) : config_{std::move(config)} {}
+    [[nodiscard]] const oip::model_config& config() const noexcept override { return config_; }
+    void execute(oip::inference_call call) override {
+      std::any& state = *call.sequence()->state;
+      if (!state.has_value()) state = std::int32_t{0};
+      auto& sum = std::any_cast<std::int32_t&>(state);
+      sum += call.request().inputs[0].at<std::int32_t>(0);
+      const std::int32_t out = sum;
+      call.finish(oip::model_output{
+          {*oip::tensor::from_values<std::int32_t>("OUTPUT", {1},
+                                                   std::span<const std::int32_t>(&out, 1))},
+          {}});
+    }
+    oip::model_config config_;
+  };
+  return std::make_shared<accumulator>(std::move(c));
+}
+
+struct fixture {
+  oip::model_repository models;
+  oip::executor workers{oip::executor_options{4, 1024}};
+  oip::inference_service service{models, workers};
+  std::shared_ptr<oip::testing::waiter> waiter = std::make_shared<oip::testing::waiter>();
+  oip::grpc::server server{service, {"127.0.0.1", 0}};
+  std::unique_ptr<inference::GRPCInferenceService::Stub> stub;
+
+  fixture() {
+    REQUIRE(models.add(oip::testing::make_simple()).ok());
+    REQUIRE(models.add(make_accumulator()).ok());
+    REQUIRE(models.add(waiter).ok());
+    oip::result<std::uint16_t> port = server.start();
+    REQUIRE(port);
+    stub = inference::GRPCInferenceService::NewStub(::grpc::CreateChannel(
+        "127.0.0.1:" + std::to_string(*port), ::grpc::InsecureChannelCredentials()));
+  }
+};
+
+inference::ModelInferRequest simple_request(bool raw) {
+  oip::inference_request r;
+  r.id = "7";
+  std::vector<std::int32_t> a(16);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<std::int32_t>(i);
+  const std::vector<std::int32_t> b(16, 2);
+  r.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT0", {1, 16}, a));
+  r.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT1", {1, 16}, b));
+  inference::ModelInferRequest message;
+  REQUIRE(oip::grpc::encode_request(r, "simple", "", raw, message).ok());
+  return message;
+}
+
+inference::ModelInferRequest accumulate(std::uint64_t id, std::int32_t value, bool start,
+                                        bool end, std::string request_id) {
+  oip::inference_request r;
+  r.id = std::move(request_id);
+  r.parameters.set("sequence_id", static_cast<std::int64_t>(id));
+  r.parameters.set("sequence_start", start);
+  r.parameters.set("sequence_end", end);
+  r.inputs.push_back(*oip::tensor::from_values<std::int32_t>(
+      "INPUT", {1}, std::span<const std::int32_t>(&value, 1)));
+  inference::ModelInferRequest message;
+  REQUIRE(oip::grpc::encode_request(r, "accumulator", "", false, message).ok());
+  return message;
+}
+
+}  // namespace
+
+TEST_CASE("typed contents in, typed contents out; raw in, raw out") {
+  fixture f;
+  for (bool raw : {false, true}) {
+    ::grpc::ClientContext context;
+    inference::ModelInferResponse response;
+    const ::grpc::Status s = f.stub->ModelInfer(&context, simple_request(raw), &response);
+    REQUIRE(s.ok());
+    CHECK(response.id() == "7");
+    CHECK(response.model_name() == "simple");
+    CHECK(response.model_version() == "1");
+    CHECK(response.raw_output_contents_size() == (raw ? 2 : 0));
+    oip::result<oip::inference_response> decoded = oip::grpc::decode_response(response);
+    REQUIRE(decoded);
+    CHECK(decoded->outputs[0].at<std::int32_t>(5) == 7);
+    CHECK(decoded->outputs[1].at<std::int32_t>(5) == 3);
+    CHECK(*decoded->parameters.get<std::string>("computed_by") == "simple");
+  }
+}
+
+TEST_CASE("errors carry the status mapping's gRPC code") {
+  fixture f;
+  inference::ModelInferRequest unknown = simple_request(true);
+  unknown.set_model_name("missing");
+  ::grpc::ClientContext c1;
+  inference::ModelInferResponse r1;
+  ::grpc::Status s = f.stub->ModelInfer(&c1, unknown, &r1);
+  CHECK(s.error_code() == ::grpc::StatusCode::NOT_FOUND);
+  CHECK(s.error_message() == "Request for unknown model: 'missing' is not found");
+
+  inference::ModelInferRequest both = simple_request(true);
+  both.mutable_inputs(0)->mutable_contents()->add_int_contents(1);
+  ::grpc::ClientContext c2;
+  inference::ModelInferResponse r2;
+  s = f.stub->ModelInfer(&c2, both, &r2);
+  CHECK(s.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);
+
+  ::grpc::ClientContext c3;
+  inference::ModelReadyRequest ready;
+  ready.set_name("missing");
+  inference::ModelReadyResponse ready_response;
+  REQUIRE(f.stub->ModelReady(&c3, ready, &ready_response).ok());
+  CHECK_FALSE(ready_response.ready());
+}
+
+TEST_CASE("a stream keeps a sequence in order and stays open after an error") {
+  fixture f;
+  ::grpc::ClientContext context;
+  auto stream = f.stub->ModelStreamInfer(&context);
+  constexpr int steps = 40;
+  for (int i = 0; i < steps; ++i) {
+    REQUIRE(stream->Write(accumulate(5, i, i == 0, i == steps - 1, std::to_string(i))));
+    if (i == 10) {  // a request of an unknown sequence in the middle
+      REQUIRE(stream->Write(accumulate(6, 1, false, false, "orphan")));
+    }
+  }
+  stream->WritesDone();
+  std::int32_t sum = 0;
+  int next = 0;
+  bool saw_error = false;
+  inference::ModelStreamInferResponse reply;
+  while (stream->Read(&reply)) {
+    if (!reply.error_message().empty()) {
+      CHECK(reply.infer_response().id() == "orphan");
+      CHECK(reply.error_message() ==
+            "inference request for sequence 6 to model 'accumulator' must specify the START flag "
+            "on the first request of the sequence");
+      saw_error = true;
+      continue;
+    }
+    CHECK(reply.infer_response().id() == std::to_string(next));
+    sum += next++;
+    CHECK(reply.infer_response().outputs(0).contents().int_contents(0) == sum);
+  }
+  CHECK(stream->Finish().ok());
+  CHECK(next == steps);
+  CHECK(saw_error);
+}
+
+TEST_CASE("a client deadline cancels the running model") {
+  fixture f;
+  oip::inference_request r;
+  r.inputs.push_back(*oip::tensor::from_values<std::int32_t>("IN", {1}, std::vector<std::int32_t>{1}));
+  inference::ModelInferRequest message;
+  REQUIRE(oip::grpc::encode_request(r, "waiter", "", true, message).ok());
+  ::grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + 300ms);
+  inference::ModelInferResponse response;
+  const auto began = std::chrono::steady_clock::now();
+  const ::grpc::Status s = f.stub->ModelInfer(&context, message, &response);
+  CHECK(s.error_code() == ::grpc::StatusCode::DEADLINE_EXCEEDED);
+  for (int i = 0; i < 500 && !f.waiter->saw_cancel.load(); ++i) std::this_thread::sleep_for(2ms);
+  CHECK(f.waiter->saw_cancel.load());
+  CHECK(std::chrono::steady_clock::now() - began < 5s);
+}
+
+TEST_CASE("configuration, statistics, metadata and the repository over gRPC") {
+  fixture f;
+  {
+    ::grpc::ClientContext context;
+    inference::ModelConfigRequest request;
+    request.set_name("accumulator");
+    inference::ModelConfigResponse response;
+    REQUIRE(f.stub->ModelConfig(&context, request, &response).ok());
+    CHECK(response.config().has_sequence_batching());
+    CHECK(response.config().sequence_batching().control_input(0).name() == "START");
+    CHECK(response.config().input(0).data_type() == inference::TYPE_INT32);
+  }
+  {
+    ::grpc::ClientContext context;
+    inference::ModelInferResponse ignored;
+    REQUIRE(f.stub->ModelInfer(&context, simple_request(true), &ignored).ok());
+    ::grpc::ClientContext stats_context;
+    inference::ModelStatisticsRequest request;
+    request.set_name("simple");
+    inference::ModelStatisticsResponse response;
+    REQUIRE(f.stub->ModelStatistics(&stats_context, request, &response).ok());
+    REQUIRE(response.model_stats_size() == 1);
+    CHECK(response.model_stats(0).inference_count() == 1);
+    CHECK(response.model_stats(0).inference_stats().success().count() == 1);
+  }
+  {
+    ::grpc::ClientContext context;
+    inference::ModelMetadataRequest request;
+    request.set_name("simple");
+    inference::ModelMetadataResponse response;
+    REQUIRE(f.stub->ModelMetadata(&context, request, &response).ok());
+    CHECK(response.inputs(0).shape(0) == -1);
+    CHECK(response.inputs(0).shape(1) == 16);
+  }
+  {
+    ::grpc::ClientContext context;
+    inference::RepositoryModelUnloadRequest request;
+    request.set_model_name("simple");
+    inference::RepositoryModelUnloadResponse response;
+    REQUIRE(f.stub->RepositoryModelUnload(&context, request, &response).ok());
+    ::grpc::ClientContext index_context;
+    inference::RepositoryIndexResponse index;
+    REQUIRE(f.stub->RepositoryIndex(&index_context, inference::RepositoryIndexRequest{}, &index)
+                .ok());
+    for (const auto& m : index.models()) CHECK(m.name() != "simple");
+    ::grpc::ClientContext load_context;
+    inference::RepositoryModelLoadRequest load;
+    load.set_model_name("simple");
+    inference::RepositoryModelLoadResponse loaded;
+    const ::grpc::Status s = f.stub->RepositoryModelLoad(&load_context, load, &loaded);
+    CHECK(s.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);  // no loader in this host
+  }
+}
+
+TEST_CASE("stop with a request in flight waits for its model, then returns") {
+  fixture f;
+  oip::inference_request r;
+  r.inputs.push_back(*oip::tensor::from_values<std::int32_t>("IN", {1}, std::vector<std::int32_t>{1}));
+  inference::ModelInferRequest message;
+  REQUIRE(oip::grpc::encode_request(r, "waiter", "", true, message).ok());
+  std::thread client([&] {
+    ::grpc::ClientContext context;
+    inference::ModelInferResponse response;
+    const ::grpc::Status s = f.stub->ModelInfer(&context, message, &response);
+    CHECK_FALSE(s.ok());
+  });
+  while (f.waiter->started.load() == 0) std::this_thread::sleep_for(1ms);
+  const auto began = std::chrono::steady_clock::now();
+  f.server.stop(100ms);
+  CHECK(std::chrono::steady_clock::now() - began < 5s);
+  CHECK(f.waiter->saw_cancel.load());
+  client.join();
+}
