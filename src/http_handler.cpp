@@ -403,8 +403,7 @@ http_handler::http_handler(model_repository& repository, executor& workers, serv
     : state_{std::make_shared<state>(
           std::make_unique<inference_service>(repository, workers, std::move(options)))} {}
 
-http_handler::http_handler(inference_service& service)
-    : state_{std::make_shared<state>(service)} {}
+http_handler::http_handler(inference_service& service) : state_{std::make_shared<state>(service)} {}
 
 http_handler::~http_handler() = default;
 

@@ -174,10 +174,10 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
            sequence_turn turn) {
     pending->started = clock::now();
     if (pending->cancel.cancelled()) {
-      fail(pending, status{errc::unavailable,
-                           pending->cancel.client_gone()
-                               ? "the request was cancelled by the client"
-                               : "the request's timeout expired before the model ran"});
+      fail(pending,
+           status{errc::unavailable, pending->cancel.client_gone()
+                                         ? "the request was cancelled by the client"
+                                         : "the request's timeout expired before the model ran"});
       return;
     }
     model& m = pending->lease.get();
@@ -239,9 +239,8 @@ server_metadata inference_service::metadata() const {
   server_metadata m;
   m.name = state_->options.name;
   m.version = state_->options.version;
-  m.extensions = {"binary_tensor_data", "classification",      "model_configuration",
-                  "model_repository",   "parameters",          "sequence",
-                  "sequence(string_id)", "statistics"};
+  m.extensions = {"binary_tensor_data", "classification", "model_configuration", "model_repository",
+                  "parameters",         "sequence",       "sequence(string_id)", "statistics"};
   return m;
 }
 
@@ -322,8 +321,7 @@ result<model_lease> inference_service::acquire(std::string_view model,
 
 void inference_service::infer(model_lease lease, inference_request request, cancellation cancel,
                               completion done, clock::time_point received) {
-  state_->infer(std::move(lease), std::move(request), std::move(cancel), std::move(done),
-                received);
+  state_->infer(std::move(lease), std::move(request), std::move(cancel), std::move(done), received);
 }
 
 void inference_service::record_failure(const model_lease& lease,

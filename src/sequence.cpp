@@ -270,9 +270,9 @@ status sequence_manager::submit(const sequence_flags& flags, run_callback run,
   const correlation_id_type wanted = table.config.id_type;
   if (wanted != correlation_id_type::any &&
       flags.id.is_string() != (wanted == correlation_id_type::string)) {
-    const std::string& control =
-        table.config.correlation_input.empty() ? std::string{"CORRID"}
-                                               : table.config.correlation_input;
+    const std::string& control = table.config.correlation_input.empty()
+                                     ? std::string{"CORRID"}
+                                     : table.config.correlation_input;
     return status{
         errc::invalid_argument,
         fmt::format("sequence batching control '{}' data-type is '{}', but model '{}' expects '{}'",

@@ -34,7 +34,7 @@ oip::tensor random_tensor(datatype type, std::mt19937& rng) {
 
 // Client encode, server decode.
 oip::result<oip::inference_request> through_message(const oip::inference_request& request,
-                                                   bool raw) {
+                                                    bool raw) {
   inference::ModelInferRequest message;
   REQUIRE(oip::grpc::encode_request(request, "m", "", raw, message).ok());
   return oip::grpc::decode_request(message);
@@ -101,8 +101,7 @@ TEST_CASE("every datatype survives a round trip, typed and raw, bit for bit") {
 
 TEST_CASE("NaN payloads and signed zeros pass through raw and typed contents unchanged") {
   const std::vector<float> values{std::nanf("0x123"), -0.0F, INFINITY, -INFINITY, 1e-45F, 3.5F};
-  const oip::tensor t =
-      *oip::tensor::from_values<float>("t", {6}, std::span<const float>(values));
+  const oip::tensor t = *oip::tensor::from_values<float>("t", {6}, std::span<const float>(values));
   for (bool raw : {false, true}) {
     oip::result<oip::inference_request> back = through_message(request_with(t), raw);
     REQUIRE(back);
@@ -128,7 +127,8 @@ TEST_CASE("parameters of every kind, request and tensor level, both directions")
   request.parameters.set("big", std::uint64_t{18446744073709551615ULL});
   request.parameters.set("ratio", 0.25);
   request.parameters.set("sequence_id", std::string{"abc"});
-  oip::tensor t = *oip::tensor::from_values<std::int32_t>("INPUT0", {1}, std::vector<std::int32_t>{3});
+  oip::tensor t =
+      *oip::tensor::from_values<std::int32_t>("INPUT0", {1}, std::vector<std::int32_t>{3});
   t.parameters().set("note", std::string{"x"});
   request.inputs.push_back(t);
   oip::requested_output out{"OUTPUT0", {}};
@@ -194,8 +194,7 @@ TEST_CASE("bad requests: a 400 with the tensor named and what was expected") {
     CHECK(error_of(m) == "input 'INPUT0': element 1 is 300, out of range for INT8 [-128, 127]");
     inference::ModelInferRequest u = one_input("UINT16", {1});
     u.mutable_inputs(0)->mutable_contents()->add_uint_contents(70000);
-    CHECK(error_of(u) ==
-          "input 'INPUT0': element 0 is 70000, out of range for UINT16 [0, 65535]");
+    CHECK(error_of(u) == "input 'INPUT0': element 0 is 70000, out of range for UINT16 [0, 65535]");
   }
   SUBCASE("FP16 and BF16 have no typed contents") {
     inference::ModelInferRequest m = one_input("FP16", {1});

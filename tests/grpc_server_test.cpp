@@ -35,10 +35,9 @@ std::shared_ptr<oip::model> make_accumulator() {
       auto& sum = std::any_cast<std::int32_t&>(state);
       sum += call.request().inputs[0].at<std::int32_t>(0);
       const std::int32_t out = sum;
-      call.finish(oip::model_output{
-          {*oip::tensor::from_values<std::int32_t>("OUTPUT", {1},
-                                                   std::span<const std::int32_t>(&out, 1))},
-          {}});
+      call.finish(oip::model_output{{*oip::tensor::from_values<std::int32_t>(
+                                        "OUTPUT", {1}, std::span<const std::int32_t>(&out, 1))},
+                                    {}});
     }
     oip::model_config config_;
   };
@@ -77,8 +76,8 @@ inference::ModelInferRequest simple_request(bool raw) {
   return message;
 }
 
-inference::ModelInferRequest accumulate(std::uint64_t id, std::int32_t value, bool start,
-                                        bool end, std::string request_id) {
+inference::ModelInferRequest accumulate(std::uint64_t id, std::int32_t value, bool start, bool end,
+                                        std::string request_id) {
   oip::inference_request r;
   r.id = std::move(request_id);
   r.parameters.set("sequence_id", static_cast<std::int64_t>(id));
@@ -174,7 +173,8 @@ TEST_CASE("a stream keeps a sequence in order and stays open after an error") {
 TEST_CASE("a client deadline cancels the running model") {
   fixture f;
   oip::inference_request r;
-  r.inputs.push_back(*oip::tensor::from_values<std::int32_t>("IN", {1}, std::vector<std::int32_t>{1}));
+  r.inputs.push_back(
+      *oip::tensor::from_values<std::int32_t>("IN", {1}, std::vector<std::int32_t>{1}));
   inference::ModelInferRequest message;
   REQUIRE(oip::grpc::encode_request(r, "waiter", "", true, message).ok());
   ::grpc::ClientContext context;
@@ -230,8 +230,8 @@ TEST_CASE("configuration, statistics, metadata and the repository over gRPC") {
     REQUIRE(f.stub->RepositoryModelUnload(&context, request, &response).ok());
     ::grpc::ClientContext index_context;
     inference::RepositoryIndexResponse index;
-    REQUIRE(f.stub->RepositoryIndex(&index_context, inference::RepositoryIndexRequest{}, &index)
-                .ok());
+    REQUIRE(
+        f.stub->RepositoryIndex(&index_context, inference::RepositoryIndexRequest{}, &index).ok());
     for (const auto& m : index.models()) CHECK(m.name() != "simple");
     ::grpc::ClientContext load_context;
     inference::RepositoryModelLoadRequest load;
@@ -245,7 +245,8 @@ TEST_CASE("configuration, statistics, metadata and the repository over gRPC") {
 TEST_CASE("stop with a request in flight waits for its model, then returns") {
   fixture f;
   oip::inference_request r;
-  r.inputs.push_back(*oip::tensor::from_values<std::int32_t>("IN", {1}, std::vector<std::int32_t>{1}));
+  r.inputs.push_back(
+      *oip::tensor::from_values<std::int32_t>("IN", {1}, std::vector<std::int32_t>{1}));
   inference::ModelInferRequest message;
   REQUIRE(oip::grpc::encode_request(r, "waiter", "", true, message).ok());
   std::thread client([&] {

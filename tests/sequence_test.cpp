@@ -86,7 +86,8 @@ TEST_CASE("the rules, in Triton's words") {
   oip::sequence_manager sequences{"simple_sequence", {}};
   const auto refused = [&](oip::sequence_flags flags, std::uint64_t batch = 1) {
     bool ran = false;
-    oip::status s = sequences.submit(flags, [&](oip::sequence_turn) { ran = true; }, batch);
+    oip::status s = sequences.submit(
+        flags, [&](oip::sequence_turn) { ran = true; }, batch);
     CHECK_FALSE(ran);
     return s;
   };
@@ -148,8 +149,8 @@ TEST_CASE("state lives from START to END; START on an active id restarts it") {
   CHECK(sums == std::vector<int>{10, 100, 15, 101, 3, 7});
   CHECK(sequences.active() == 1);
   REQUIRE(told.count() == 2);
-  CHECK(told.seen[0] == std::pair<std::string, oip::sequence_release>{
-                            "1", oip::sequence_release::restarted});
+  CHECK(told.seen[0] ==
+        std::pair<std::string, oip::sequence_release>{"1", oip::sequence_release::restarted});
   CHECK(told.seen[1] ==
         std::pair<std::string, oip::sequence_release>{"1", oip::sequence_release::ended});
 }
@@ -195,8 +196,7 @@ TEST_CASE("requests of a sequence run one at a time, in arrival order, across th
     clients.emplace_back([&, sequence] {
       const auto id = static_cast<std::uint64_t>(sequence + 1);
       for (int step = 0; step < steps; ++step) {
-        oip::status s =
-            sequences.submit({id, step == 0, step == steps - 1}, hold(sequence, step));
+        oip::status s = sequences.submit({id, step == 0, step == steps - 1}, hold(sequence, step));
         CHECK(s.ok());
       }
     });
@@ -241,8 +241,8 @@ TEST_CASE("waiting requests per sequence are bounded") {
   config.max_waiting_per_sequence = 2;
   oip::sequence_manager sequences{"bounded", config};
   oip::sequence_turn first;
-  CHECK(sequences.submit({9, true, false}, [&](oip::sequence_turn t) { first = std::move(t); })
-            .ok());
+  CHECK(
+      sequences.submit({9, true, false}, [&](oip::sequence_turn t) { first = std::move(t); }).ok());
   CHECK(sequences.submit({9, false, false}, add(1)).ok());
   CHECK(sequences.submit({9, false, false}, add(1)).ok());
   CHECK(sequences.submit({9, false, false}, add(1)).http_status() == 503);

@@ -6,10 +6,10 @@
 #include <any>
 #include <charconv>
 #include <chrono>
-#include <functional>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <span>
 #include <string_view>
@@ -307,11 +307,15 @@ std::string lower(std::string_view text) {
 }  // namespace
 
 std::vector<std::shared_ptr<oip::model>> reference_models() {
-  std::vector<std::shared_ptr<oip::model>> models{
-      add_sub<std::int32_t>("simple"), add_sub<std::int8_t>("simple_int8"), simple_string(),
-      identity("simple_identity", datatype::bytes), std::make_shared<classifier>(),
-      simple_sequence(), simple_dyna_sequence(), simple_string_dyna_sequence(),
-      sequence_accumulator()};
+  std::vector<std::shared_ptr<oip::model>> models{add_sub<std::int32_t>("simple"),
+                                                  add_sub<std::int8_t>("simple_int8"),
+                                                  simple_string(),
+                                                  identity("simple_identity", datatype::bytes),
+                                                  std::make_shared<classifier>(),
+                                                  simple_sequence(),
+                                                  simple_dyna_sequence(),
+                                                  simple_string_dyna_sequence(),
+                                                  sequence_accumulator()};
   for (const datatype type :
        {datatype::boolean, datatype::uint8, datatype::uint16, datatype::uint32, datatype::uint64,
         datatype::int8, datatype::int16, datatype::int32, datatype::int64, datatype::fp16,

@@ -54,7 +54,8 @@ struct statistics_snapshot {
 ///   oip::executor workers;
 ///   oip::inference_service service{models, workers};
 ///   oip::result<oip::model_lease> lease = service.acquire("simple", std::nullopt);
-///   service.infer(std::move(*lease), std::move(request), {}, [](oip::result<oip::inference_response> r) {
+///   service.infer(std::move(*lease), std::move(request), {},
+///   [](oip::result<oip::inference_response> r) {
 ///     // encode and send r, or r.error()
 ///   });
 /// \endcode

@@ -44,7 +44,8 @@ struct model_config {
   /// Shown by the config route, where perf_analyzer reads them to choose its mode.
   bool dynamic_batching = false;
   /// A stateful model: requests carry `sequence_id`/`sequence_start`/`sequence_end`, run one at a
-  /// time per sequence in arrival order, and see their `sequence_step` (`inference_call::sequence`).
+  /// time per sequence in arrival order, and see their `sequence_step`
+  /// (`inference_call::sequence`).
   bool sequence_batching = false;
   /// The sequence rules and limits, used when `sequence_batching` is set.
   sequence_config sequence;

@@ -25,7 +25,8 @@ namespace oip {
 class OIP_EXPORT sequence_id {
  public:
   sequence_id() noexcept = default;
-  sequence_id(std::uint64_t number) noexcept : value_{number} {}  // NOLINT(google-explicit-constructor)
+  sequence_id(std::uint64_t number) noexcept
+      : value_{number} {}  // NOLINT(google-explicit-constructor)
   explicit sequence_id(std::string text) noexcept : value_{std::move(text)} {}
 
   [[nodiscard]] bool is_string() const noexcept { return value_.index() == 1; }

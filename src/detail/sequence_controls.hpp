@@ -12,7 +12,7 @@ namespace oip::detail {
 
 struct sequence_control {
   std::string name;
-  std::string_view kind;       // CONTROL_SEQUENCE_START, ...
+  std::string_view kind;        // CONTROL_SEQUENCE_START, ...
   bool is_correlation = false;  // carries the id (data type), not int32 false/true values
 };
 

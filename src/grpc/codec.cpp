@@ -66,10 +66,10 @@ std::string_view contents_field(datatype type) {
 std::vector<std::pair<std::string_view, int>> filled_fields(const contents_message& c) {
   std::vector<std::pair<std::string_view, int>> filled;
   const std::pair<std::string_view, int> all[] = {
-      {"bool_contents", c.bool_contents_size()},   {"int_contents", c.int_contents_size()},
-      {"int64_contents", c.int64_contents_size()}, {"uint_contents", c.uint_contents_size()},
+      {"bool_contents", c.bool_contents_size()},     {"int_contents", c.int_contents_size()},
+      {"int64_contents", c.int64_contents_size()},   {"uint_contents", c.uint_contents_size()},
       {"uint64_contents", c.uint64_contents_size()}, {"fp32_contents", c.fp32_contents_size()},
-      {"fp64_contents", c.fp64_contents_size()},   {"bytes_contents", c.bytes_contents_size()}};
+      {"fp64_contents", c.fp64_contents_size()},     {"bytes_contents", c.bytes_contents_size()}};
   for (const auto& field : all) {
     if (field.second > 0) filled.push_back(field);
   }
@@ -121,8 +121,7 @@ result<buffer> from_contents(const contents_message& c, datatype type, std::stri
     case datatype::fp32: return copied<float>(c.fp32_contents());
     case datatype::fp64: return copied<double>(c.fp64_contents());
     case datatype::bytes: {
-      std::vector<std::string_view> elements(c.bytes_contents().begin(),
-                                             c.bytes_contents().end());
+      std::vector<std::string_view> elements(c.bytes_contents().begin(), c.bytes_contents().end());
       return encode_bytes_elements(elements);
     }
     case datatype::fp16:
@@ -192,36 +191,40 @@ result<tensor> decode_tensor(const TensorMessage& message, std::string* raw, std
   result<buffer> data = status{errc::internal, "no data"};
   if (raw != nullptr) {
     if (message.has_contents() && !filled_fields(message.contents()).empty()) {
-      return invalid(fmt::format("contents field must not be specified when using raw_{}_"
-                                 "contents for '{}'{}",
-                                 role, name, for_model));
+      return invalid(
+          fmt::format("contents field must not be specified when using raw_{}_"
+                      "contents for '{}'{}",
+                      role, name, for_model));
     }
     data = buffer::from_string(std::move(*raw));
   } else {
-    const std::vector<std::pair<std::string_view, int>> filled =
-        filled_fields(message.contents());
+    const std::vector<std::pair<std::string_view, int>> filled = filled_fields(message.contents());
     const std::string_view expected = contents_field(*type);
     if (expected.empty() && *count > 0) {
-      return invalid(fmt::format("{} '{}'{} is {}, which has no typed contents: send it in "
-                                 "raw_{}_contents",
-                                 role, name, for_model, to_string(*type), role));
+      return invalid(
+          fmt::format("{} '{}'{} is {}, which has no typed contents: send it in "
+                      "raw_{}_contents",
+                      role, name, for_model, to_string(*type), role));
     }
     for (const auto& [field, size] : filled) {
       if (field != expected) {
-        return invalid(fmt::format("unexpected explicit tensor data for {} tensor '{}'{} of "
-                                   "type '{}': the data is in '{}', expected '{}'",
-                                   role, name, for_model, to_string(*type), field, expected));
+        return invalid(
+            fmt::format("unexpected explicit tensor data for {} tensor '{}'{} of "
+                        "type '{}': the data is in '{}', expected '{}'",
+                        role, name, for_model, to_string(*type), field, expected));
       }
       if (static_cast<std::uint64_t>(size) != *count) {
-        return invalid(fmt::format("unexpected number of elements in '{}' for {} '{}'{}: shape {} "
-                                   "expects {}, got {}",
-                                   field, role, name, for_model, to_string(shape), *count, size));
+        return invalid(
+            fmt::format("unexpected number of elements in '{}' for {} '{}'{}: shape {} "
+                        "expects {}, got {}",
+                        field, role, name, for_model, to_string(shape), *count, size));
       }
     }
     if (filled.empty() && *count > 0) {
-      return invalid(fmt::format("unable to find data for {} tensor '{}'{} in the request: "
-                                 "expected {} elements in '{}' or raw_{}_contents",
-                                 role, name, for_model, *count, expected, role));
+      return invalid(
+          fmt::format("unable to find data for {} tensor '{}'{} in the request: "
+                      "expected {} elements in '{}' or raw_{}_contents",
+                      role, name, for_model, *count, expected, role));
     }
     data = expected.empty() ? result<buffer>{buffer{}}
                             : from_contents(message.contents(), *type, role, name);

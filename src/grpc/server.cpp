@@ -279,9 +279,9 @@ class stream_reactor final : public stream_reactor_base {
         std::move(admitted->lease), std::move(admitted->request), shared_->cancel,
         [shared = shared_, raw, id = std::move(id)](result<inference_response> response) {
           inference::ModelStreamInferResponse reply_message;
-          status encoded = response ? encode_response(*response, raw,
-                                                      *reply_message.mutable_infer_response())
-                                    : response.error();
+          status encoded =
+              response ? encode_response(*response, raw, *reply_message.mutable_infer_response())
+                       : response.error();
           if (!encoded.ok()) reply_message = error_reply(encoded, id);
           const std::lock_guard lock{shared->mutex};
           --shared->running;
