@@ -281,12 +281,14 @@ inline float above(float threshold) noexcept {
 // The best k (at most 16) FP32 values offered so far, best first. Offers come in index order and
 // are never NaN, so a value enters only above the k-th (a tie keeps the lower index).
 struct fp32_top {
-  explicit fp32_top(std::size_t wanted) noexcept : k{wanted} {}
+  // The arrays are left uninitialised: `size` says how much of them holds values.
+  explicit fp32_top(std::size_t wanted) noexcept  // NOLINT(cppcoreguidelines-pro-type-member-init)
+      : k{wanted} {}
 
   std::size_t k;
   std::size_t size = 0;
-  float values[16];           // NOLINT(cppcoreguidelines-pro-type-member-init): filled before read
-  std::uint32_t indices[16];  // NOLINT(cppcoreguidelines-pro-type-member-init): filled before read
+  float values[16];
+  std::uint32_t indices[16];
 
   void offer(float value, std::uint32_t index) noexcept {
     if (size == k) {

@@ -299,7 +299,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     service.infer(
         std::move(*lease), std::move(*decoded), cancel,
         [self = shared_from_this(), format = std::move(*format), reply_coding,
-         done = std::move(done)](result<inference_response> response) {
+         done = std::move(done)](const result<inference_response>& response) {
           done(self->finish_reply(reply_of(response, format), reply_coding));
         },
         received);

@@ -109,7 +109,7 @@ struct sequence_table : std::enable_shared_from_this<sequence_table> {
   }
 
   // Gives `request` its turn: called without the mutex, with entry->running set.
-  void start(const std::shared_ptr<sequence_entry>& entry, waiting_request request) {
+  void start(const std::shared_ptr<sequence_entry>& entry, const waiting_request& request) {
     if (request.start && entry->state.has_value()) {
       std::any previous = std::move(entry->state);
       entry->state.reset();
@@ -141,7 +141,7 @@ struct sequence_table : std::enable_shared_from_this<sequence_table> {
       }
     }
     tell(entry->id, released, sequence_release::ended);
-    if (next) start(entry, std::move(*next));
+    if (next) start(entry, *next);
   }
 
   std::vector<std::pair<sequence_id, std::any>> take_idle(clock::time_point now, bool all) {
@@ -324,7 +324,7 @@ status sequence_manager::submit(const sequence_flags& flags, run_callback run,
     }
     entry->running = true;
     lock.unlock();
-    table.start(entry, std::move(request));
+    table.start(entry, request);
   }
   return {};
 }

@@ -25,8 +25,9 @@ namespace oip {
 class OIP_EXPORT sequence_id {
  public:
   sequence_id() noexcept = default;
-  sequence_id(std::uint64_t number) noexcept
-      : value_{number} {}  // NOLINT(google-explicit-constructor)
+  // Implicit, so that an integer id reads as one: `{42, true, false}` for flags.
+  // NOLINTNEXTLINE(google-explicit-constructor)
+  sequence_id(std::uint64_t number) noexcept : value_{number} {}
   explicit sequence_id(std::string text) noexcept : value_{std::move(text)} {}
 
   [[nodiscard]] bool is_string() const noexcept { return value_.index() == 1; }
