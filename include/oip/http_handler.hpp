@@ -6,8 +6,8 @@
 
 #include <oip/buffer.hpp>
 #include <oip/executor.hpp>
-#include <oip/inference_service.hpp>
 #include <oip/export.hpp>
+#include <oip/inference_service.hpp>
 #include <oip/limits.hpp>
 #include <oip/model.hpp>
 #include <oip/repository.hpp>
