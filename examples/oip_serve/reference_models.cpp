@@ -243,12 +243,25 @@ std::shared_ptr<oip::model> simple_sequence() {
       });
 }
 
-// simple_dyna_sequence: OUTPUT = INPUT + START + END × CORRID (uint64 ids).
-std::shared_ptr<oip::model> simple_dyna_sequence() {
-  oip::model_config c = sequence_config("simple_dyna_sequence", 8, std::chrono::seconds{10});
+// The dyna models' configuration: START, END, READY and a CORRID control of `id_type`.
+oip::model_config dyna_config(std::string name, oip::correlation_id_type id_type) {
+  oip::model_config c = sequence_config(std::move(name), 8, std::chrono::seconds{10});
   c.sequence.end_input = "END";
   c.sequence.correlation_input = "CORRID";
-  c.sequence.id_type = oip::correlation_id_type::uint64;
+  c.sequence.id_type = id_type;
+  return c;
+}
+
+// The sequence's running sum, 0 on START.
+std::int32_t& running_sum(oip::sequence_step& step) {
+  std::any& state = *step.state;
+  if (step.start || !state.has_value()) state = std::int32_t{0};
+  return std::any_cast<std::int32_t&>(state);
+}
+
+// simple_dyna_sequence: OUTPUT = INPUT + START + END × CORRID (uint64 ids).
+std::shared_ptr<oip::model> simple_dyna_sequence() {
+  oip::model_config c = dyna_config("simple_dyna_sequence", oip::correlation_id_type::uint64);
   return std::make_shared<sequence_model>(
       std::move(c), [](std::int32_t input, oip::sequence_step& step) -> result<std::int32_t> {
         if (!step.ready) return 0;
@@ -260,16 +273,12 @@ std::shared_ptr<oip::model> simple_dyna_sequence() {
 // simple_string_dyna_sequence: Triton's dyna_sequence backend with string ids. A running sum per
 // sequence (START sets it), and at END the id, read as a decimal integer, is added.
 std::shared_ptr<oip::model> simple_string_dyna_sequence() {
-  oip::model_config c = sequence_config("simple_string_dyna_sequence", 8, std::chrono::seconds{10});
-  c.sequence.end_input = "END";
-  c.sequence.correlation_input = "CORRID";
-  c.sequence.id_type = oip::correlation_id_type::string;
+  oip::model_config c =
+      dyna_config("simple_string_dyna_sequence", oip::correlation_id_type::string);
   return std::make_shared<sequence_model>(
       std::move(c), [](std::int32_t input, oip::sequence_step& step) -> result<std::int32_t> {
-        std::any& state = *step.state;
-        if (step.start || !state.has_value()) state = std::int32_t{0};
-        auto& sum = std::any_cast<std::int32_t&>(state);
-        sum = step.start ? input : wrapping_add(sum, input);
+        std::int32_t& sum = running_sum(step);
+        sum = wrapping_add(sum, input);
         if (step.end) {
           result<std::int64_t> id = parse_decimal(step.id.text(), "CORRID");
           if (!id) {
@@ -290,9 +299,7 @@ std::shared_ptr<oip::model> sequence_accumulator() {
   c.sequence.end_input = "END";
   return std::make_shared<sequence_model>(
       std::move(c), [](std::int32_t input, oip::sequence_step& step) -> result<std::int32_t> {
-        std::any& state = *step.state;
-        if (step.start || !state.has_value()) state = std::int32_t{0};
-        auto& sum = std::any_cast<std::int32_t&>(state);
+        std::int32_t& sum = running_sum(step);
         sum = wrapping_add(sum, input);
         return sum;
       });

@@ -9,6 +9,24 @@ import signal
 import subprocess
 import traceback
 
+import ml_dtypes
+import numpy as np
+
+# The fixed-size datatypes of the identity_<type> models, with the numpy type of each.
+IDENTITY_TYPES = {
+    "BOOL": np.bool_, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32,
+    "UINT64": np.uint64, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32,
+    "INT64": np.int64, "FP16": np.float16, "BF16": ml_dtypes.bfloat16, "FP32": np.float32,
+    "FP64": np.float64,
+}
+
+
+def identity_values(name, rng):
+    """Random [2, 3] values of datatype `name`."""
+    if name == "BOOL":
+        return rng.standard_normal((2, 3)) > 0
+    return (rng.standard_normal((2, 3)) * 100).astype(IDENTITY_TYPES[name])
+
 
 def run(server_path, checks, make_clients, extra_args=()):
     server = subprocess.Popen([server_path, "--http-port", "0", "--grpc-port", "0",

@@ -7,7 +7,6 @@ Usage: tritonclient_grpc_test.py PATH/TO/oip-serve
 import queue
 import sys
 
-import ml_dtypes
 import numpy as np
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
@@ -72,21 +71,13 @@ def compression(client):
         assert np.array_equal(result.as_numpy("OUTPUT0"), 2 * a)
 
 
-IDENTITY_TYPES = {
-    "BOOL": np.bool_, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32,
-    "UINT64": np.uint64, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32,
-    "INT64": np.int64, "FP16": np.float16, "BF16": ml_dtypes.bfloat16, "FP32": np.float32,
-    "FP64": np.float64,
-}
 
 
 @check
 def every_identity_datatype(client):
     rng = np.random.default_rng(3)
-    for name, dtype in IDENTITY_TYPES.items():
-        values = (rng.standard_normal((2, 3)) * 100).astype(dtype)
-        if name == "BOOL":
-            values = rng.standard_normal((2, 3)) > 0
+    for name in oip_serve_runner.IDENTITY_TYPES:
+        values = oip_serve_runner.identity_values(name, rng)
         inputs = [grpcclient.InferInput("INPUT0", [2, 3], name)]
         inputs[0].set_data_from_numpy(values)
         got = client.infer("identity_" + name.lower(), inputs).as_numpy("OUTPUT0")
