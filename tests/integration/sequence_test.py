@@ -231,6 +231,19 @@ def rule_errors_over_both_transports(clients):
 
 
 @check
+def sequence_parameters_on_a_plain_model_are_ignored(clients):
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    for client, module in ((clients[0], httpclient), (clients[1], grpcclient)):
+        inputs = [module.InferInput("INPUT0", [1, 16], "INT32"),
+                  module.InferInput("INPUT1", [1, 16], "INT32")]
+        inputs[0].set_data_from_numpy(a)
+        inputs[1].set_data_from_numpy(a)
+        # No START for an id never seen: a sequence model would refuse it; `simple` has none.
+        result = client.infer("simple", inputs, sequence_id=31337, sequence_end=True)
+        assert np.array_equal(result.as_numpy("OUTPUT0"), 2 * a)
+
+
+@check
 def stream_error_keeps_the_stream_open(clients):
     client = clients[1]
     replies = queue.Queue()
