@@ -132,7 +132,10 @@ std::string encode_config(const model_config& config) {
         R"("state":[],"iterative_sequence":false}})",
         config.sequence.max_idle.count(), controls);
   } else if (config.dynamic_batching) {
-    out += R"(,"dynamic_batching":{})";
+    out += fmt::format(
+        R"(,"dynamic_batching":{{"preferred_batch_size":[],"max_queue_delay_microseconds":{},)"
+        R"("preserve_ordering":false}})",
+        config.batching.max_queue_delay.count());
   }
   return out + "}";
 }

@@ -5,8 +5,12 @@
 #include <oip/version.hpp>
 
 #include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -72,6 +76,225 @@ struct pending_inference {
   clock::time_point started;
 };
 
+// --- dynamic batching ----------------------------------------------------------------------------
+
+// A request waiting in a model's batch queue.
+struct batch_item {
+  std::shared_ptr<pending_inference> pending;
+  std::shared_ptr<inference_request> request;
+};
+
+// Whether two requests can run as one batch: the same inputs in the same order (names, datatypes,
+// dimensions past the batch dimension) and the same parameters.
+bool batchable_together(const inference_request& a, const inference_request& b) {
+  if (a.inputs.size() != b.inputs.size() || !(a.parameters == b.parameters)) return false;
+  for (std::size_t i = 0; i < a.inputs.size(); ++i) {
+    const tensor& x = a.inputs[i];
+    const tensor& y = b.inputs[i];
+    if (x.name() != y.name() || x.type() != y.type() || x.shape().size() != y.shape().size() ||
+        !std::equal(x.shape().begin() + 1, x.shape().end(), y.shape().begin() + 1)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The requests' inputs concatenated along the batch dimension (one copy of their bytes).
+result<inference_request> merge(const std::vector<batch_item>& items) {
+  inference_request merged;
+  merged.parameters = items.front().request->parameters;
+  const std::vector<tensor>& first = items.front().request->inputs;
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    std::size_t bytes = 0;
+    std::int64_t rows = 0;
+    for (const batch_item& item : items) {
+      bytes += item.request->inputs[i].data().size();
+      rows += item.request->inputs[i].shape()[0];
+    }
+    result<mutable_buffer> joined = mutable_buffer::allocate(bytes);
+    if (!joined) return std::move(joined).error();
+    std::size_t at = 0;
+    for (const batch_item& item : items) {
+      const buffer& part = item.request->inputs[i].data();
+      if (!part.empty()) std::memcpy(joined->data() + at, part.data(), part.size());
+      at += part.size();
+    }
+    shape_type shape = first[i].shape();
+    shape[0] = rows;
+    result<tensor> input =
+        tensor::make(first[i].name(), first[i].type(), std::move(shape), std::move(*joined));
+    if (!input) return std::move(input).error();
+    merged.inputs.push_back(std::move(*input));
+  }
+  return merged;
+}
+
+// Where each row of a tensor starts in its bytes, plus the end: fixed-size rows by arithmetic,
+// BYTES rows by walking the elements' length prefixes.
+std::vector<std::size_t> row_offsets(const tensor& t, std::uint64_t rows) {
+  std::vector<std::size_t> offsets(rows + 1, 0);
+  if (rows == 0) return offsets;
+  const std::uint64_t per_row = t.element_count() / rows;
+  if (t.type() != datatype::bytes) {
+    const std::size_t row_bytes = per_row * element_size(t.type());
+    for (std::uint64_t r = 0; r <= rows; ++r) offsets[r] = r * row_bytes;
+    return offsets;
+  }
+  std::size_t at = 0;
+  std::uint64_t element = 0;
+  for (std::string_view value : t.strings()) {
+    at += 4 + value.size();
+    if (++element % per_row == 0) offsets[element / per_row] = at;
+  }
+  return offsets;
+}
+
+// A batch's outputs split back, row for row, into one model_output per request (views, not
+// copies). Every output must have the batch's rows first.
+result<std::vector<model_output>> split(model_output&& batch, const std::vector<batch_item>& items,
+                                        std::string_view model_name) {
+  std::uint64_t total = 0;
+  for (const batch_item& item : items) total += item.pending->batch;
+  std::vector<model_output> parts(items.size());
+  for (model_output& part : parts) part.parameters = batch.parameters;
+  for (const tensor& t : batch.outputs) {
+    if (t.shape().empty() || t.shape()[0] != static_cast<std::int64_t>(total)) {
+      return status{errc::internal,
+                    fmt::format("model '{}' returned output '{}' of shape {} for a batch of {} "
+                                "rows",
+                                model_name, t.name(), to_string(t.shape()), total)};
+    }
+    const std::vector<std::size_t> offsets = row_offsets(t, total);
+    std::uint64_t row = 0;
+    for (std::size_t j = 0; j < items.size(); ++j) {
+      const std::uint64_t rows = items[j].pending->batch;
+      const std::size_t begin = offsets[row];
+      result<buffer> slice = t.data().slice(begin, offsets[row + rows] - begin);
+      if (!slice) return std::move(slice).error();
+      shape_type shape = t.shape();
+      shape[0] = static_cast<std::int64_t>(rows);
+      result<tensor> part = tensor::make(t.name(), t.type(), std::move(shape), std::move(*slice));
+      if (!part) return std::move(part).error();
+      part->parameters() = t.parameters();
+      parts[j].outputs.push_back(std::move(*part));
+      row += rows;
+    }
+  }
+  return parts;
+}
+
+// One model's batch queue. A thread forms batches: the longest run of compatible requests at the
+// front of the queue, up to `max_batch_size` rows, once an instance is free and either the batch
+// is full, the next request cannot join it, or the oldest has waited `max_queue_delay`. `run`
+// takes each batch (and must call `finished` once it completed).
+class batcher : public std::enable_shared_from_this<batcher> {
+ public:
+  // The batcher itself may be null when it is being destroyed meanwhile.
+  using run_function = std::function<void(std::shared_ptr<batcher>, std::vector<batch_item>)>;
+  using fail_function = std::function<void(const batch_item&, const status&)>;
+
+  batcher(const model_config& config, run_function run, fail_function fail)
+      : model_name_{config.name},
+        max_rows_{static_cast<std::uint64_t>(config.max_batch_size)},
+        settings_{config.batching},
+        run_{std::move(run)},
+        fail_{std::move(fail)},
+        thread_{[this] { loop(); }} {}
+  batcher(const batcher&) = delete;
+  batcher& operator=(const batcher&) = delete;
+  ~batcher() {
+    {
+      const std::lock_guard lock{mutex_};
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    // The last owner may be the batch a failed hand-off left on this very thread.
+    if (thread_.get_id() == std::this_thread::get_id()) {
+      thread_.detach();
+    } else {
+      thread_.join();
+    }
+    for (const batch_item& item : queue_) {
+      fail_(item, status{errc::unavailable,
+                         fmt::format("model '{}' stopped batching before the request ran",
+                                     model_name_)});
+    }
+  }
+
+  status enqueue(batch_item item) {
+    {
+      const std::lock_guard lock{mutex_};
+      if (queue_.size() >= settings_.max_queue_size) {
+        return status{errc::unavailable,
+                      fmt::format("the batch queue of model '{}' is full ({} requests waiting)",
+                                  model_name_, queue_.size())};
+      }
+      queue_.push_back(std::move(item));
+    }
+    wake_.notify_one();
+    return {};
+  }
+
+  void finished() {
+    {
+      const std::lock_guard lock{mutex_};
+      --running_;
+    }
+    wake_.notify_one();
+  }
+
+ private:
+  // How many requests at the front can run together, and whether the batch can still grow.
+  std::pair<std::size_t, bool> next_batch() const {
+    std::uint64_t rows = 0;
+    std::size_t count = 0;
+    for (const batch_item& item : queue_) {
+      if (count > 0 && !batchable_together(*queue_.front().request, *item.request)) {
+        return {count, false};
+      }
+      if (rows + item.pending->batch > max_rows_) return {count, false};
+      rows += item.pending->batch;
+      ++count;
+    }
+    return {count, rows < max_rows_};
+  }
+
+  void loop() {
+    std::unique_lock lock{mutex_};
+    while (!stopping_) {
+      if (queue_.empty() || running_ >= settings_.instances) {
+        wake_.wait(lock);
+        continue;
+      }
+      const auto [count, can_grow] = next_batch();
+      const clock::time_point deadline = queue_.front().pending->queued + settings_.max_queue_delay;
+      if (can_grow && clock::now() < deadline) {
+        wake_.wait_until(lock, deadline);
+        continue;
+      }
+      std::vector<batch_item> batch(std::make_move_iterator(queue_.begin()),
+                                    std::make_move_iterator(queue_.begin() + count));
+      queue_.erase(queue_.begin(), queue_.begin() + count);
+      ++running_;
+      lock.unlock();
+      run_(weak_from_this().lock(), std::move(batch));
+      lock.lock();
+    }
+  }
+
+  const std::string model_name_;
+  const std::uint64_t max_rows_;
+  const model_config::batching_settings settings_;
+  const run_function run_;
+  const fail_function fail_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<batch_item> queue_;
+  std::size_t running_ = 0;
+  bool stopping_ = false;
+  std::thread thread_;  // last: it starts once everything above is ready
+};
+
 }  // namespace
 
 struct inference_service::state : std::enable_shared_from_this<inference_service::state> {
@@ -79,46 +302,78 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   executor& workers;
   server_options options;
 
-  // The sequence manager of each sequence model instance, made on its first request. A manager
-  // holds its model weakly: an unloaded model is freed, and its manager goes with the next prune.
-  struct sequence_slot {
+  // What the service keeps per model instance, made on its first request: its sequence manager or
+  // its batch queue. Held with the instance weakly: an unloaded model is freed, and what it had
+  // here goes with the next prune.
+  struct model_extras {
     std::weak_ptr<model> instance;
-    std::shared_ptr<sequence_manager> manager;
+    std::shared_ptr<sequence_manager> sequences;
+    std::shared_ptr<batcher> batches;
   };
-  std::mutex sequences_mutex;
-  std::map<const model*, sequence_slot> sequences;
+  std::mutex extras_mutex;
+  std::map<const model*, model_extras> extras;
 
   state(model_repository& r, executor& w, server_options o)
       : repository{r}, workers{w}, options{std::move(o)} {
     if (options.version.empty()) options.version = std::string{oip::version_string};
   }
 
-  std::shared_ptr<sequence_manager> sequences_of(const model_lease& lease) {
+  // The extras of the lease's model, made by `make` when it has none yet.
+  template <class Make>
+  model_extras extras_of(const model_lease& lease, Make&& make) {
     const std::shared_ptr<model>& instance = lease.shared();
-    std::vector<std::shared_ptr<sequence_manager>> retired;  // destroyed outside the lock
-    const std::lock_guard lock{sequences_mutex};
-    if (const auto it = sequences.find(instance.get());
-        it != sequences.end() && it->second.instance.lock() == instance) {
-      return it->second.manager;
+    std::vector<model_extras> retired;  // destroyed outside the lock
+    const std::lock_guard lock{extras_mutex};
+    if (const auto it = extras.find(instance.get());
+        it != extras.end() && it->second.instance.lock() == instance) {
+      return it->second;
     }
-    for (auto it = sequences.begin(); it != sequences.end();) {
+    for (auto it = extras.begin(); it != extras.end();) {
       if (it->second.instance.expired() || it->first == instance.get()) {
-        retired.push_back(std::move(it->second.manager));
-        it = sequences.erase(it);
+        retired.push_back(std::move(it->second));
+        it = extras.erase(it);
       } else {
         ++it;
       }
     }
-    std::weak_ptr<model> weak = instance;
-    auto manager = std::make_shared<sequence_manager>(
-        instance->config().name, instance->config().sequence,
-        [weak](const sequence_id& id, std::any& sequence_state, sequence_release reason) {
-          if (const std::shared_ptr<model> m = weak.lock()) {
-            m->release_sequence(id, sequence_state, reason);
-          }
-        });
-    sequences.emplace(instance.get(), sequence_slot{weak, manager});
-    return manager;
+    model_extras made = make(std::weak_ptr<model>{instance});
+    extras.emplace(instance.get(), made);
+    return made;
+  }
+
+  std::shared_ptr<sequence_manager> sequences_of(const model_lease& lease) {
+    return extras_of(lease, [](std::weak_ptr<model> weak) {
+             const std::shared_ptr<model> m = weak.lock();
+             auto manager = std::make_shared<sequence_manager>(
+                 m->config().name, m->config().sequence,
+                 [weak](const sequence_id& id, std::any& sequence_state, sequence_release reason) {
+                   if (const std::shared_ptr<model> held = weak.lock()) {
+                     held->release_sequence(id, sequence_state, reason);
+                   }
+                 });
+             return model_extras{std::move(weak), std::move(manager), nullptr};
+           })
+        .sequences;
+  }
+
+  std::shared_ptr<batcher> batches_of(const model_lease& lease) {
+    std::weak_ptr<state> self = weak_from_this();
+    return extras_of(lease, [self](std::weak_ptr<model> weak) {
+             const std::shared_ptr<model> m = weak.lock();
+             auto queue = std::make_shared<batcher>(
+                 m->config(),
+                 [self](std::shared_ptr<batcher> owner, std::vector<batch_item> batch) {
+                   if (const std::shared_ptr<state> service = self.lock()) {
+                     return service->run_batch(owner, std::move(batch));
+                   }
+                   for (const batch_item& item : batch) {
+                     fail(item.pending, status{errc::unavailable, "the server is stopping"});
+                   }
+                 },
+                 [](const batch_item& item, const status& s) { fail(item.pending, s); });
+             return model_extras{std::move(weak), nullptr, std::move(queue)};
+           })
+        .batches;
   }
 
   void infer(model_lease lease, inference_request request, cancellation cancel, completion done,
@@ -145,7 +400,14 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     pending->lease = std::move(lease);
     auto request_ptr = std::make_shared<inference_request>(std::move(request));
 
-    if (!config.sequence_batching) return dispatch(pending, request_ptr, {});
+    if (!config.sequence_batching) {
+      if (config.dynamic_batching && config.max_batch_size > 0) {
+        status queued = batches_of(pending->lease)->enqueue({pending, request_ptr});
+        if (!queued.ok()) fail(pending, queued);
+        return;
+      }
+      return dispatch(pending, request_ptr, {});
+    }
     // Sequence parameters sent to a model without sequences are ignored, as in Triton.
     result<sequence_flags> flags =
         read_sequence_flags(request_ptr->parameters, options.bounds.max_string_id_length);
@@ -173,13 +435,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   void run(const std::shared_ptr<pending_inference>& pending, inference_request request,
            sequence_turn turn) {
     pending->started = clock::now();
-    if (pending->cancel.cancelled()) {
-      fail(pending,
-           status{errc::unavailable, pending->cancel.client_gone()
-                                         ? "the request was cancelled by the client"
-                                         : "the request's timeout expired before the model ran"});
-      return;
-    }
+    if (pending->cancel.cancelled()) return fail(pending, cancelled_before_running(pending->cancel));
     model& m = pending->lease.get();
     m.execute(inference_call{std::move(request), pending->lease.version(), pending->cancel,
                              [self = shared_from_this(), pending](result<model_output> outcome) {
@@ -188,7 +444,81 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
                              std::move(turn)});
   }
 
+  static status cancelled_before_running(const cancellation& cancel) {
+    return status{errc::unavailable, cancel.client_gone()
+                                         ? "the request was cancelled by the client"
+                                         : "the request's timeout expired before the model ran"};
+  }
+
+  // Hands a batch to a worker; the batcher learns when it completed.
+  void run_batch(const std::shared_ptr<batcher>& queue, std::vector<batch_item> batch) {
+    auto items = std::make_shared<std::vector<batch_item>>(std::move(batch));
+    status submitted = workers.submit(
+        [self = shared_from_this(), queue, items] { self->execute_batch(queue, *items); });
+    if (submitted.ok()) return;
+    for (const batch_item& item : *items) fail(item.pending, submitted);
+    if (queue) queue->finished();
+  }
+
+  // One execution for the batch's requests still wanted: a lone request runs as it came, several
+  // run merged, and the outputs are split back.
+  static void execute_batch(const std::shared_ptr<batcher>& queue,
+                            std::vector<batch_item>& batch) {
+    const clock::time_point started = clock::now();
+    auto items = std::make_shared<std::vector<batch_item>>();
+    for (batch_item& item : batch) {
+      item.pending->started = started;
+      if (item.pending->cancel.cancelled()) {
+        fail(item.pending, cancelled_before_running(item.pending->cancel));
+      } else {
+        items->push_back(std::move(item));
+      }
+    }
+    if (items->empty()) {
+      if (queue) queue->finished();
+      return;
+    }
+    const model_lease& lease = items->front().pending->lease;
+    model& m = lease.get();
+    inference_call::completion done = [queue, items](result<model_output> outcome) {
+      complete_batch(*items, std::move(outcome));
+      if (queue) queue->finished();
+    };
+    if (items->size() == 1) {
+      const batch_item& only = items->front();
+      m.execute(inference_call{std::move(*only.request), lease.version(), only.pending->cancel,
+                               std::move(done)});
+      return;
+    }
+    result<inference_request> merged = merge(*items);
+    if (!merged) {
+      for (const batch_item& item : *items) fail(item.pending, merged.error());
+      if (queue) queue->finished();
+      return;
+    }
+    m.execute(inference_call{std::move(*merged), lease.version(), cancellation{}, std::move(done)});
+  }
+
+  static void complete_batch(const std::vector<batch_item>& items, result<model_output> outcome) {
+    if (items.size() == 1) return complete(items.front().pending, std::move(outcome));
+    if (!outcome) {
+      for (const batch_item& item : items) fail(item.pending, outcome.error());
+      return;
+    }
+    const model_config& config = items.front().pending->lease.get().config();
+    result<std::vector<model_output>> parts = split(std::move(*outcome), items, config.name);
+    if (!parts) {
+      for (const batch_item& item : items) fail(item.pending, parts.error());
+      return;
+    }
+    // One execution for the whole batch; each request counts its own rows.
+    for (std::size_t j = 0; j < items.size(); ++j) {
+      complete(items[j].pending, std::move((*parts)[j]), j == 0);
+    }
+  }
+
   static void fail(const std::shared_ptr<pending_inference>& pending, const status& s) {
+
     completion done = std::move(pending->done);
     if (!done) return;
     record_failure(pending->lease, pending->received);
@@ -196,7 +526,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   }
 
   static void complete(const std::shared_ptr<pending_inference>& pending,
-                       result<model_output> outcome) {
+                       result<model_output> outcome, bool counts_execution = true) {
     const clock::time_point computed = clock::now();
     if (!outcome) return fail(pending, outcome.error());
     const model_config& config = pending->lease.get().config();
@@ -208,7 +538,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
 
     model_statistics& stats = pending->lease.statistics();
     const clock::time_point made = clock::now();
-    stats.execution_count.fetch_add(1, std::memory_order_relaxed);
+    if (counts_execution) stats.execution_count.fetch_add(1, std::memory_order_relaxed);
     stats.inference_count.fetch_add(pending->batch, std::memory_order_relaxed);
     stats.last_inference_ms.store(
         static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -35,6 +35,7 @@ and gRPC.
   --max-body-bytes N     largest request body (default 268435456)
   --server-name NAME     name reported by server metadata (default oip)
   --models A,B,...       models to load (default: all)
+  --no-dynamic-batching  run the classifier's requests one by one (for comparisons)
   --help                 this text
 )";
 
@@ -44,6 +45,7 @@ struct options {
   oip::executor_options executor;
   oip::server_options server;
   std::set<std::string> models;
+  bool dynamic_batching = true;
 };
 
 bool parse_number(const char* text, std::size_t& out) {
@@ -61,6 +63,10 @@ int parse(int argc, char** argv, options& o, bool& help) {
     if (flag == "--help" || flag == "-h") {
       help = true;
       return 0;
+    }
+    if (flag == "--no-dynamic-batching") {
+      o.dynamic_batching = false;
+      continue;
     }
     if (i + 1 >= argc) {
       std::cerr << "oip-serve: " << flag << " needs a value (see --help)\n";
@@ -119,7 +125,7 @@ int main(int argc, char** argv) {
 
   oip::model_repository repository;
   std::string loaded;
-  for (std::shared_ptr<oip::model>& m : oip_serve::reference_models()) {
+  for (std::shared_ptr<oip::model>& m : oip_serve::reference_models(o.dynamic_batching)) {
     const std::string name = m->config().name;
     if (!o.models.empty() && !o.models.contains(name)) continue;
     if (oip::status s = repository.add(std::move(m)); !s.ok()) {

@@ -41,8 +41,20 @@ struct model_config {
   oip::parameters properties;
   /// Class labels per output name, for the classification extension.
   std::vector<std::pair<std::string, std::vector<std::string>>> labels;
-  /// Shown by the config route, where perf_analyzer reads them to choose its mode.
+  /// Dynamic batching (for a model with `max_batch_size` > 0): requests wait in a per-model queue
+  /// and are merged along the batch dimension into one execution of up to `max_batch_size` rows,
+  /// and the outputs split back, row for row. Also shown by the config route, where perf_analyzer
+  /// reads it to choose its mode.
   bool dynamic_batching = false;
+  /// The batcher's settings, used when `dynamic_batching` is set.
+  struct batching_settings {
+    /// How long the oldest queued request may wait for others before its batch runs anyway.
+    std::chrono::microseconds max_queue_delay{100};
+    /// Requests waiting in the queue; one more is a 503.
+    std::size_t max_queue_size = 1024;
+    /// Batches of this model running at once (Triton's instance count).
+    std::size_t instances = 1;
+  } batching;
   /// A stateful model: requests carry `sequence_id`/`sequence_start`/`sequence_end`, run one at a
   /// time per sequence in arrival order, and see their `sequence_step`
   /// (`inference_call::sequence`).

@@ -108,7 +108,8 @@ void to_message(const model_config& config, inference::ModelConfig& out) {
       }
     }
   } else if (config.dynamic_batching) {
-    out.mutable_dynamic_batching();
+    out.mutable_dynamic_batching()->set_max_queue_delay_microseconds(
+        static_cast<std::uint64_t>(config.batching.max_queue_delay.count()));
   }
 }
 

@@ -1,0 +1,238 @@
+#include <oip/http_handler.hpp>
+#include <oip/inference_service.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <future>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+using namespace std::chrono_literals;
+
+namespace {
+
+// IN FP32 [-1] and TAG BYTES [1] per row → OUT = 2 × IN, TAG echoed; records each execution's
+// batch size, and can hold executions until released.
+class doubler : public oip::model {
+ public:
+  explicit doubler(oip::model_config::batching_settings settings, bool wrong_rows = false)
+      : wrong_rows_{wrong_rows} {
+    config_.name = "doubler";
+    config_.max_batch_size = 8;
+    config_.inputs = {{"IN", oip::datatype::fp32, {-1}, {}}, {"TAG", oip::datatype::bytes, {1}, {}}};
+    config_.outputs = {{"OUT", oip::datatype::fp32, {-1}, {}},
+                       {"TAG", oip::datatype::bytes, {1}, {}}};
+    config_.dynamic_batching = true;
+    config_.batching = settings;
+  }
+  [[nodiscard]] const oip::model_config& config() const noexcept override { return config_; }
+
+  void execute(oip::inference_call call) override {
+    {
+      std::unique_lock lock{mutex_};
+      released_.wait(lock, [&] { return open_; });
+      batches.push_back(call.request().inputs[0].shape()[0]);
+    }
+    const oip::tensor& in = call.request().inputs[0];
+    std::vector<float> out(in.element_count());
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = 2 * in.at<float>(i);
+    oip::shape_type shape = in.shape();
+    if (wrong_rows_) {  // one row too many
+      shape[0] += 1;
+      out.resize(out.size() + static_cast<std::size_t>(shape[1]));
+    }
+    const oip::tensor& tags = call.request().inputs[1];
+    oip::model_output result;
+    result.outputs.push_back(*oip::tensor::from_values<float>("OUT", shape, out));
+    result.outputs.push_back(*oip::tensor::make("TAG", tags.type(), tags.shape(), tags.data()));
+    call.finish(std::move(result));
+  }
+
+  void hold() {
+    const std::lock_guard lock{mutex_};
+    open_ = false;
+  }
+  void release() {
+    {
+      const std::lock_guard lock{mutex_};
+      open_ = true;
+    }
+    released_.notify_all();
+  }
+
+  std::vector<std::int64_t> batches;  // read after the requests finished
+  std::mutex mutex_;
+
+ private:
+  oip::model_config config_;
+  bool wrong_rows_;
+  std::condition_variable released_;
+  bool open_ = true;
+};
+
+struct service_fixture {
+  explicit service_fixture(std::shared_ptr<doubler> m) : model{std::move(m)} {
+    REQUIRE(models.add(model).ok());
+  }
+  std::shared_ptr<doubler> model;
+  oip::model_repository models;
+  oip::executor workers{oip::executor_options{4, 1024}};
+  oip::inference_service service{models, workers};
+
+  // Sends rows × width values (row r of request `tag` holds tag*1000 + r*width + column).
+  std::future<oip::result<oip::inference_response>> send(int tag, std::int64_t rows,
+                                                          std::int64_t width) {
+    oip::inference_request r;
+    r.id = std::to_string(tag);
+    std::vector<float> values(static_cast<std::size_t>(rows * width));
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(tag * 1000 + i);
+    r.inputs.push_back(*oip::tensor::from_values<float>("IN", {rows, width}, values));
+    std::vector<std::string> tags(static_cast<std::size_t>(rows));
+    for (std::int64_t i = 0; i < rows; ++i) tags[i] = fmt_tag(tag, i);
+    std::vector<std::string_view> views(tags.begin(), tags.end());
+    r.inputs.push_back(*oip::tensor::from_strings("TAG", {rows, 1}, views));
+    auto promise = std::make_shared<std::promise<oip::result<oip::inference_response>>>();
+    auto future = promise->get_future();
+    oip::result<oip::model_lease> lease = service.acquire("doubler", std::nullopt);
+    REQUIRE(lease);
+    service.infer(std::move(*lease), std::move(r), {},
+                  [promise](oip::result<oip::inference_response> response) {
+                    promise->set_value(std::move(response));
+                  });
+    return future;
+  }
+
+  static std::string fmt_tag(int tag, std::int64_t row) {
+    return "request " + std::to_string(tag) + " row " + std::to_string(row);
+  }
+
+  // Checks that a response holds exactly its own request's rows.
+  static void check_own_rows(const oip::inference_response& response, int tag, std::int64_t rows,
+                             std::int64_t width) {
+    REQUIRE(response.outputs.size() == 2);
+    const oip::tensor& out = response.outputs[0];
+    CHECK(out.shape() == oip::shape_type{rows, width});
+    for (std::size_t i = 0; i < out.element_count(); ++i) {
+      CHECK(out.at<float>(i) == 2 * static_cast<float>(tag * 1000 + i));
+    }
+    std::int64_t row = 0;
+    for (std::string_view t : response.outputs[1].strings()) CHECK(t == fmt_tag(tag, row++));
+    CHECK(row == rows);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("concurrent requests of random shapes are merged and split back exactly") {
+  service_fixture f{std::make_shared<doubler>(oip::model_config::batching_settings{2ms, 1024, 1})};
+  std::mt19937 rng{5};
+  std::uniform_int_distribution<std::int64_t> rows{1, 3};
+  std::uniform_int_distribution<std::int64_t> width{2, 3};  // two widths: two kinds of batch
+  struct sent {
+    int tag;
+    std::int64_t rows;
+    std::int64_t width;
+    std::future<oip::result<oip::inference_response>> reply;
+  };
+  std::vector<sent> all;
+  std::mutex mutex;
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 4; ++c) {
+    std::vector<std::pair<std::int64_t, std::int64_t>> shapes;
+    for (int i = 0; i < 50; ++i) shapes.emplace_back(rows(rng), width(rng));
+    clients.emplace_back([&, c, shapes] {
+      for (int i = 0; i < 50; ++i) {
+        const int tag = c * 100 + i;
+        auto reply = f.send(tag, shapes[i].first, shapes[i].second);
+        const std::lock_guard lock{mutex};
+        all.push_back({tag, shapes[i].first, shapes[i].second, std::move(reply)});
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  std::int64_t total_rows = 0;
+  for (sent& s : all) {
+    oip::result<oip::inference_response> r = s.reply.get();
+    REQUIRE(r);
+    CHECK(r->id == std::to_string(s.tag));
+    service_fixture::check_own_rows(*r, s.tag, s.rows, s.width);
+    total_rows += s.rows;
+  }
+  std::int64_t executed_rows = 0;
+  for (std::int64_t b : f.model->batches) {
+    CHECK(b <= 8);
+    executed_rows += b;
+  }
+  CHECK(executed_rows == total_rows);
+  CHECK(f.model->batches.size() < all.size());  // some requests shared an execution
+  const std::vector<oip::statistics_snapshot> stats = *f.service.statistics("doubler", {});
+  CHECK(stats[0].inference_count == static_cast<std::uint64_t>(total_rows));
+  CHECK(stats[0].execution_count == f.model->batches.size());
+  CHECK(stats[0].success.count == all.size());
+}
+
+TEST_CASE("a lone request waits at most the queue delay; a full batch runs at once") {
+  service_fixture f{
+      std::make_shared<doubler>(oip::model_config::batching_settings{150ms, 1024, 1})};
+  const auto began = std::chrono::steady_clock::now();
+  REQUIRE(f.send(1, 1, 2).get());
+  const auto waited = std::chrono::steady_clock::now() - began;
+  CHECK(waited >= 140ms);
+  CHECK(waited < 5s);
+
+  const auto full_began = std::chrono::steady_clock::now();
+  std::vector<std::future<oip::result<oip::inference_response>>> replies;
+  for (int i = 0; i < 4; ++i) replies.push_back(f.send(10 + i, 2, 2));  // 8 rows: full
+  for (auto& r : replies) REQUIRE(r.get());
+  CHECK(std::chrono::steady_clock::now() - full_began < 140ms);
+  const std::lock_guard lock{f.model->mutex_};
+  CHECK(f.model->batches.back() == 8);
+}
+
+TEST_CASE("the batch queue is bounded: a 503 when it is full") {
+  service_fixture f{std::make_shared<doubler>(oip::model_config::batching_settings{0ms, 2, 1})};
+  f.model->hold();
+  auto running = f.send(1, 8, 2);  // a full batch: taken at once, then held in the model
+  std::this_thread::sleep_for(50ms);  // the batcher hands it over; the queue is empty again
+  auto queued_a = f.send(2, 8, 2);
+  auto queued_b = f.send(3, 8, 2);
+  oip::result<oip::inference_response> refused = f.send(4, 8, 2).get();
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().http_status() == 503);
+  CHECK(refused.error().message() ==
+        "the batch queue of model 'doubler' is full (2 requests waiting)");
+  f.model->release();
+  CHECK(running.get());
+  CHECK(queued_a.get());
+  CHECK(queued_b.get());
+}
+
+TEST_CASE("a model that returns the wrong number of rows fails the whole batch with a 500") {
+  service_fixture f{
+      std::make_shared<doubler>(oip::model_config::batching_settings{50ms, 1024, 1}, true)};
+  auto a = f.send(1, 1, 2);
+  auto b = f.send(2, 1, 2);
+  for (auto* reply : {&a, &b}) {
+    oip::result<oip::inference_response> r = reply->get();
+    REQUIRE_FALSE(r);
+    CHECK(r.error().http_status() == 500);
+    CHECK(r.error().message().find("for a batch of 2 rows") != std::string::npos);
+  }
+}
+
+TEST_CASE("the configuration route shows the batcher, where perf_analyzer looks for it") {
+  service_fixture f{std::make_shared<doubler>(oip::model_config::batching_settings{2ms, 16, 1})};
+  oip::http_handler handler{f.service};
+  const oip::http_response reply = handler.handle({"GET", "/v2/models/doubler/config", {}, {}});
+  CHECK(reply.status == 200);
+  CHECK(reply.body().find(R"("dynamic_batching":{"preferred_batch_size":[],)"
+                          R"("max_queue_delay_microseconds":2000,"preserve_ordering":false})") !=
+        std::string::npos);
+}
