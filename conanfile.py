@@ -11,9 +11,10 @@ class OipConan(ConanFile):
     topics = ("inference", "kserve", "triton", "open-inference-protocol")
     settings = "os", "arch", "compiler", "build_type"
     options = {"shared": [True, False], "fPIC": [True, False], "with_xtensor": [True, False],
-               "with_http": [True, False]}
-    default_options = {"shared": False, "fPIC": True, "with_xtensor": True, "with_http": True}
-    exports_sources = "CMakeLists.txt", "cmake/*", "include/*", "src/*", "LICENSE"
+               "with_http": [True, False], "with_grpc": [True, False]}
+    default_options = {"shared": False, "fPIC": True, "with_xtensor": True, "with_http": True,
+                       "with_grpc": True}
+    exports_sources = "CMakeLists.txt", "cmake/*", "include/*", "src/*", "proto/*", "LICENSE"
 
     # On Debian these resolve to the system packages through the profile's [platform_requires]
     # (conan/profiles/debian12); elsewhere, to Conan Center's.
@@ -45,6 +46,9 @@ class OipConan(ConanFile):
         # Boost.Beast is header-only: the oip::http component builds against Debian's
         # libboost1.81-dev, found by its own CMake config.
         toolchain.cache_variables["OIP_WITH_HTTP"] = bool(self.options.with_http)
+        # grpc++ and protobuf likewise come from Debian (libgrpc++-dev, protobuf-compiler-grpc),
+        # found by their own CMake config and module.
+        toolchain.cache_variables["OIP_WITH_GRPC"] = bool(self.options.with_grpc)
         toolchain.cache_variables["OIP_REQUIRE_ALL_COMPONENTS"] = True
         toolchain.generate()
         CMakeDeps(self).generate()
@@ -93,3 +97,10 @@ class OipConan(ConanFile):
             http.set_property("cmake_target_name", "oip::http")
             http.libs = ["oip_http"]
             http.requires = ["core"]
+
+        if self.options.with_grpc:
+            grpc = self.cpp_info.components["grpc"]
+            grpc.set_property("cmake_target_name", "oip::grpc")
+            grpc.libs = ["oip_grpc"]
+            grpc.requires = ["core"]
+            grpc.system_libs = ["grpc++", "grpc", "gpr", "protobuf"]
