@@ -186,44 +186,29 @@ result<std::vector<model_output>> split(model_output&& batch, const std::vector<
 // One model's batch queue. A thread forms batches: the longest run of compatible requests at the
 // front of the queue, up to `max_batch_size` rows, once an instance is free and either the batch
 // is full, the next request cannot join it, or the oldest has waited `max_queue_delay`. `run`
-// takes each batch (and must call `finished` once it completed).
-class batcher : public std::enable_shared_from_this<batcher> {
+// takes each batch and must call `finished` once it completed. The thread holds the queue, so
+// the queue outlives its `batcher` handle for as long as the thread still runs.
+class batch_queue {
  public:
-  // The batcher itself may be null when it is being destroyed meanwhile.
-  using run_function = std::function<void(std::shared_ptr<batcher>, std::vector<batch_item>)>;
+  using run_function = std::function<void(std::shared_ptr<batch_queue>, std::vector<batch_item>)>;
   using fail_function = std::function<void(const batch_item&, const status&)>;
 
-  batcher(const model_config& config, run_function run, fail_function fail)
+  batch_queue(const model_config& config, run_function run, fail_function fail)
       : model_name_{config.name},
         max_rows_{static_cast<std::uint64_t>(config.max_batch_size)},
         settings_{config.batching},
         run_{std::move(run)},
-        fail_{std::move(fail)},
-        thread_{[this] { loop(); }} {}
-  batcher(const batcher&) = delete;
-  batcher& operator=(const batcher&) = delete;
-  ~batcher() {
-    {
-      const std::lock_guard lock{mutex_};
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    // The last owner may be the batch a failed hand-off left on this very thread.
-    if (thread_.get_id() == std::this_thread::get_id()) {
-      thread_.detach();
-    } else {
-      thread_.join();
-    }
-    for (const batch_item& item : queue_) {
-      fail_(item, status{errc::unavailable,
-                         fmt::format("model '{}' stopped batching before the request ran",
-                                     model_name_)});
-    }
+        fail_{std::move(fail)} {
+    settings_.instances = std::max<std::size_t>(settings_.instances, 1);
   }
 
   status enqueue(batch_item item) {
     {
       const std::lock_guard lock{mutex_};
+      if (stopping_) {
+        return status{errc::unavailable,
+                      fmt::format("model '{}' is no longer taking requests", model_name_)};
+      }
       if (queue_.size() >= settings_.max_queue_size) {
         return status{errc::unavailable,
                       fmt::format("the batch queue of model '{}' is full ({} requests waiting)",
@@ -243,23 +228,24 @@ class batcher : public std::enable_shared_from_this<batcher> {
     wake_.notify_one();
   }
 
- private:
-  // How many requests at the front can run together, and whether the batch can still grow.
-  std::pair<std::size_t, bool> next_batch() const {
-    std::uint64_t rows = 0;
-    std::size_t count = 0;
-    for (const batch_item& item : queue_) {
-      if (count > 0 && !batchable_together(*queue_.front().request, *item.request)) {
-        return {count, false};
-      }
-      if (rows + item.pending->batch > max_rows_) return {count, false};
-      rows += item.pending->batch;
-      ++count;
+  // Stops forming batches and answers what still waits.
+  void stop() {
+    std::deque<batch_item> left;
+    {
+      const std::lock_guard lock{mutex_};
+      stopping_ = true;
+      left.swap(queue_);
     }
-    return {count, rows < max_rows_};
+    wake_.notify_all();
+    for (const batch_item& item : left) {
+      fail_(item,
+            status{errc::unavailable,
+                   fmt::format("model '{}' stopped batching before the request ran", model_name_)});
+    }
   }
 
-  void loop() {
+  // The batching thread's body; `self` is this queue.
+  void loop(const std::shared_ptr<batch_queue>& self) {
     std::unique_lock lock{mutex_};
     while (!stopping_) {
       if (queue_.empty() || running_ >= settings_.instances) {
@@ -277,14 +263,30 @@ class batcher : public std::enable_shared_from_this<batcher> {
       queue_.erase(queue_.begin(), queue_.begin() + count);
       ++running_;
       lock.unlock();
-      run_(weak_from_this().lock(), std::move(batch));
+      run_(self, std::move(batch));
       lock.lock();
     }
   }
 
+ private:
+  // How many requests at the front can run together, and whether the batch can still grow.
+  std::pair<std::size_t, bool> next_batch() const {
+    std::uint64_t rows = 0;
+    std::size_t count = 0;
+    for (const batch_item& item : queue_) {
+      if (count > 0 && !batchable_together(*queue_.front().request, *item.request)) {
+        return {count, false};
+      }
+      if (rows + item.pending->batch > max_rows_) return {count, false};
+      rows += item.pending->batch;
+      ++count;
+    }
+    return {count, rows < max_rows_};
+  }
+
   const std::string model_name_;
   const std::uint64_t max_rows_;
-  const model_config::batching_settings settings_;
+  model_config::batching_settings settings_;
   const run_function run_;
   const fail_function fail_;
   std::mutex mutex_;
@@ -292,7 +294,29 @@ class batcher : public std::enable_shared_from_this<batcher> {
   std::deque<batch_item> queue_;
   std::size_t running_ = 0;
   bool stopping_ = false;
-  std::thread thread_;  // last: it starts once everything above is ready
+};
+
+// A batch queue and its thread: destroying it stops the queue and waits for the thread (or lets
+// it finish on its own when the last owner is that very thread).
+class batcher {
+ public:
+  explicit batcher(std::shared_ptr<batch_queue> queue)
+      : queue_{std::move(queue)}, thread_{[queue = queue_] { queue->loop(queue); }} {}
+  batcher(const batcher&) = delete;
+  batcher& operator=(const batcher&) = delete;
+  ~batcher() {
+    queue_->stop();
+    if (thread_.get_id() == std::this_thread::get_id()) {
+      thread_.detach();  // the thread holds the queue and ends once this returns
+    } else {
+      thread_.join();
+    }
+  }
+  [[nodiscard]] status enqueue(batch_item item) { return queue_->enqueue(std::move(item)); }
+
+ private:
+  std::shared_ptr<batch_queue> queue_;
+  std::thread thread_;
 };
 
 }  // namespace
@@ -342,37 +366,43 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   }
 
   std::shared_ptr<sequence_manager> sequences_of(const model_lease& lease) {
-    return extras_of(lease, [](std::weak_ptr<model> weak) {
-             const std::shared_ptr<model> m = weak.lock();
-             auto manager = std::make_shared<sequence_manager>(
-                 m->config().name, m->config().sequence,
-                 [weak](const sequence_id& id, std::any& sequence_state, sequence_release reason) {
-                   if (const std::shared_ptr<model> held = weak.lock()) {
-                     held->release_sequence(id, sequence_state, reason);
-                   }
-                 });
-             return model_extras{std::move(weak), std::move(manager), nullptr};
-           })
+    return extras_of(lease,
+                     [](std::weak_ptr<model> weak) {
+                       const std::shared_ptr<model> m = weak.lock();
+                       auto manager = std::make_shared<sequence_manager>(
+                           m->config().name, m->config().sequence,
+                           [weak](const sequence_id& id, std::any& sequence_state,
+                                  sequence_release reason) {
+                             if (const std::shared_ptr<model> held = weak.lock()) {
+                               held->release_sequence(id, sequence_state, reason);
+                             }
+                           });
+                       return model_extras{std::move(weak), std::move(manager), nullptr};
+                     })
         .sequences;
   }
 
   std::shared_ptr<batcher> batches_of(const model_lease& lease) {
     std::weak_ptr<state> self = weak_from_this();
-    return extras_of(lease, [self](std::weak_ptr<model> weak) {
-             const std::shared_ptr<model> m = weak.lock();
-             auto queue = std::make_shared<batcher>(
-                 m->config(),
-                 [self](std::shared_ptr<batcher> owner, std::vector<batch_item> batch) {
-                   if (const std::shared_ptr<state> service = self.lock()) {
-                     return service->run_batch(owner, std::move(batch));
-                   }
-                   for (const batch_item& item : batch) {
-                     fail(item.pending, status{errc::unavailable, "the server is stopping"});
-                   }
-                 },
-                 [](const batch_item& item, const status& s) { fail(item.pending, s); });
-             return model_extras{std::move(weak), nullptr, std::move(queue)};
-           })
+    return extras_of(
+               lease,
+               [self](std::weak_ptr<model> weak) {
+                 const std::shared_ptr<model> m = weak.lock();
+                 auto queue = std::make_shared<batch_queue>(
+                     m->config(),
+                     [self](std::shared_ptr<batch_queue> owner, std::vector<batch_item> batch) {
+                       if (const std::shared_ptr<state> service = self.lock()) {
+                         return service->run_batch(owner, std::move(batch));
+                       }
+                       for (const batch_item& item : batch) {
+                         fail(item.pending, status{errc::unavailable, "the server is stopping"});
+                       }
+                       owner->finished();
+                     },
+                     [](const batch_item& item, const status& s) { fail(item.pending, s); });
+                 return model_extras{std::move(weak), nullptr,
+                                     std::make_shared<batcher>(std::move(queue))};
+               })
         .batches;
   }
 
@@ -435,7 +465,8 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   void run(const std::shared_ptr<pending_inference>& pending, inference_request request,
            sequence_turn turn) {
     pending->started = clock::now();
-    if (pending->cancel.cancelled()) return fail(pending, cancelled_before_running(pending->cancel));
+    if (pending->cancel.cancelled())
+      return fail(pending, cancelled_before_running(pending->cancel));
     model& m = pending->lease.get();
     m.execute(inference_call{std::move(request), pending->lease.version(), pending->cancel,
                              [self = shared_from_this(), pending](result<model_output> outcome) {
@@ -451,18 +482,18 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   }
 
   // Hands a batch to a worker; the batcher learns when it completed.
-  void run_batch(const std::shared_ptr<batcher>& queue, std::vector<batch_item> batch) {
+  void run_batch(const std::shared_ptr<batch_queue>& queue, std::vector<batch_item> batch) {
     auto items = std::make_shared<std::vector<batch_item>>(std::move(batch));
     status submitted = workers.submit(
         [self = shared_from_this(), queue, items] { self->execute_batch(queue, *items); });
     if (submitted.ok()) return;
     for (const batch_item& item : *items) fail(item.pending, submitted);
-    if (queue) queue->finished();
+    queue->finished();
   }
 
   // One execution for the batch's requests still wanted: a lone request runs as it came, several
   // run merged, and the outputs are split back.
-  static void execute_batch(const std::shared_ptr<batcher>& queue,
+  static void execute_batch(const std::shared_ptr<batch_queue>& queue,
                             std::vector<batch_item>& batch) {
     const clock::time_point started = clock::now();
     auto items = std::make_shared<std::vector<batch_item>>();
@@ -475,14 +506,14 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
       }
     }
     if (items->empty()) {
-      if (queue) queue->finished();
+      queue->finished();
       return;
     }
     const model_lease& lease = items->front().pending->lease;
     model& m = lease.get();
     inference_call::completion done = [queue, items](result<model_output> outcome) {
       complete_batch(*items, std::move(outcome));
-      if (queue) queue->finished();
+      queue->finished();
     };
     if (items->size() == 1) {
       const batch_item& only = items->front();
@@ -493,7 +524,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     result<inference_request> merged = merge(*items);
     if (!merged) {
       for (const batch_item& item : *items) fail(item.pending, merged.error());
-      if (queue) queue->finished();
+      queue->finished();
       return;
     }
     m.execute(inference_call{std::move(*merged), lease.version(), cancellation{}, std::move(done)});
@@ -518,7 +549,6 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   }
 
   static void fail(const std::shared_ptr<pending_inference>& pending, const status& s) {
-
     completion done = std::move(pending->done);
     if (!done) return;
     record_failure(pending->lease, pending->received);

@@ -1,5 +1,7 @@
 #include <oip/model.hpp>
 
+#include <atomic>
+
 namespace oip {
 
 namespace detail {
@@ -9,20 +11,20 @@ struct call_state {
   cancellation cancel;
   inference_call::completion done;
   sequence_turn turn;
-  bool finished = false;
+  std::atomic<bool> finished{false};  // a model may race two threads to finish
 };
 }  // namespace detail
 
 inference_call::inference_call(inference_request request, std::uint64_t version,
                                cancellation cancel, completion done, sequence_turn turn)
-    : state_{std::make_unique<detail::call_state>(detail::call_state{
-          std::move(request), version, std::move(cancel), std::move(done), std::move(turn)})} {}
+    : state_{new detail::call_state{std::move(request), version, std::move(cancel), std::move(done),
+                                    std::move(turn)}} {}
 
 inference_call::inference_call(inference_call&&) noexcept = default;
 
 inference_call& inference_call::operator=(inference_call&& other) noexcept {
   if (this != &other) {
-    if (state_ && !state_->finished) {
+    if (state_ && !state_->finished.load()) {
       finish(status{errc::internal, "the model returned no result"});
     }
     state_ = std::move(other.state_);
@@ -31,7 +33,8 @@ inference_call& inference_call::operator=(inference_call&& other) noexcept {
 }
 
 inference_call::~inference_call() {
-  if (state_ && !state_->finished) finish(status{errc::internal, "the model returned no result"});
+  if (state_ && !state_->finished.load())
+    finish(status{errc::internal, "the model returned no result"});
 }
 
 const inference_request& inference_call::request() const noexcept { return state_->request; }
@@ -46,8 +49,7 @@ const sequence_step* inference_call::sequence() const noexcept {
 }
 
 void inference_call::finish(result<model_output> outcome) {
-  if (!state_ || state_->finished) return;
-  state_->finished = true;
+  if (!state_ || state_->finished.exchange(true)) return;
   // The completion may release the last reference to the model: nothing of `this` is used after.
   // The reply is made before the sequence's next request may run, which keeps replies in order.
   completion done = std::move(state_->done);

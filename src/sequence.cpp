@@ -120,43 +120,59 @@ struct sequence_table : std::enable_shared_from_this<sequence_table> {
   }
 
   void finish_turn(const std::shared_ptr<sequence_entry>& entry, const sequence_step& step) {
-    std::any released;
+    if (step.end) release_held(entry, sequence_release::ended);
+    hand_over(entry, step.end);
+  }
+
+  // Lets the model go of a sequence's state while the sequence still holds its turn, so that no
+  // request of the same id (a new START) runs alongside the release.
+  void release_held(const std::shared_ptr<sequence_entry>& entry, sequence_release reason) {
+    std::any released = std::move(entry->state);
+    entry->state.reset();
+    tell(entry->id, released, reason);
+  }
+
+  // Gives the turn to the sequence's next waiting request, or frees it (and, once the sequence is
+  // over, forgets the sequence).
+  void hand_over(const std::shared_ptr<sequence_entry>& entry, bool over) {
     std::optional<waiting_request> next;
     {
       const std::lock_guard lock{mutex};
       entry->last_used = clock::now();
-      if (step.end) {
-        released = std::move(entry->state);
-        entry->state.reset();
-        if (entry->waiting.empty()) {
+      if (!entry->waiting.empty()) {
+        next = std::move(entry->waiting.front());
+        entry->waiting.pop_front();
+      } else {
+        entry->running = false;
+        if (over) {
           const auto it = entries.find(key_of(entry->id));
           if (it != entries.end() && it->second == entry) entries.erase(it);
         }
       }
-      if (entry->waiting.empty()) {
-        entry->running = false;
-      } else {
-        next = std::move(entry->waiting.front());
-        entry->waiting.pop_front();
-      }
     }
-    tell(entry->id, released, sequence_release::ended);
     if (next) start(entry, *next);
   }
 
-  std::vector<std::pair<sequence_id, std::any>> take_idle(clock::time_point now, bool all) {
-    std::vector<std::pair<sequence_id, std::any>> taken;
-    const std::lock_guard lock{mutex};
-    for (auto it = entries.begin(); it != entries.end();) {
-      sequence_entry& e = *it->second;
-      if (!e.running && e.waiting.empty() && (all || now - e.last_used > config.max_idle)) {
-        taken.emplace_back(e.id, std::move(e.state));
-        it = entries.erase(it);
-      } else {
-        ++it;
+  // Releases the sequences idle past `max_idle` (every idle one when `all`), each while holding
+  // its turn: a request arriving meanwhile must START anew and waits for the release to end.
+  std::size_t release_idle(clock::time_point now, bool all, sequence_release reason) {
+    std::vector<std::shared_ptr<sequence_entry>> idle;
+    {
+      const std::lock_guard lock{mutex};
+      for (const auto& [key, entry] : entries) {
+        if (!entry->running && entry->waiting.empty() &&
+            (all || now - entry->last_used > config.max_idle)) {
+          entry->running = true;
+          entry->ending = true;
+          idle.push_back(entry);
+        }
       }
     }
-    return taken;
+    for (const std::shared_ptr<sequence_entry>& entry : idle) {
+      release_held(entry, reason);
+      hand_over(entry, true);
+    }
+    return idle.size();
   }
 };
 
@@ -217,9 +233,7 @@ sequence_manager::sequence_manager(std::string model_name, sequence_config confi
     std::unique_lock lock{reaper->mutex};
     while (!reaper->wake.wait_for(lock, period, [&] { return reaper->stopping; })) {
       lock.unlock();
-      for (auto& [id, state] : table->take_idle(detail::clock::now(), false)) {
-        table->tell(id, state, sequence_release::timed_out);
-      }
+      table->release_idle(detail::clock::now(), false, sequence_release::timed_out);
       lock.lock();
     }
   });
@@ -232,9 +246,7 @@ sequence_manager::~sequence_manager() {
   }
   reaper_->wake.notify_all();
   reaper_->thread.join();
-  for (auto& [id, state] : table_->take_idle(detail::clock::now(), true)) {
-    table_->tell(id, state, sequence_release::shut_down);
-  }
+  table_->release_idle(detail::clock::now(), true, sequence_release::shut_down);
 }
 
 const sequence_config& sequence_manager::config() const noexcept { return table_->config; }
@@ -245,10 +257,7 @@ std::size_t sequence_manager::active() const {
 }
 
 std::size_t sequence_manager::release_idle() {
-  std::vector<std::pair<sequence_id, std::any>> idle =
-      table_->take_idle(detail::clock::now(), false);
-  for (auto& [id, state] : idle) table_->tell(id, state, sequence_release::timed_out);
-  return idle.size();
+  return table_->release_idle(detail::clock::now(), false, sequence_release::timed_out);
 }
 
 status sequence_manager::submit(const sequence_flags& flags, run_callback run,

@@ -266,3 +266,31 @@ TEST_CASE("many sequences come and go without leaking; the rest are released at 
   REQUIRE(told.count() == 20001);
   CHECK(told.seen.back().second == oip::sequence_release::shut_down);
 }
+
+TEST_CASE("a new START for an ended id waits until the model has let go of the old state") {
+  std::atomic<bool> releasing{false};
+  std::atomic<bool> overlapped{false};
+  oip::sequence_manager sequences{
+      "handover", {}, [&](const oip::sequence_id&, std::any&, oip::sequence_release) {
+        releasing = true;
+        std::this_thread::sleep_for(50ms);
+        releasing = false;
+      }};
+  REQUIRE(sequences.submit({1, true, false}, add(1)).ok());
+  std::thread ender([&] { CHECK(sequences.submit({1, false, true}, add(1)).ok()); });
+  for (int i = 0; i < 2000 && !releasing; ++i) std::this_thread::sleep_for(1ms);
+  REQUIRE(releasing.load());
+  std::atomic<bool> started{false};
+  CHECK(sequences
+            .submit({1, true, false},
+                    [&](oip::sequence_turn turn) {
+                      if (releasing) overlapped = true;
+                      started = true;
+                      add(7)(std::move(turn));
+                    })
+            .ok());
+  ender.join();
+  CHECK(started.load());
+  CHECK_FALSE(overlapped.load());
+  CHECK(sequences.active() == 1);
+}

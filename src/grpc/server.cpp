@@ -214,6 +214,10 @@ class stream_reactor final : public stream_reactor_base {
       finish_if_done();
       return;
     }
+    {
+      const std::lock_guard lock{shared_->mutex};
+      if (shared_->finished) return;  // cancelled meanwhile: a late request is not run
+    }
     dispatch(incoming_);
     incoming_.Clear();
     const std::lock_guard lock{shared_->mutex};
