@@ -190,7 +190,8 @@ result<std::vector<model_output>> split(model_output&& batch, const std::vector<
 // the queue outlives its `batcher` handle for as long as the thread still runs.
 class batch_queue {
  public:
-  using run_function = std::function<void(std::shared_ptr<batch_queue>, std::vector<batch_item>)>;
+  using run_function =
+      std::function<void(const std::shared_ptr<batch_queue>&, std::vector<batch_item>)>;
   using fail_function = std::function<void(const batch_item&, const status&)>;
 
   batch_queue(const model_config& config, run_function run, fail_function fail)
@@ -258,9 +259,10 @@ class batch_queue {
         wake_.wait_until(lock, deadline);
         continue;
       }
+      const auto end = queue_.begin() + static_cast<std::ptrdiff_t>(count);
       std::vector<batch_item> batch(std::make_move_iterator(queue_.begin()),
-                                    std::make_move_iterator(queue_.begin() + count));
-      queue_.erase(queue_.begin(), queue_.begin() + count);
+                                    std::make_move_iterator(end));
+      queue_.erase(queue_.begin(), end);
       ++running_;
       lock.unlock();
       run_(self, std::move(batch));
@@ -390,7 +392,8 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
                  const std::shared_ptr<model> m = weak.lock();
                  auto queue = std::make_shared<batch_queue>(
                      m->config(),
-                     [self](std::shared_ptr<batch_queue> owner, std::vector<batch_item> batch) {
+                     [self](const std::shared_ptr<batch_queue>& owner,
+                            std::vector<batch_item> batch) {
                        if (const std::shared_ptr<state> service = self.lock()) {
                          return service->run_batch(owner, std::move(batch));
                        }

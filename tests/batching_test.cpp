@@ -26,7 +26,8 @@ class doubler : public oip::model {
       : wrong_rows_{wrong_rows} {
     config_.name = "doubler";
     config_.max_batch_size = 8;
-    config_.inputs = {{"IN", oip::datatype::fp32, {-1}, {}}, {"TAG", oip::datatype::bytes, {1}, {}}};
+    config_.inputs = {{"IN", oip::datatype::fp32, {-1}, {}},
+                      {"TAG", oip::datatype::bytes, {1}, {}}};
     config_.outputs = {{"OUT", oip::datatype::fp32, {-1}, {}},
                        {"TAG", oip::datatype::bytes, {1}, {}}};
     config_.dynamic_batching = true;
@@ -88,7 +89,7 @@ struct service_fixture {
 
   // Sends rows × width values (row r of request `tag` holds tag*1000 + r*width + column).
   std::future<oip::result<oip::inference_response>> send(int tag, std::int64_t rows,
-                                                          std::int64_t width) {
+                                                         std::int64_t width) {
     oip::inference_request r;
     r.id = std::to_string(tag);
     std::vector<float> values(static_cast<std::size_t>(rows * width));
@@ -199,7 +200,7 @@ TEST_CASE("a lone request waits at most the queue delay; a full batch runs at on
 TEST_CASE("the batch queue is bounded: a 503 when it is full") {
   service_fixture f{std::make_shared<doubler>(oip::model_config::batching_settings{0ms, 2, 1})};
   f.model->hold();
-  auto running = f.send(1, 8, 2);  // a full batch: taken at once, then held in the model
+  auto running = f.send(1, 8, 2);     // a full batch: taken at once, then held in the model
   std::this_thread::sleep_for(50ms);  // the batcher hands it over; the queue is empty again
   auto queued_a = f.send(2, 8, 2);
   auto queued_b = f.send(3, 8, 2);
