@@ -457,10 +457,12 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
 
   void dispatch(const std::shared_ptr<pending_inference>& pending,
                 const std::shared_ptr<inference_request>& request, sequence_turn turn) {
-    // The executor takes copyable jobs: the turn travels in a shared box.
-    auto held_turn = std::make_shared<sequence_turn>(std::move(turn));
+    // The executor takes copyable jobs: a sequence's turn travels in a shared box (none for the
+    // usual request, which holds no turn).
+    std::shared_ptr<sequence_turn> held_turn;
+    if (turn) held_turn = std::make_shared<sequence_turn>(std::move(turn));
     status submitted = workers.submit([self = shared_from_this(), pending, request, held_turn] {
-      self->run(pending, std::move(*request), std::move(*held_turn));
+      self->run(pending, std::move(*request), held_turn ? std::move(*held_turn) : sequence_turn{});
     });
     if (!submitted.ok()) fail(pending, submitted);  // the turn goes with the job, after this
   }

@@ -98,11 +98,7 @@ struct sequence_table : std::enable_shared_from_this<sequence_table> {
   const sequence_config config;
   const sequence_manager::release_callback on_release;
   mutable std::mutex mutex;
-  std::map<std::pair<bool, std::string>, std::shared_ptr<sequence_entry>> entries;
-
-  static std::pair<bool, std::string> key_of(const sequence_id& id) {
-    return {id.is_string(), id.is_string() ? std::string{id.text()} : std::to_string(id.number())};
-  }
+  std::map<sequence_id, std::shared_ptr<sequence_entry>> entries;
 
   void tell(const sequence_id& id, std::any& state, sequence_release reason) const {
     if (on_release && state.has_value()) on_release(id, state, reason);
@@ -145,7 +141,7 @@ struct sequence_table : std::enable_shared_from_this<sequence_table> {
       } else {
         entry->running = false;
         if (over) {
-          const auto it = entries.find(key_of(entry->id));
+          const auto it = entries.find(entry->id);
           if (it != entries.end() && it->second == entry) entries.erase(it);
         }
       }
@@ -291,7 +287,7 @@ status sequence_manager::submit(const sequence_flags& flags, run_callback run,
 
   std::shared_ptr<detail::sequence_entry> entry;
   {
-    const auto key = detail::sequence_table::key_of(flags.id);
+    const sequence_id& key = flags.id;
     std::unique_lock lock{table.mutex};
     auto it = table.entries.find(key);
     if (it == table.entries.end() || (it->second->ending && !flags.start)) {

@@ -45,6 +45,10 @@ class OIP_EXPORT sequence_id {
   [[nodiscard]] std::string to_string() const;
 
   friend bool operator==(const sequence_id&, const sequence_id&) = default;
+  /// Integers before strings; orders ids in a map.
+  friend bool operator<(const sequence_id& a, const sequence_id& b) noexcept {
+    return a.value_ < b.value_;
+  }
 
  private:
   std::variant<std::uint64_t, std::string> value_;
