@@ -12,6 +12,7 @@ option(OIP_WARNINGS_AS_ERRORS "Treat compiler warnings as errors" OFF)
 option(OIP_WITH_XTENSOR "Build the oip::xtensor component when xtensor is found" ON)
 option(OIP_WITH_HTTP "Build the oip::http component (Boost.Beast) when Boost 1.81 is found" ON)
 option(OIP_WITH_GRPC "Build the oip::grpc component when grpc++ and protobuf are found" ON)
+option(OIP_WITH_CUDA "Build the oip::cuda component when the CUDA toolkit (nvcc) is found" ON)
 option(OIP_REQUIRE_ALL_COMPONENTS "Fail when a component's dependency is missing" OFF)
 
 # -Wall -Wextra -Wpedantic on a target of ours (never on dependencies).

@@ -2,6 +2,7 @@
 // under both, so a sequence may go on over either) until SIGINT or SIGTERM, then finishes the
 // requests in flight and exits.
 
+#include "device_models.hpp"
 #include "reference_models.hpp"
 
 #include <oip/grpc/server.hpp>
@@ -21,10 +22,10 @@ namespace {
 
 constexpr std::string_view usage = R"(Usage: oip-serve [options]
 
-Serves oip's reference models (Triton's example models: simple, simple_int8, simple_string,
-simple_identity, identity_<type>, classifier, simple_sequence, simple_dyna_sequence,
-simple_string_dyna_sequence, sequence_accumulator) over the Open Inference Protocol, on HTTP
-and gRPC.
+Serves oip's reference models (Triton's example models: simple, simple_int8, simple_<type> for
+the other numeric types, simple_string, simple_identity, identity_<type>, classifier,
+simple_sequence, simple_dyna_sequence, simple_string_dyna_sequence, sequence_accumulator) over
+the Open Inference Protocol, on HTTP and gRPC.
 
   --http-port N          HTTP port (default 8000; 0 picks a free one)
   --grpc-port N          gRPC port (default 8001; 0 picks a free one)
@@ -36,6 +37,9 @@ and gRPC.
   --server-name NAME     name reported by server metadata (default oip)
   --models A,B,...       models to load (default: all)
   --no-dynamic-batching  run the classifier's requests one by one (for comparisons)
+  --device D             auto, cpu, cuda or cuda:N (default auto: a usable CUDA device, else
+                         the CPU); simple*, identity_*, sequence_accumulator and classifier run
+                         on a CUDA device, the others on the CPU
   --help                 this text
 )";
 
@@ -46,6 +50,7 @@ struct options {
   oip::server_options server;
   std::set<std::string> models;
   bool dynamic_batching = true;
+  std::string device = "auto";
 };
 
 bool parse_number(const char* text, std::size_t& out) {
@@ -90,6 +95,8 @@ int parse(int argc, char** argv, options& o, bool& help) {
       o.executor.queue_capacity = n;
     } else if (flag == "--max-body-bytes" && numeric && n > 0) {
       o.server.bounds.max_body_bytes = n;
+    } else if (flag == "--device") {
+      o.device = value;
     } else if (flag == "--server-name") {
       o.server.name = value;
     } else if (flag == "--models") {
@@ -125,7 +132,15 @@ int main(int argc, char** argv) {
 
   oip::model_repository repository;
   std::string loaded;
-  for (std::shared_ptr<oip::model>& m : oip_serve::reference_models(o.dynamic_batching)) {
+  bool failed = false;
+  oip_serve::placement placed =
+      oip_serve::place_models(oip_serve::reference_models(o.dynamic_batching), o.device, failed);
+  if (failed) {
+    std::cerr << "oip-serve: --device " << o.device << ": " << placed.where << "\n";
+    return 2;
+  }
+  std::cout << "oip-serve: models run on " << placed.where << std::endl;
+  for (std::shared_ptr<oip::model>& m : placed.models) {
     const std::string name = m->config().name;
     if (!o.models.empty() && !o.models.contains(name)) continue;
     if (oip::status s = repository.add(std::move(m)); !s.ok()) {

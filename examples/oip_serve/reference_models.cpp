@@ -1,5 +1,6 @@
 #include "reference_models.hpp"
 
+#include <oip/elementwise.hpp>
 #include <oip/tensor.hpp>
 
 #include <algorithm>
@@ -42,7 +43,8 @@ const tensor& input(const oip::inference_request& r, std::string_view name) {
   return r.inputs[0].name() == name ? r.inputs[0] : r.inputs[1];
 }
 
-// OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1, wrapping like Triton's C++ example.
+// OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1, element by element with the functors
+// that the CUDA models run (integers wrap like Triton's C++ example).
 template <class T>
 std::shared_ptr<oip::model> add_sub(std::string name) {
   return oip::make_model(add_sub_config(std::move(name), oip::datatype_of<T>),
@@ -52,10 +54,8 @@ std::shared_ptr<oip::model> add_sub(std::string name) {
                            std::vector<T> sum(a.element_count());
                            std::vector<T> difference(a.element_count());
                            for (std::size_t i = 0; i < sum.size(); ++i) {
-                             const auto x = static_cast<std::int64_t>(a.at<T>(i));
-                             const auto y = static_cast<std::int64_t>(b.at<T>(i));
-                             sum[i] = static_cast<T>(x + y);
-                             difference[i] = static_cast<T>(x - y);
+                             oip::elementwise::add_sub(a.at<T>(i), b.at<T>(i), sum[i],
+                                                       difference[i]);
                            }
                            model_output out;
                            for (auto* values : {&sum, &difference}) {
@@ -132,7 +132,7 @@ class classifier : public oip::model {
   static constexpr std::size_t features = 2048;
   static constexpr std::size_t classes = 1000;
 
-  explicit classifier(bool dynamic_batching) : weights_(features * classes) {
+  explicit classifier(bool dynamic_batching) : weights_(classifier_weights()) {
     config_.name = "classifier";
     config_.max_batch_size = 8;
     // Requests queued while a batch runs join the next one: one sgemm reads the 8 MB of weights
@@ -144,9 +144,6 @@ class classifier : public oip::model {
     std::vector<std::string> labels;
     for (std::size_t i = 0; i < classes; ++i) labels.push_back(fmt::format("class_{:03}", i));
     config_.labels = {{"OUTPUT0", std::move(labels)}};
-    std::mt19937 rng{2048};
-    std::normal_distribution<float> dist{0.0F, 0.05F};
-    for (float& w : weights_) w = dist(rng);
   }
 
   [[nodiscard]] const oip::model_config& config() const noexcept override { return config_; }
@@ -317,6 +314,14 @@ std::string lower(std::string_view text) {
 
 }  // namespace
 
+std::vector<float> classifier_weights() {
+  std::vector<float> weights(classifier::features * classifier::classes);
+  std::mt19937 rng{2048};
+  std::normal_distribution<float> dist{0.0F, 0.05F};
+  for (float& w : weights) w = dist(rng);
+  return weights;
+}
+
 std::vector<std::shared_ptr<oip::model>> reference_models(bool dynamic_batching) {
   std::vector<std::shared_ptr<oip::model>> models{add_sub<std::int32_t>("simple"),
                                                   add_sub<std::int8_t>("simple_int8"),
@@ -327,6 +332,17 @@ std::vector<std::shared_ptr<oip::model>> reference_models(bool dynamic_batching)
                                                   simple_dyna_sequence(),
                                                   simple_string_dyna_sequence(),
                                                   sequence_accumulator()};
+  // simple_<type>: `simple` over every other numeric type (`simple` itself is INT32).
+  models.push_back(add_sub<std::uint8_t>("simple_uint8"));
+  models.push_back(add_sub<std::uint16_t>("simple_uint16"));
+  models.push_back(add_sub<std::uint32_t>("simple_uint32"));
+  models.push_back(add_sub<std::uint64_t>("simple_uint64"));
+  models.push_back(add_sub<std::int16_t>("simple_int16"));
+  models.push_back(add_sub<std::int64_t>("simple_int64"));
+  models.push_back(add_sub<oip::half>("simple_fp16"));
+  models.push_back(add_sub<oip::bfloat16>("simple_bf16"));
+  models.push_back(add_sub<float>("simple_fp32"));
+  models.push_back(add_sub<double>("simple_fp64"));
   for (const datatype type :
        {datatype::boolean, datatype::uint8, datatype::uint16, datatype::uint32, datatype::uint64,
         datatype::int8, datatype::int16, datatype::int32, datatype::int64, datatype::fp16,

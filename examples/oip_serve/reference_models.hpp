@@ -16,4 +16,8 @@ namespace oip_serve {
 /// classifier's dynamic batching.
 std::vector<std::shared_ptr<oip::model>> reference_models(bool dynamic_batching = true);
 
+/// The classifier's weights, row-major [2048, 1000], from a seeded generator: the CPU and the
+/// CUDA classifier use the same.
+std::vector<float> classifier_weights();
+
 }  // namespace oip_serve

@@ -1,0 +1,211 @@
+// The reference models on a CUDA device (oip::cuda), each compared with the same model on the CPU
+// path. Without a GPU this exits 77, which CTest shows as a skip; a GPU that is present but cannot
+// be used (a driver older than the runtime, say) fails with the runtime's reason.
+
+#define DOCTEST_CONFIG_IMPLEMENT
+#include "served.hpp"
+
+#include <device_models.hpp>
+#include <reference_models.hpp>
+
+#include <oip/cuda/device.hpp>
+#include <oip/cuda/models.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+namespace {
+
+using oip::testing::served;
+
+// Both placements of the reference models, served side by side.
+struct both_paths {
+  both_paths() {
+    bool failed = false;
+    oip_serve::placement on_device =
+        oip_serve::place_models(oip_serve::reference_models(), "cuda", failed);
+    REQUIRE_MESSAGE(!failed, on_device.where);
+    device = std::make_unique<served>(on_device.models);
+    REQUIRE(device->failures.empty());
+  }
+  served cpu{oip_serve::reference_models()};
+  std::unique_ptr<served> device;
+};
+
+oip::tensor random_tensor(std::mt19937& rng, std::string name, oip::datatype type,
+                          oip::shape_type shape) {
+  const std::uint64_t count = *oip::element_count(shape);
+  std::vector<std::byte> bytes(count * oip::element_size(type));
+  for (std::byte& b : bytes) b = static_cast<std::byte>(rng());
+  if (type == oip::datatype::boolean) {
+    for (std::byte& b : bytes) b &= std::byte{1};
+  }
+  return *oip::tensor::make(std::move(name), type, std::move(shape), *oip::buffer::copy_of(bytes));
+}
+
+void check_same_bytes(const oip::inference_response& cpu, const oip::inference_response& gpu) {
+  REQUIRE(cpu.outputs.size() == gpu.outputs.size());
+  for (std::size_t i = 0; i < cpu.outputs.size(); ++i) {
+    CAPTURE(cpu.outputs[i].name());
+    CHECK(gpu.outputs[i].name() == cpu.outputs[i].name());
+    CHECK(gpu.outputs[i].type() == cpu.outputs[i].type());
+    CHECK(gpu.outputs[i].shape() == cpu.outputs[i].shape());
+    const auto a = cpu.outputs[i].data().bytes();
+    const auto b = gpu.outputs[i].data().bytes();
+    // Bit for bit, NaN payloads included: both paths run the same functors.
+    CHECK(std::equal(a.begin(), a.end(), b.begin(), b.end()));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("simple_<type> gives the CPU path's bits for every numeric type, batch 1 to 8") {
+  both_paths paths;
+  std::mt19937 rng{7};
+  for (const char* name : {"simple", "simple_int8", "simple_uint8", "simple_uint16",
+                           "simple_uint32", "simple_uint64", "simple_int16", "simple_int64",
+                           "simple_fp16", "simple_bf16", "simple_fp32", "simple_fp64"}) {
+    const oip::datatype type = paths.cpu.models.find(name, std::nullopt)->get().config().inputs[0].type;
+    for (std::int64_t batch = 1; batch <= 8; ++batch) {
+      CAPTURE(name);
+      CAPTURE(batch);
+      oip::inference_request r;
+      r.inputs.push_back(random_tensor(rng, "INPUT0", type, {batch, 16}));
+      r.inputs.push_back(random_tensor(rng, "INPUT1", type, {batch, 16}));
+      oip::result<oip::inference_response> cpu = paths.cpu.infer(name, r);
+      oip::result<oip::inference_response> gpu = paths.device->infer(name, r);
+      REQUIRE(cpu);
+      REQUIRE(gpu);
+      check_same_bytes(*cpu, *gpu);
+    }
+  }
+}
+
+TEST_CASE("identity_<type> returns the bytes it was given, through the device") {
+  both_paths paths;
+  std::mt19937 rng{11};
+  for (const char* name :
+       {"identity_bool", "identity_uint8", "identity_uint16", "identity_uint32", "identity_uint64",
+        "identity_int8", "identity_int16", "identity_int32", "identity_int64", "identity_fp16",
+        "identity_bf16", "identity_fp32", "identity_fp64"}) {
+    CAPTURE(name);
+    const oip::datatype type = paths.cpu.models.find(name, std::nullopt)->get().config().inputs[0].type;
+    // Small (pinned staging), large (straight from the body) and empty.
+    for (const oip::shape_type& shape :
+         {oip::shape_type{3, 5}, oip::shape_type{1024, 1024}, oip::shape_type{0, 4}}) {
+      oip::inference_request r;
+      r.inputs.push_back(random_tensor(rng, "INPUT0", type, shape));
+      oip::result<oip::inference_response> gpu = paths.device->infer(name, r);
+      REQUIRE(gpu);
+      const auto in = r.inputs[0].data().bytes();
+      const auto out = gpu->outputs.at(0).data().bytes();
+      CHECK(std::equal(in.begin(), in.end(), out.begin(), out.end()));
+    }
+  }
+}
+
+TEST_CASE("the classifier matches the CPU path within FP32 rounding, batched under load") {
+  both_paths paths;
+  std::mt19937 rng{3};
+  std::normal_distribution<float> dist{0.0F, 1.0F};
+  std::vector<std::future<oip::result<oip::inference_response>>> pending;
+  std::vector<oip::inference_request> sent;
+  for (int i = 0; i < 64; ++i) {
+    const std::int64_t rows = 1 + i % 4;
+    std::vector<float> x(static_cast<std::size_t>(rows) * 2048);
+    for (float& v : x) v = dist(rng);
+    oip::inference_request r;
+    r.inputs.push_back(*oip::tensor::from_values<float>("INPUT0", {rows, 2048}, x));
+    sent.push_back(r);
+    pending.push_back(paths.device->send("classifier", std::move(r)));
+  }
+  for (std::size_t i = 0; i < pending.size(); ++i) {
+    oip::result<oip::inference_response> gpu = pending[i].get();
+    REQUIRE(gpu);
+    oip::result<oip::inference_response> cpu = paths.cpu.infer("classifier", sent[i]);
+    REQUIRE(cpu);
+    const oip::tensor& a = cpu->outputs.at(0);
+    const oip::tensor& b = gpu->outputs.at(0);
+    REQUIRE(a.shape() == b.shape());
+    for (std::size_t j = 0; j < a.element_count(); ++j) {
+      CHECK(b.at<float>(j) == doctest::Approx(a.at<float>(j)).epsilon(1e-3).scale(1e-6));
+    }
+  }
+}
+
+TEST_CASE("sequence_accumulator adds on the device and keeps the sum per sequence") {
+  both_paths paths;
+  const auto step = [&](served& s, std::int64_t id, std::int32_t value, bool start) {
+    oip::inference_request r;
+    r.parameters.set("sequence_id", id);
+    if (start) r.parameters.set("sequence_start", true);
+    r.inputs.push_back(*oip::tensor::from_values<std::int32_t>(
+        "INPUT", {1}, std::span<const std::int32_t>(&value, 1)));
+    oip::result<oip::inference_response> out = s.infer("sequence_accumulator", std::move(r));
+    REQUIRE(out);
+    return out->outputs.at(0).at<std::int32_t>(0);
+  };
+  for (served* s : {&paths.cpu, paths.device.get()}) {
+    CHECK(step(*s, 1, 5, true) == 5);
+    CHECK(step(*s, 2, 2147483647, true) == 2147483647);
+    CHECK(step(*s, 1, 7, false) == 12);
+    CHECK(step(*s, 2, 1, false) == -2147483647 - 1);
+  }
+}
+
+TEST_CASE("device memory goes back to the pools: nothing is held once the requests are done") {
+  oip::result<std::shared_ptr<oip::cuda::device>> device = oip::cuda::device::open(0);
+  REQUIRE(device);
+  oip::model_config config;
+  config.name = "simple_fp32";
+  config.max_batch_size = 8;
+  config.inputs = {{"INPUT0", oip::datatype::fp32, {16}, {}}, {"INPUT1", oip::datatype::fp32, {16}, {}}};
+  config.outputs = {{"OUTPUT0", oip::datatype::fp32, {16}, {}},
+                    {"OUTPUT1", oip::datatype::fp32, {16}, {}}};
+  oip::result<std::shared_ptr<oip::model>> model = oip::cuda::add_sub_model(*device, config);
+  REQUIRE(model);
+  {
+    served s{{*model}};
+    std::mt19937 rng{5};
+    for (int i = 0; i < 200; ++i) {
+      oip::inference_request r;
+      r.inputs.push_back(random_tensor(rng, "INPUT0", oip::datatype::fp32, {4, 16}));
+      r.inputs.push_back(random_tensor(rng, "INPUT1", oip::datatype::fp32, {4, 16}));
+      REQUIRE(s.infer("simple_fp32", std::move(r)));
+    }
+  }
+  CHECK((*device)->device_memory().stats().bytes_in_use == 0);
+  CHECK((*device)->pinned_memory().stats().bytes_in_use == 0);
+  // Warm pools: 200 requests needed only a handful of allocations.
+  CHECK((*device)->device_memory().stats().allocations <= 8);
+}
+
+TEST_CASE("a configuration the device models cannot run is refused with a 400") {
+  oip::result<std::shared_ptr<oip::cuda::device>> device = oip::cuda::device::open(0);
+  REQUIRE(device);
+  oip::model_config strings;
+  strings.name = "identity_bytes";
+  strings.inputs = {{"INPUT0", oip::datatype::bytes, {-1}, {}}};
+  strings.outputs = {{"OUTPUT0", oip::datatype::bytes, {-1}, {}}};
+  oip::result<std::shared_ptr<oip::model>> refused = oip::cuda::identity_model(*device, strings);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().http_status() == 400);
+  CHECK_FALSE(oip::cuda::device::open(1000));
+}
+
+int main(int argc, char** argv) {
+  const oip::cuda::probe_result found = oip::cuda::probe();
+  std::cout << "cuda_device_test: " << found.message << std::endl;
+  if (found.absent) return 77;  // CTest: skipped
+  if (!found.usable()) return 1;
+  doctest::Context context{argc, argv};
+  return context.run();
+}

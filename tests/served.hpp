@@ -1,0 +1,49 @@
+#pragma once
+// A repository, executor and inference service around a list of models, with a blocking infer:
+// the tests that run reference models through the same path a transport takes.
+
+#include <oip/executor.hpp>
+#include <oip/inference_service.hpp>
+#include <oip/model.hpp>
+#include <oip/repository.hpp>
+
+#include <future>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+namespace oip::testing {
+
+struct served {
+  explicit served(const std::vector<std::shared_ptr<model>>& list) {
+    for (const std::shared_ptr<model>& m : list) {
+      if (status s = models.add(m); !s.ok()) failures.push_back(s);
+    }
+  }
+
+  std::future<result<inference_response>> send(std::string_view name, inference_request request) {
+    auto promise = std::make_shared<std::promise<result<inference_response>>>();
+    auto future = promise->get_future();
+    result<model_lease> lease = service.acquire(name, std::nullopt);
+    if (!lease) {
+      promise->set_value(std::move(lease).error());
+      return future;
+    }
+    service.infer(std::move(*lease), std::move(request), {},
+                  [promise](result<inference_response> response) {
+                    promise->set_value(std::move(response));
+                  });
+    return future;
+  }
+
+  result<inference_response> infer(std::string_view name, inference_request request) {
+    return send(name, std::move(request)).get();
+  }
+
+  model_repository models;
+  executor workers{executor_options{4, 4096}};
+  inference_service service{models, workers};
+  std::vector<status> failures;
+};
+
+}  // namespace oip::testing
