@@ -144,14 +144,22 @@ std::string encode_statistics(const statistics_snapshot& s) {
   const auto duration = [](const statistics_snapshot::duration& d) {
     return fmt::format(R"({{"count":{},"ns":{}}})", d.count, d.ns);
   };
+  std::string batches;
+  for (const auto& [size, took] : s.batches) {
+    batches += fmt::format(
+        R"({}{{"batch_size":{},"compute_input":{},"compute_infer":{},"compute_output":{}}})",
+        batches.empty() ? "" : ",", size, duration({took.count, took.compute_input_ns}),
+        duration({took.count, took.compute_infer_ns}),
+        duration({took.count, took.compute_output_ns}));
+  }
   return fmt::format(
       R"({{"name":{},"version":"{}","last_inference":{},"inference_count":{},)"
       R"("execution_count":{},"inference_stats":{{"success":{},"fail":{},"queue":{},)"
       R"("compute_input":{},"compute_infer":{},"compute_output":{},)"
-      R"("cache_hit":{{"count":0,"ns":0}},"cache_miss":{{"count":0,"ns":0}}}},"batch_stats":[]}})",
+      R"("cache_hit":{{"count":0,"ns":0}},"cache_miss":{{"count":0,"ns":0}}}},"batch_stats":[{}]}})",
       quoted(s.name), s.version, s.last_inference_ms, s.inference_count, s.execution_count,
       duration(s.success), duration(s.fail), duration(s.queue), duration(s.compute_input),
-      duration(s.compute_infer), duration(s.compute_output));
+      duration(s.compute_infer), duration(s.compute_output), batches);
 }
 
 }  // namespace

@@ -60,6 +60,7 @@ statistics_snapshot snapshot_of(const std::string& name, std::uint64_t version,
   out.compute_input = duration(s.compute_input);
   out.compute_infer = duration(s.compute_infer);
   out.compute_output = duration(s.compute_output);
+  for (const auto& [size, took] : s.executions_by_batch_size()) out.batches.emplace_back(size, took);
   return out;
 }
 
@@ -548,8 +549,10 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
       return;
     }
     // One execution for the whole batch; each request counts its own rows.
+    std::uint64_t rows = 0;
+    for (const batch_item& item : items) rows += item.pending->batch;
     for (std::size_t j = 0; j < items.size(); ++j) {
-      complete(items[j].pending, std::move((*parts)[j]), j == 0);
+      complete(items[j].pending, std::move((*parts)[j]), j == 0 ? rows : 0);
     }
   }
 
@@ -560,8 +563,11 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     done(s);
   }
 
+  // `execution_rows`: the rows of the execution this request was part of, for the one request
+  // of it that counts the execution; 0 for the others of a merged batch.
   static void complete(const std::shared_ptr<pending_inference>& pending,
-                       result<model_output> outcome, bool counts_execution = true) {
+                       result<model_output> outcome,
+                       std::optional<std::uint64_t> execution_rows = std::nullopt) {
     const clock::time_point computed = clock::now();
     if (!outcome) return fail(pending, outcome.error());
     const model_config& config = pending->lease.get().config();
@@ -573,7 +579,13 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
 
     model_statistics& stats = pending->lease.statistics();
     const clock::time_point made = clock::now();
-    if (counts_execution) stats.execution_count.fetch_add(1, std::memory_order_relaxed);
+    const std::uint64_t rows = execution_rows.value_or(pending->batch);
+    if (rows != 0) {
+      stats.execution_count.fetch_add(1, std::memory_order_relaxed);
+      stats.add_execution(rows, {1, nanoseconds_between(pending->received, pending->queued),
+                                 nanoseconds_between(pending->started, computed),
+                                 nanoseconds_between(computed, made)});
+    }
     stats.inference_count.fetch_add(pending->batch, std::memory_order_relaxed);
     stats.last_inference_ms.store(
         static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(

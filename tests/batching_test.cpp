@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <future>
+#include <map>
 #include <mutex>
 #include <random>
 #include <string>
@@ -177,6 +178,15 @@ TEST_CASE("concurrent requests of random shapes are merged and split back exactl
   CHECK(stats[0].inference_count == static_cast<std::uint64_t>(total_rows));
   CHECK(stats[0].execution_count == f.model->batches.size());
   CHECK(stats[0].success.count == all.size());
+  // batch_stats: one entry per batch size the model ran, counting its executions.
+  std::map<std::uint64_t, std::uint64_t> executions;
+  for (std::int64_t b : f.model->batches) ++executions[static_cast<std::uint64_t>(b)];
+  REQUIRE(stats[0].batches.size() == executions.size());
+  for (const auto& [size, took] : stats[0].batches) {
+    CAPTURE(size);
+    CHECK(took.count == executions[size]);
+    CHECK(took.compute_infer_ns > 0);
+  }
 }
 
 TEST_CASE("a lone request waits at most the queue delay; a full batch runs at once") {

@@ -375,7 +375,9 @@ TEST_CASE("statistics and configuration in Triton's shapes") {
   CHECK(stats.find(R"("success":{"count":1,)") != std::string::npos);
   CHECK(stats.find(R"("fail":{"count":1,)") != std::string::npos);
   CHECK(stats.find(R"("cache_hit":{"count":0,"ns":0})") != std::string::npos);
-  CHECK(stats.find(R"("batch_stats":[])") != std::string::npos);
+  CHECK(stats.find(R"("batch_stats":[{"batch_size":1,"compute_input":{"count":1,)") !=
+        std::string::npos);
+  CHECK(stats.find(R"("compute_output":{"count":1,)") != std::string::npos);
   const std::string all = s.send("GET", "/v2/models/stats").body();
   CHECK(all.find(R"("name":"scores")") != std::string::npos);
   CHECK(s.send("GET", "/v2/models/nope/stats").status == 404);

@@ -46,6 +46,8 @@ struct statistics_snapshot {
   std::uint64_t inference_count = 0;
   std::uint64_t execution_count = 0;
   duration success, fail, queue, compute_input, compute_infer, compute_output;
+  /// Executions by batch size, ascending: (batch size, their compute durations).
+  std::vector<std::pair<std::uint64_t, model_statistics::batch_durations>> batches;
 };
 
 /// Example:

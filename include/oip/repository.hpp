@@ -7,6 +7,8 @@
 #include <oip/status.hpp>
 
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -27,10 +29,36 @@ struct model_statistics {
       ns.fetch_add(nanoseconds, std::memory_order_relaxed);
     }
   };
+  /// Compute durations of the executions of one batch size (Triton's `batch_stats`).
+  struct batch_durations {
+    std::uint64_t count = 0;
+    std::uint64_t compute_input_ns = 0;
+    std::uint64_t compute_infer_ns = 0;
+    std::uint64_t compute_output_ns = 0;
+  };
   std::atomic<std::uint64_t> last_inference_ms{0};  ///< milliseconds since the epoch
   std::atomic<std::uint64_t> inference_count{0};    ///< inferences, counting each batch row
   std::atomic<std::uint64_t> execution_count{0};    ///< model executions
   duration success, fail, queue, compute_input, compute_infer, compute_output;
+
+  /// Records one successful execution of `batch_size` rows.
+  void add_execution(std::uint64_t batch_size, const batch_durations& took) {
+    const std::lock_guard lock{batches_mutex};
+    batch_durations& sum = batches[batch_size];
+    sum.count += 1;
+    sum.compute_input_ns += took.compute_input_ns;
+    sum.compute_infer_ns += took.compute_infer_ns;
+    sum.compute_output_ns += took.compute_output_ns;
+  }
+  /// By batch size, ascending.
+  [[nodiscard]] std::map<std::uint64_t, batch_durations> executions_by_batch_size() const {
+    const std::lock_guard lock{batches_mutex};
+    return batches;
+  }
+
+ private:
+  mutable std::mutex batches_mutex;
+  std::map<std::uint64_t, batch_durations> batches;
 };
 
 namespace detail {

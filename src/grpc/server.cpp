@@ -133,6 +133,13 @@ void to_message(const statistics_snapshot& s, inference::ModelStatistics& out) {
   duration(s.compute_output, stats->mutable_compute_output());
   stats->mutable_cache_hit();
   stats->mutable_cache_miss();
+  for (const auto& [size, took] : s.batches) {
+    inference::InferBatchStatistics* batch = out.add_batch_stats();
+    batch->set_batch_size(size);
+    duration({took.count, took.compute_input_ns}, batch->mutable_compute_input());
+    duration({took.count, took.compute_infer_ns}, batch->mutable_compute_infer());
+    duration({took.count, took.compute_output_ns}, batch->mutable_compute_output());
+  }
 }
 
 void to_message(const tensor_metadata& t, inference::ModelMetadataResponse::TensorMetadata& out) {

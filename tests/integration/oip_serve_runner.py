@@ -35,10 +35,17 @@ def run(server_path, checks, make_clients, extra_args=()):
                               stdout=subprocess.PIPE, text=True)
     passed = failed = 0
     try:
-        line = server.stdout.readline()
-        match = re.search(r"HTTP on [^ ]+:(\d+), gRPC on [^ ]+:(\d+)", line)
+        # The start-up lines: where the models run, then the ports.
+        seen = ""
+        match = None
+        while match is None:
+            line = server.stdout.readline()
+            if not line:
+                break
+            seen += line
+            match = re.search(r"HTTP on [^ ]+:(\d+), gRPC on [^ ]+:(\d+)", line)
         if not match:
-            print("oip-serve did not start: " + line)
+            print("oip-serve did not start: " + seen)
             print("0 passed, 1 failed")
             return 1
         clients = make_clients(f"127.0.0.1:{match.group(1)}", f"127.0.0.1:{match.group(2)}")

@@ -61,6 +61,11 @@ def infer_and_statistics(client):
     after = client.get_inference_statistics("simple", as_json=True)["model_stats"][0]
     assert int(after["inference_count"]) == int(before.get("inference_count", 0)) + 2, after
     assert int(after["execution_count"]) == int(before.get("execution_count", 0)) + 1, after
+    # batch_stats: the execution of 2 rows is counted under batch size 2.
+    def executions_of_two(stats):
+        return sum(int(b["compute_infer"]["count"]) for b in stats.get("batch_stats", [])
+                   if int(b["batch_size"]) == 2)
+    assert executions_of_two(after) == executions_of_two(before) + 1, after
 
 
 @check
