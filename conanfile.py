@@ -49,6 +49,9 @@ class OipConan(ConanFile):
         # grpc++ and protobuf likewise come from Debian (libgrpc++-dev, protobuf-compiler-grpc),
         # found by their own CMake config and module.
         toolchain.cache_variables["OIP_WITH_GRPC"] = bool(self.options.with_grpc)
+        # The CUDA toolkit is not a Debian or Conan Center package here: the recipe leaves oip::cuda
+        # out (build it with CMake where nvcc is).
+        toolchain.cache_variables["OIP_WITH_CUDA"] = False
         toolchain.cache_variables["OIP_REQUIRE_ALL_COMPONENTS"] = True
         toolchain.generate()
         CMakeDeps(self).generate()

@@ -1,0 +1,92 @@
+// oip-serve's `simple` and `classifier` through the inference service (validation, the executor,
+// the model, the response), batch 1 to 8: on the CPU path always, and on a CUDA device (oip::cuda)
+// when one is usable here. Rows per second is the figure; `bytes_per_second` counts the input
+// bytes.
+
+#include "served.hpp"
+
+#include <device_models.hpp>
+#include <reference_models.hpp>
+
+#include <cstdint>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+namespace {
+
+using oip::testing::served;
+
+oip::inference_request simple_request(std::int64_t batch) {
+  std::vector<std::int32_t> values(static_cast<std::size_t>(batch) * 16);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<std::int32_t>(i);
+  oip::inference_request r;
+  r.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT0", {batch, 16}, values));
+  r.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT1", {batch, 16}, values));
+  return r;
+}
+
+oip::inference_request classifier_request(std::int64_t batch) {
+  std::mt19937 rng{1};
+  std::normal_distribution<float> dist{0.0F, 1.0F};
+  std::vector<float> values(static_cast<std::size_t>(batch) * 2048);
+  for (float& v : values) v = dist(rng);
+  oip::inference_request r;
+  r.inputs.push_back(*oip::tensor::from_values<float>("INPUT0", {batch, 2048}, values));
+  return r;
+}
+
+void run(benchmark::State& state, served& s, const std::string& model,
+         const oip::inference_request& request) {
+  const auto batch = static_cast<std::int64_t>(request.inputs[0].shape()[0]);
+  std::size_t input_bytes = 0;
+  for (const oip::tensor& t : request.inputs) input_bytes += t.data().size();
+  for (auto _ : state) {
+    oip::result<oip::inference_response> out = s.infer(model, request);
+    if (!out) {
+      state.SkipWithError(out.error().message().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(out);
+  }
+  state.SetItemsProcessed(state.iterations() * batch);
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * input_bytes));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  std::vector<std::pair<std::string, std::unique_ptr<served>>> placements;
+  for (const char* device : {"cpu", "cuda"}) {
+    bool failed = false;
+    oip_serve::placement placed =
+        oip_serve::place_models(oip_serve::reference_models(false), device, failed);
+    if (failed) {
+      std::cerr << "executor_bench: no " << device << " figures: " << placed.where << "\n";
+      continue;
+    }
+    placements.emplace_back(device, std::make_unique<served>(placed.models));
+  }
+  for (auto& [device, s] : placements) {
+    for (const std::int64_t batch : {1, 2, 4, 8}) {
+      for (const auto& [model, request] :
+           {std::pair{std::string{"simple"}, simple_request(batch)},
+            std::pair{std::string{"classifier"}, classifier_request(batch)}}) {
+        benchmark::RegisterBenchmark(
+            fmt::format("executor/{}/{}/batch:{}", device, model, batch).c_str(),
+            [&s = *s, model = model, request = request](benchmark::State& state) {
+              run(state, s, model, request);
+            })
+            ->UseRealTime();
+      }
+    }
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
