@@ -2,6 +2,7 @@
 
 #include <oip/elementwise.hpp>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -70,6 +71,18 @@ TEST_CASE("BF16 computes in FP32 and rounds once to nearest even") {
   CHECK(add<oip::bfloat16>{}(b(256.0F), b(1.0F)) == b(256.0F));
   CHECK(add<oip::bfloat16>{}(b(256.0F), b(3.0F)) == b(260.0F));
   CHECK(subtract<oip::bfloat16>{}(b(0.5F), b(2.0F)) == b(-1.5F));
+}
+
+TEST_CASE("a NaN result is the canonical quiet NaN, whatever the operands' payloads") {
+  const float payload = std::bit_cast<float>(0xFFC01234U);  // negative, with a payload
+  CHECK(std::bit_cast<std::uint32_t>(add<float>{}(payload, 1.0F)) == 0x7FC00000U);
+  const float inf = std::numeric_limits<float>::infinity();
+  CHECK(std::bit_cast<std::uint32_t>(subtract<float>{}(inf, inf)) == 0x7FC00000U);
+  const double nan_payload = std::bit_cast<double>(0x7FF0000000000001ULL);  // signalling
+  CHECK(std::bit_cast<std::uint64_t>(add<double>{}(nan_payload, 0.0)) == 0x7FF8000000000000ULL);
+  CHECK(add<oip::half>{}(oip::half::from_bits(0xFE01U), oip::to_half(1.0F)).bits == 0x7E00U);
+  CHECK(subtract<oip::bfloat16>{}(oip::bfloat16::from_bits(0xFFC1U), oip::to_bfloat16(1.0F)).bits ==
+        0x7FC0U);
 }
 
 TEST_CASE("add_sub writes both of simple's outputs, and is usable in constant expressions") {

@@ -6,11 +6,14 @@
 /// GPU runs.
 ///
 /// Integers wrap (two's complement), as Triton's `simple` example does; FP32 and FP64 follow IEEE
-/// 754; FP16 and BF16 compute in FP32 and round back to nearest even, once.
+/// 754; FP16 and BF16 compute in FP32 and round back to nearest even, once. A NaN result is the
+/// canonical quiet NaN (positive, no payload): x86 keeps an operand's payload where a GPU does not,
+/// and both paths must give the same bits.
 
 #include <oip/float16.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #if defined(__CUDACC__)
@@ -33,15 +36,21 @@ OIP_HOST_DEVICE constexpr bfloat16 round_to(bfloat16 /*tag*/, float value) noexc
   return to_bfloat16(value);
 }
 
+template <class F>
+OIP_HOST_DEVICE constexpr F canonical(F value) noexcept {
+  // NOLINTNEXTLINE(misc-redundant-expression): true only for NaN
+  return value != value ? std::numeric_limits<F>::quiet_NaN() : value;
+}
+
 // a + b or a - b in T's own arithmetic.
 template <class T, bool subtract>
 OIP_HOST_DEVICE constexpr T combine(T a, T b) noexcept {
   if constexpr (is_16_bit_float<T>) {
     const float x = to_float(a);
     const float y = to_float(b);
-    return round_to(T{}, subtract ? x - y : x + y);
+    return round_to(T{}, canonical(subtract ? x - y : x + y));
   } else if constexpr (std::is_floating_point_v<T>) {
-    return subtract ? a - b : a + b;
+    return canonical(subtract ? a - b : a + b);
   } else {
     // Unsigned arithmetic wraps by definition, and C++20 converts back modulo 2^N.
     using wide = std::conditional_t<(sizeof(T) > sizeof(unsigned)), std::uint64_t, unsigned>;

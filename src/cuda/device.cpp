@@ -42,7 +42,9 @@ probe_result probe_once() {
   if (error == cudaSuccess || error == cudaErrorNoDevice) {
     out.absent = true;
     out.message = "no CUDA device on this machine";
-  } else if (error == cudaErrorInsufficientDriver && out.driver_version == 0) {
+  } else if ((error == cudaErrorInsufficientDriver && out.driver_version == 0) ||
+             error == cudaErrorStubLibrary) {
+    // No driver at all, or only the toolkit's stub libcuda: nothing here to run on.
     out.absent = true;
     out.message = "no CUDA driver installed (no GPU on this machine)";
   } else {
@@ -140,7 +142,6 @@ memory_pool::memory_pool(allocator source, std::size_t max_cached_bytes)
 }
 
 memory_pool::memory_pool(memory_pool&&) noexcept = default;
-memory_pool& memory_pool::operator=(memory_pool&&) noexcept = default;
 
 memory_pool::~memory_pool() {
   if (!state_) return;
@@ -172,9 +173,8 @@ result<std::shared_ptr<void>> memory_pool::acquire(std::size_t size) {
       it->second.pop_back();
       state_->stats.bytes_cached -= block;
       ++state_->stats.reuses;
-    } else {
-      surplus = state_->trim_locked(state_->max_cached_bytes);
     }
+    surplus = state_->trim_locked(state_->max_cached_bytes);
   }
   for (void* p : surplus) state_->source.deallocate(p);
   if (found == nullptr) {

@@ -6,7 +6,10 @@
 #include <any>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <exception>
 #include <mutex>
+#include <thread>
 #include <string>
 #include <utility>
 #include <vector>
@@ -107,6 +110,37 @@ class instance_pool {
 };
 
 class device_model;
+struct job;
+
+// Where finished device work becomes responses. A stream's callback runs on a CUDA driver thread
+// that must not call CUDA (and stalls the stream until it returns), while finishing a request
+// may: a model unloaded meanwhile is destroyed with its streams and pools. So the callback only
+// files the job here, and one thread for the process does the rest.
+class completion_queue {
+ public:
+  static completion_queue& instance() {
+    static completion_queue* const queue = new completion_queue;  // lives as long as the process
+    return *queue;
+  }
+
+  void push(job* done, cudaError_t outcome) {
+    {
+      const std::lock_guard lock{mutex_};
+      done_.emplace_back(done, outcome);
+    }
+    ready_.notify_one();
+  }
+
+ private:
+  completion_queue() {
+    std::thread{[this] { run(); }}.detach();
+  }
+  [[noreturn]] void run();
+
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::pair<job*, cudaError_t>> done_;
+};
 
 // What a request holds while it is on the device. The stream's host callback turns it into the
 // response; until then it keeps the request (whose body the input copies may still read), the
@@ -143,21 +177,30 @@ class device_model : public model, public std::enable_shared_from_this<device_mo
   [[nodiscard]] const model_config& config() const noexcept override { return config_; }
 
   void execute(inference_call call) override {
+    auto running = std::make_unique<job>(shared_from_this(), std::move(call), nullptr);
     instance* on = instances_->acquire();
-    auto running = std::make_unique<job>(shared_from_this(), std::move(call), on);
+    running->on = on;
     status outcome = [&] {
       if (const cudaError_t e = cudaSetDevice(device_->index()); e != cudaSuccess) {
         return device_failure("cudaSetDevice", e);
       }
-      return enqueue(*running);
+      try {
+        return enqueue(*running);
+      } catch (const std::exception& e) {
+        return status{errc::internal, fmt::format("model '{}' failed on the CUDA device: {}",
+                                                  config_.name, e.what())};
+      }
     }();
     if (outcome.ok()) {
-      const cudaError_t e = cudaLaunchHostFunc(on->stream, &device_model::complete, running.get());
+      // cudaStreamAddCallback rather than cudaLaunchHostFunc: its callback runs, with the error,
+      // even after the device failed, so a request is always answered.
+      const cudaError_t e =
+          cudaStreamAddCallback(on->stream, &device_model::on_stream_done, running.get(), 0);
       if (e == cudaSuccess) {
-        static_cast<void>(running.release());  // the callback owns it now
+        static_cast<void>(running.release());  // the completion owns it now
         return;
       }
-      outcome = device_failure("cudaLaunchHostFunc", e);
+      outcome = device_failure("cudaStreamAddCallback", e);
     }
     // Whatever was queued must finish before its memory goes back to the pools.
     cudaStreamSynchronize(on->stream);
@@ -227,12 +270,20 @@ class device_model : public model, public std::enable_shared_from_this<device_mo
   }
 
  private:
-  // The stream's host callback: no CUDA call may be made here, and none is (the pools' release
-  // only files blocks away).
-  static void CUDART_CB complete(void* opaque) {
-    std::unique_ptr<job> running{static_cast<job*>(opaque)};
+  static void CUDART_CB on_stream_done(cudaStream_t /*stream*/, cudaError_t outcome,
+                                       void* opaque) {
+    completion_queue::instance().push(static_cast<job*>(opaque), outcome);
+  }
+
+ public:
+  // On the completion thread: the outputs become the response's tensors (the pinned blocks are
+  // their bytes), the instance goes back, and the call finishes.
+  static void complete(std::unique_ptr<job> running, cudaError_t stream_outcome) {
     const device_model& self = *running->model;
     result<model_output> outcome = [&]() -> result<model_output> {
+      if (stream_outcome != cudaSuccess) {
+        return device_failure(fmt::format("model '{}'", self.config_.name), stream_outcome);
+      }
       if (status s = self.completed(*running); !s.ok()) return s;
       model_output out;
       for (job::output& o : running->outputs) {
@@ -252,10 +303,24 @@ class device_model : public model, public std::enable_shared_from_this<device_mo
     call.finish(std::move(outcome));
   }
 
+ private:
   std::shared_ptr<device> device_;
   model_config config_;
   std::shared_ptr<instance_pool> instances_;
 };
+
+void completion_queue::run() {
+  for (;;) {
+    std::pair<job*, cudaError_t> next;
+    {
+      std::unique_lock lock{mutex_};
+      ready_.wait(lock, [this] { return !done_.empty(); });
+      next = done_.front();
+      done_.pop_front();
+    }
+    device_model::complete(std::unique_ptr<job>{next.first}, next.second);
+  }
+}
 
 const tensor* input_named(const inference_request& request, std::string_view name) {
   for (const tensor& t : request.inputs) {
@@ -490,11 +555,19 @@ result<std::shared_ptr<model>> dense_softmax_model(std::shared_ptr<device> on, m
                                           weights.size()));
   }
   if (!on) return status{errc::invalid_argument, "no CUDA device given"};
+  if (const cudaError_t e = cudaSetDevice(on->index()); e != cudaSuccess) {
+    return device_failure("cudaSetDevice", e);
+  }
   result<std::shared_ptr<void>> on_device = on->device_memory().acquire(weights.size_bytes());
   if (!on_device) return std::move(on_device).error();
+  // A copy from pageable memory may return before its DMA is done, and the instances' streams do
+  // not wait for the legacy stream: synchronise before any request can read the weights.
   if (const cudaError_t e = cudaMemcpy(on_device->get(), weights.data(), weights.size_bytes(),
                                        cudaMemcpyHostToDevice);
       e != cudaSuccess) {
+    return device_failure("copying the weights to the device", e);
+  }
+  if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
     return device_failure("copying the weights to the device", e);
   }
   return make<dense_softmax>(std::move(on), std::move(config), instances, true,

@@ -14,9 +14,9 @@
 
 namespace oip::cuda {
 
-/// Thread-safe. Releasing a block (dropping its last `std::shared_ptr`) never calls the allocator,
-/// so it is safe from a CUDA host callback; freeing cached blocks beyond `max_cached_bytes`
-/// happens in `acquire`.
+/// Thread-safe. Releasing a block (dropping its last `std::shared_ptr`) only files it back while
+/// the pool exists (a block released after the pool is gone is freed then); freeing cached blocks
+/// beyond `max_cached_bytes` happens in `acquire`.
 ///
 /// Example:
 /// \code
@@ -44,7 +44,7 @@ class OIP_EXPORT memory_pool {
 
   memory_pool(allocator source, std::size_t max_cached_bytes);
   memory_pool(memory_pool&&) noexcept;
-  memory_pool& operator=(memory_pool&&) noexcept;
+  memory_pool& operator=(memory_pool&&) = delete;
   memory_pool(const memory_pool&) = delete;
   memory_pool& operator=(const memory_pool&) = delete;
   /// Frees the cached blocks. Blocks still out are freed when they are released.

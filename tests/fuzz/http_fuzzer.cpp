@@ -1,0 +1,121 @@
+// libFuzzer target: the whole HTTP request path. Each input is written, as raw bytes, to a real
+// oip::http::server on loopback (Beast's parser and the session, the endpoint handler, the
+// inference service and oip-serve's reference models), followed by a request that asks the
+// server to close; the client reads until it does. (Half-closing instead would read as the client
+// going away, which cancels the requests in flight.) A request left incomplete is ended by the
+// server's header or body timeout, 100 ms here. A crash, a hang (no close within 10 s) or a 5xx
+// reply is a finding: whatever a client sends, its mistakes are 4xx.
+
+#include <reference_models.hpp>
+
+#include <oip/http/server.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace {
+
+struct served {
+  served() {
+    for (std::shared_ptr<oip::model>& m : oip_serve::reference_models(true)) {
+      if (m->config().name == "classifier") continue;  // a plain-loop sgemm: too slow to fuzz
+      static_cast<void>(models.add(std::move(m)));
+    }
+    oip::server_options options;
+    options.bounds.max_body_bytes = 1U << 20U;
+    options.bounds.max_elements = 1U << 16U;
+    service = std::make_unique<oip::inference_service>(models, workers, options);
+    handler = std::make_unique<oip::http_handler>(*service);
+    oip::http::server_options http_options;
+    http_options.address = "127.0.0.1";
+    http_options.port = 0;
+    http_options.io_threads = 1;
+    http_options.header_timeout = std::chrono::milliseconds{100};
+    http_options.body_timeout = std::chrono::milliseconds{100};
+    http_options.idle_timeout = std::chrono::milliseconds{100};
+    http = std::make_unique<oip::http::server>(*handler, http_options);
+    const oip::result<std::uint16_t> started = http->start();
+    port = started ? *started : 0;
+  }
+  oip::model_repository models;
+  oip::executor workers{oip::executor_options{2, 256}};
+  std::unique_ptr<oip::inference_service> service;
+  std::unique_ptr<oip::http_handler> handler;
+  std::unique_ptr<oip::http::server> http;
+  std::uint16_t port = 0;
+};
+
+served& server() {
+  static served* const instance = new served;  // lives for the whole run, like a server
+  return *instance;
+}
+
+void send_all(int fd, const std::uint8_t* data, std::size_t size) {
+  while (size > 0) {
+    const ssize_t n = send(fd, data, size, MSG_NOSIGNAL);
+    if (n <= 0) return;  // the server may close early (e.g. after a 4xx that ends the connection)
+    data += n;
+    size -= static_cast<std::size_t>(n);
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  served& s = server();
+  if (s.port == 0) __builtin_trap();
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(s.port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+    close(fd);
+    return 0;
+  }
+  timeval wait{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+  send_all(fd, data, size);
+  constexpr std::string_view last = "GET /v2/health/live HTTP/1.1\r\nConnection: close\r\n\r\n";
+  send_all(fd, reinterpret_cast<const std::uint8_t*>(last.data()), last.size());
+  std::string reply;
+  char chunk[4096];
+  for (;;) {
+    const ssize_t n = recv(fd, chunk, sizeof chunk, 0);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        std::fprintf(stderr, "http_fuzzer: no reply and no close within 10 s\n");
+        __builtin_trap();
+      }
+      break;  // reset by the server: allowed after an error reply
+    }
+    reply.append(chunk, static_cast<std::size_t>(n));
+  }
+  close(fd);
+  if (std::getenv("HTTP_FUZZER_VERBOSE") != nullptr) {  // the replies, for looking at seeds
+    std::fprintf(stderr, "%s\n", reply.substr(0, 2000).c_str());
+  }
+  for (std::size_t at = reply.find("HTTP/1.1 5"); at != std::string::npos;
+       at = reply.find("HTTP/1.1 5", at + 1)) {
+    // A 503 is the service's own back-pressure (queue full, draining), not a client's mistake.
+    if (std::string_view{reply}.substr(at, 12) == "HTTP/1.1 503") continue;
+    std::fprintf(stderr, "http_fuzzer: a 5xx reply:\n%s\n", reply.substr(at, 600).c_str());
+    __builtin_trap();
+  }
+  return 0;
+}
