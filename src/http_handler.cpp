@@ -168,6 +168,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
   std::unique_ptr<inference_service> owned;  // when the handler made its own
   inference_service& service;
   const server_options& options;
+  http_routes routes;
 
   explicit state(inference_service& shared) : service{shared}, options{shared.options()} {}
   explicit state(std::unique_ptr<inference_service> own)
@@ -351,7 +352,14 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
       fail(status{errc::not_found,
                   fmt::format("no route for {} {}", method, request.target.substr(0, 200))});
     };
-    if (path.empty() || path[0] != "v2") return not_found();
+    if (routes.metrics && path.size() == 1 && path[0] == "metrics") {
+      if (!get) return fail(method_not_allowed(method, "GET"));
+      http_response r;
+      r.headers.push_back({"Content-Type", prometheus_content_type});
+      r.head = prometheus_text(service, routes.gauges);
+      return reply(std::move(r));
+    }
+    if (!routes.protocol || path.empty() || path[0] != "v2") return not_found();
 
     if (path.size() == 1) {
       return get ? reply(server_metadata_reply()) : fail(method_not_allowed(method, "GET"));
@@ -414,7 +422,10 @@ http_handler::http_handler(model_repository& repository, executor& workers, serv
     : state_{std::make_shared<state>(
           std::make_unique<inference_service>(repository, workers, std::move(options)))} {}
 
-http_handler::http_handler(inference_service& service) : state_{std::make_shared<state>(service)} {}
+http_handler::http_handler(inference_service& service, http_routes routes)
+    : state_{std::make_shared<state>(service)} {
+  state_->routes = std::move(routes);
+}
 
 http_handler::~http_handler() = default;
 

@@ -61,6 +61,7 @@ statistics_snapshot snapshot_of(const std::string& name, std::uint64_t version,
   out.compute_infer = duration(s.compute_infer);
   out.compute_output = duration(s.compute_output);
   for (const auto& [size, took] : s.executions_by_batch_size()) out.batches.emplace_back(size, took);
+  for (const auto& bucket : s.latency_buckets) out.latency_buckets.push_back(bucket.load());
   return out;
 }
 
@@ -598,7 +599,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     stats.queue.add(nanoseconds_between(pending->queued, pending->started));
     stats.compute_infer.add(nanoseconds_between(pending->started, computed));
     stats.compute_output.add(nanoseconds_between(computed, made));
-    stats.success.add(nanoseconds_between(pending->received, made));
+    stats.add_success(nanoseconds_between(pending->received, made));
     done(std::move(*response));
   }
 };
@@ -653,6 +654,14 @@ result<std::vector<statistics_snapshot>> inference_service::statistics(
     result<model_lease> lease = state_->repository.find(entry.name, entry.version);
     if (!lease) continue;  // removed meanwhile
     out.push_back(snapshot_of(entry.name, entry.version, lease->statistics()));
+    if (lease->get().config().sequence_batching) {
+      out.back().active_sequences = 0;
+      const std::lock_guard lock{state_->extras_mutex};
+      const auto it = state_->extras.find(&lease->get());
+      if (it != state_->extras.end() && it->second.sequences) {
+        out.back().active_sequences = it->second.sequences->active();
+      }
+    }
   }
   if (model && out.empty()) return unknown_model(*model, version);
   return out;

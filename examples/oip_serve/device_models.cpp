@@ -65,8 +65,16 @@ placement place_models(std::vector<std::shared_ptr<oip::model>> cpu_models,
     }
     if (*moved) m = std::move(*moved);
   }
-  return {std::move(cpu_models), selected->reason + " (simple*, identity_*, "
-                                                    "sequence_accumulator and classifier on it)"};
+  const std::shared_ptr<oip::cuda::device> on = *device;
+  oip::metric_gauge in_use{"oip_pool_memory_in_use_bytes",
+                           "Bytes handed out by oip's memory pools",
+                           {{R"(pool="cuda_device")",
+                             [on] { return static_cast<double>(on->device_memory().stats().bytes_in_use); }},
+                            {R"(pool="cuda_pinned")",
+                             [on] { return static_cast<double>(on->pinned_memory().stats().bytes_in_use); }}}};
+  return {std::move(cpu_models),
+          selected->reason + " (simple*, identity_*, sequence_accumulator and classifier on it)",
+          {std::move(in_use)}};
 #else
   if (choice == "auto" || choice == "cpu") {
     return {std::move(cpu_models), choice == "cpu"

@@ -29,6 +29,7 @@ the Open Inference Protocol, on HTTP and gRPC.
 
   --http-port N          HTTP port (default 8000; 0 picks a free one)
   --grpc-port N          gRPC port (default 8001; 0 picks a free one)
+  --metrics-port N       Prometheus metrics port, GET /metrics (default 8002; 0 picks a free one)
   --address A            address to listen on (default 0.0.0.0)
   --threads N            model worker threads (default: hardware threads)
   --io-threads N         HTTP I/O threads (default 2)
@@ -46,6 +47,7 @@ the Open Inference Protocol, on HTTP and gRPC.
 struct options {
   oip::http::server_options http;
   oip::grpc::server_options grpc;
+  oip::http::server_options metrics{.port = 8002, .io_threads = 1};
   oip::executor_options executor;
   oip::server_options server;
   std::set<std::string> models;
@@ -84,9 +86,12 @@ int parse(int argc, char** argv, options& o, bool& help) {
       o.http.port = static_cast<std::uint16_t>(n);
     } else if (flag == "--grpc-port" && numeric && n < 65536) {
       o.grpc.port = static_cast<std::uint16_t>(n);
+    } else if (flag == "--metrics-port" && numeric && n < 65536) {
+      o.metrics.port = static_cast<std::uint16_t>(n);
     } else if (flag == "--address") {
       o.http.address = value;
       o.grpc.address = value;
+      o.metrics.address = value;
     } else if (flag == "--threads" && numeric) {
       o.executor.threads = n;
     } else if (flag == "--io-threads" && numeric && n > 0) {
@@ -170,8 +175,17 @@ int main(int argc, char** argv) {
     std::cerr << "oip-serve: " << grpc_port.error().message() << "\n";
     return 1;
   }
+  oip::http_handler metrics_handler{service, {.protocol = false, .metrics = true,
+                                              .gauges = std::move(placed.gauges)}};
+  oip::http::server metrics{metrics_handler, o.metrics};
+  const oip::result<std::uint16_t> metrics_port = metrics.start();
+  if (!metrics_port) {
+    std::cerr << "oip-serve: " << metrics_port.error().message() << "\n";
+    return 1;
+  }
   std::cout << "oip-serve " << oip::version_string << ": HTTP on " << o.http.address << ":" << *port
-            << ", gRPC on " << o.grpc.address << ":" << *grpc_port << ", " << workers.threads()
+            << ", gRPC on " << o.grpc.address << ":" << *grpc_port << ", metrics on "
+            << o.metrics.address << ":" << *metrics_port << ", " << workers.threads()
             << " workers, models " << loaded << std::endl;
 
   int received = 0;
@@ -179,5 +193,6 @@ int main(int argc, char** argv) {
   std::cout << "oip-serve: signal " << received << ", finishing requests in flight" << std::endl;
   grpc.stop();
   http.stop();
+  metrics.stop();
   return 0;
 }

@@ -9,6 +9,7 @@
 #include <oip/export.hpp>
 #include <oip/inference_service.hpp>
 #include <oip/limits.hpp>
+#include <oip/metrics.hpp>
 #include <oip/model.hpp>
 #include <oip/repository.hpp>
 
@@ -70,6 +71,15 @@ struct http_response {
   }
 };
 
+/// Which routes a handler answers: the protocol's (`/v2/...`), `GET /metrics` (Prometheus), or
+/// both. A server usually puts metrics on a port of their own (Triton: 8002).
+struct http_routes {
+  bool protocol = true;
+  bool metrics = false;
+  /// Gauges added to the metrics (pool memory in use, for example).
+  std::vector<metric_gauge> gauges;
+};
+
 /// Serves the protocol's REST routes from a model repository, running models on an executor.
 /// Thread-safe: call `handle` from any number of transport threads.
 ///
@@ -88,7 +98,7 @@ class OIP_EXPORT http_handler {
   http_handler(model_repository& repository, executor& workers, server_options options = {});
   /// A handler over a service that other transports share (oip::grpc, for instance), so that
   /// every transport sees the same sequences.
-  explicit http_handler(inference_service& service);
+  explicit http_handler(inference_service& service, http_routes routes = {});
   http_handler(const http_handler&) = delete;
   http_handler& operator=(const http_handler&) = delete;
   ~http_handler();

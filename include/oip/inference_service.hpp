@@ -48,6 +48,11 @@ struct statistics_snapshot {
   duration success, fail, queue, compute_input, compute_infer, compute_output;
   /// Executions by batch size, ascending: (batch size, their compute durations).
   std::vector<std::pair<std::uint64_t, model_statistics::batch_durations>> batches;
+  /// Successful requests per latency bucket (`model_statistics::latency_bounds_us`, then the
+  /// overflow bucket); not cumulative.
+  std::vector<std::uint64_t> latency_buckets;
+  /// Sequences holding state now; empty for a model that is not a sequence model.
+  std::optional<std::uint64_t> active_sequences;
 };
 
 /// Example:

@@ -6,6 +6,7 @@
 #include <oip/model.hpp>
 #include <oip/status.hpp>
 
+#include <array>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -36,10 +37,29 @@ struct model_statistics {
     std::uint64_t compute_infer_ns = 0;
     std::uint64_t compute_output_ns = 0;
   };
+  /// Upper bounds, in microseconds, of the request latency histogram's buckets (a last bucket
+  /// takes everything above).
+  static constexpr std::array<std::uint64_t, 14> latency_bounds_us{
+      100, 250, 500, 1'000, 2'500, 5'000, 10'000, 25'000, 50'000, 100'000, 250'000, 500'000,
+      1'000'000, 5'000'000};
+
   std::atomic<std::uint64_t> last_inference_ms{0};  ///< milliseconds since the epoch
   std::atomic<std::uint64_t> inference_count{0};    ///< inferences, counting each batch row
   std::atomic<std::uint64_t> execution_count{0};    ///< model executions
   duration success, fail, queue, compute_input, compute_infer, compute_output;
+
+  /// Successful requests by latency (from arrival to reply): one count per bucket of
+  /// `latency_bounds_us`, then the overflow bucket. Its sum and count are `success`'s.
+  std::array<std::atomic<std::uint64_t>, latency_bounds_us.size() + 1> latency_buckets{};
+
+  /// Records one successful request's latency in the histogram and in `success`.
+  void add_success(std::uint64_t nanoseconds) noexcept {
+    const std::uint64_t us = nanoseconds / 1000;
+    std::size_t bucket = 0;
+    while (bucket < latency_bounds_us.size() && us > latency_bounds_us[bucket]) ++bucket;
+    latency_buckets[bucket].fetch_add(1, std::memory_order_relaxed);
+    success.add(nanoseconds);
+  }
 
   /// Records one successful execution of `batch_size` rows.
   void add_execution(std::uint64_t batch_size, const batch_durations& took) {

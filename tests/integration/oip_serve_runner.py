@@ -1,7 +1,8 @@
 """Starts oip-serve on free loopback ports, runs a list of checks against it, stops it with
 SIGTERM, and prints "N passed, M failed" (the closing line that CI counts).
 
-Each check is called with the object that `make_clients(http_url, grpc_url)` returns.
+Each check is called with the object that `make_clients(http_url, grpc_url)` returns; the
+metrics endpoint's address is in `metrics_url` while the checks run.
 """
 
 import re
@@ -28,8 +29,13 @@ def identity_values(name, rng):
     return (rng.standard_normal((2, 3)) * 100).astype(IDENTITY_TYPES[name])
 
 
+metrics_url = None
+
+
 def run(server_path, checks, make_clients, extra_args=()):
+    global metrics_url
     server = subprocess.Popen([server_path, "--http-port", "0", "--grpc-port", "0",
+                               "--metrics-port", "0",
                                "--address", "127.0.0.1", "--threads", "2", "--io-threads", "2",
                                *extra_args],
                               stdout=subprocess.PIPE, text=True)
@@ -43,11 +49,13 @@ def run(server_path, checks, make_clients, extra_args=()):
             if not line:
                 break
             seen += line
-            match = re.search(r"HTTP on [^ ]+:(\d+), gRPC on [^ ]+:(\d+)", line)
+            match = re.search(
+                r"HTTP on [^ ]+:(\d+), gRPC on [^ ]+:(\d+), metrics on [^ ]+:(\d+)", line)
         if not match:
             print("oip-serve did not start: " + seen)
             print("0 passed, 1 failed")
             return 1
+        metrics_url = f"http://127.0.0.1:{match.group(3)}/metrics"
         clients = make_clients(f"127.0.0.1:{match.group(1)}", f"127.0.0.1:{match.group(2)}")
         for function in checks:
             try:

@@ -188,6 +188,39 @@ def errors_for_unknown_model_and_bad_input(client):
         assert e.status() == "400", e.status()
 
 
+@check
+def prometheus_metrics(client):
+    """GET /metrics on the metrics port: Triton's names, the same counts as the statistics."""
+    import re
+    import urllib.error
+    import urllib.request
+    infer_simple(client, False, False)
+    with urllib.request.urlopen(oip_serve_runner.metrics_url, timeout=10) as reply:
+        assert reply.headers["Content-Type"].startswith("text/plain; version=0.0.4"), reply.headers
+        text = reply.read().decode()
+    stats = client.get_inference_statistics("simple")["model_stats"][0]
+
+    def value(name, labels='model="simple",version="1"'):
+        match = re.search(r"^" + re.escape(name + "{" + labels + "}") + r" (\S+)$", text, re.M)
+        assert match, f"{name} missing:\n{text[:2000]}"
+        return float(match.group(1))
+    success = value("nv_inference_request_success")
+    assert success >= 1 and success == stats["inference_stats"]["success"]["count"], (success, stats)
+    assert value("nv_inference_exec_count") == stats["execution_count"]
+    assert value("nv_inference_count") == stats["inference_count"]
+    assert value("nv_inference_request_failure") == stats["inference_stats"]["fail"]["count"]
+    assert value("oip_inference_request_duration_seconds_count") == success
+    assert value("oip_inference_request_duration_seconds_bucket",
+                 'model="simple",version="1",le="+Inf"') == success
+    assert "# TYPE nv_inference_queue_duration_us counter" in text
+    assert value("oip_sequences_active", 'model="simple_sequence",version="1"') >= 0
+    try:
+        urllib.request.urlopen(oip_serve_runner.metrics_url.replace("/metrics", "/v2"), timeout=10)
+        raise AssertionError("the metrics port serves the protocol too")
+    except urllib.error.HTTPError as e:
+        assert e.code == 404, e.code
+
+
 def main():
     return oip_serve_runner.run(sys.argv[1], checks,
                                 lambda http_url, grpc_url: httpclient.InferenceServerClient(http_url))

@@ -1,0 +1,44 @@
+#pragma once
+/// \file
+/// Prometheus metrics of an inference service, in the text exposition format (version 0.0.4), with
+/// Triton's metric names where Triton has them. They are read from the same counters as the
+/// statistics extension, so the two always agree and nothing is counted twice.
+
+#include <oip/export.hpp>
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace oip {
+
+class inference_service;
+
+/// A gauge that a host or a component adds to the exposition (pool memory in use, for example):
+/// one metric name, each series a label set (`pool="cuda_device"`, or empty) and its value.
+struct metric_gauge {
+  std::string name;
+  std::string help;
+  std::vector<std::pair<std::string, std::function<double()>>> series;
+};
+
+/// The exposition: per model and version, `nv_inference_request_success`,
+/// `nv_inference_request_failure`, `nv_inference_count`, `nv_inference_exec_count`,
+/// `nv_inference_request_duration_us`, `nv_inference_queue_duration_us`,
+/// `nv_inference_compute_{input,infer,output}_duration_us` (counters),
+/// `oip_inference_request_duration_seconds` (a histogram of successful requests' latency),
+/// `oip_sequences_active` (sequence models); then the `extra` gauges.
+///
+/// Example:
+/// \code
+///   std::string text = oip::prometheus_text(service);
+///   // nv_inference_request_success{model="simple",version="1"} 12
+/// \endcode
+[[nodiscard]] OIP_EXPORT std::string prometheus_text(const inference_service& service,
+                                                     const std::vector<metric_gauge>& extra = {});
+
+/// The content type of `prometheus_text`.
+inline constexpr const char* prometheus_content_type = "text/plain; version=0.0.4; charset=utf-8";
+
+}  // namespace oip
