@@ -270,7 +270,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     result<model_lease> lease = service.acquire(name, version);
     if (!lease) return fail(lease.error());
     const auto refuse = [&](const status& s) {
-      inference_service::record_failure(*lease, received);
+      inference_service::record_failure(*lease, received, s);
       fail(s);
     };
     const model_config& config = lease->get().config();

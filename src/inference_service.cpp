@@ -1,6 +1,7 @@
 #include "detail/validation.hpp"
 
 #include <oip/inference_service.hpp>
+#include <oip/log.hpp>
 #include <oip/sequence.hpp>
 #include <oip/version.hpp>
 
@@ -415,7 +416,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
              clock::time_point received) {
     const model_config& config = lease.get().config();
     const auto refuse = [&](const status& s) {
-      record_failure(lease, received);
+      record_failure(lease, received, s, request.id.value_or(""));
       done(s);
     };
     if (status s = detail::validate_request(config, request); !s.ok()) return refuse(s);
@@ -560,7 +561,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   static void fail(const std::shared_ptr<pending_inference>& pending, const status& s) {
     completion done = std::move(pending->done);
     if (!done) return;
-    record_failure(pending->lease, pending->received);
+    record_failure(pending->lease, pending->received, s, pending->id.value_or(""));
     done(s);
   }
 
@@ -600,6 +601,12 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     stats.compute_infer.add(nanoseconds_between(pending->started, computed));
     stats.compute_output.add(nanoseconds_between(computed, made));
     stats.add_success(nanoseconds_between(pending->received, made));
+    if (log_enabled(log_level::verbose)) {
+      log(log_level::verbose,
+          fmt::format("model '{}' version {} request '{}': ok in {} us", config.name,
+                      pending->lease.version(), pending->id.value_or(""),
+                      nanoseconds_between(pending->received, made) / 1000));
+    }
     done(std::move(*response));
   }
 };
@@ -710,9 +717,18 @@ void inference_service::infer(model_lease lease, inference_request request, canc
   state_->infer(std::move(lease), std::move(request), std::move(cancel), std::move(done), received);
 }
 
-void inference_service::record_failure(const model_lease& lease,
-                                       clock::time_point received) noexcept {
-  if (lease) lease.statistics().fail.add(nanoseconds_between(received, clock::now()));
+void inference_service::record_failure(const model_lease& lease, clock::time_point received,
+                                       const status& why, std::string_view request_id) noexcept {
+  if (!lease) return;
+  lease.statistics().fail.add(nanoseconds_between(received, clock::now()));
+  const log_level level = why.http_status() >= 500 ? log_level::error : log_level::info;
+  if (!log_enabled(level)) return;
+  try {
+    log(level, fmt::format("model '{}' version {} request '{}': {} ({})",
+                           lease.get().config().name, lease.version(), request_id,
+                           why.message().substr(0, 1000), why.http_status()));
+  } catch (...) {  // NOLINT(bugprone-empty-catch): the failure is counted; only its line is lost
+  }
 }
 
 }  // namespace oip

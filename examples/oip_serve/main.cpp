@@ -7,6 +7,7 @@
 
 #include <oip/grpc/server.hpp>
 #include <oip/http/server.hpp>
+#include <oip/log.hpp>
 #include <oip/version.hpp>
 
 #include <csignal>
@@ -36,6 +37,8 @@ the Open Inference Protocol, on HTTP and gRPC.
   --queue N              requests waiting for a worker before 503 (default 1024)
   --max-body-bytes N     largest request body (default 268435456)
   --server-name NAME     name reported by server metadata (default oip)
+  --log-level L          error, warning (default), info (adds one line per failed request's
+                         client error) or verbose (adds one line per successful request)
   --models A,B,...       models to load (default: all)
   --no-dynamic-batching  run the classifier's requests one by one (for comparisons)
   --device D             auto, cpu, cuda or cuda:N (default auto: a usable CUDA device, else
@@ -100,6 +103,13 @@ int parse(int argc, char** argv, options& o, bool& help) {
       o.executor.queue_capacity = n;
     } else if (flag == "--max-body-bytes" && numeric && n > 0) {
       o.server.bounds.max_body_bytes = n;
+    } else if (flag == "--log-level") {
+      const oip::result<oip::log_level> level = oip::parse_log_level(value);
+      if (!level) {
+        std::cerr << "oip-serve: " << level.error().message() << "\n";
+        return 2;
+      }
+      oip::set_log_level(*level);
     } else if (flag == "--device") {
       o.device = value;
     } else if (flag == "--server-name") {

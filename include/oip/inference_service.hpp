@@ -115,8 +115,10 @@ class OIP_EXPORT inference_service {
   void infer(model_lease lease, inference_request request, cancellation cancel, completion done,
              clock::time_point received = clock::now());
 
-  /// Records a request that failed before `infer` (a body that did not decode, for instance).
-  static void record_failure(const model_lease& lease, clock::time_point received) noexcept;
+  /// Records a request that failed (before `infer`: a body that did not decode, for instance) in
+  /// its model's statistics, and logs it (`oip/log.hpp`).
+  static void record_failure(const model_lease& lease, clock::time_point received,
+                             const status& why, std::string_view request_id = {}) noexcept;
 
  private:
   struct state;

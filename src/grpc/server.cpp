@@ -164,7 +164,7 @@ result<admitted_request> admit(inference_service& service, inference::ModelInfer
   if (!lease) return std::move(lease).error();
   result<inference_request> request = decode_request(message, service.options().bounds);
   if (!request) {
-    inference_service::record_failure(*lease, received);
+    inference_service::record_failure(*lease, received, request.error(), message.id());
     return std::move(request).error();
   }
   return admitted_request{std::move(*lease), std::move(*request)};

@@ -1,0 +1,56 @@
+#pragma once
+/// \file
+/// oip's log: levels, and a sink that a host replaces to route oip's lines into its own logger.
+/// By default lines at `warning` and above go to stderr. A failed inference is one line with its
+/// model and request id: at `error` when the server is at fault (a 5xx), at `info` when the client
+/// is (a 4xx: a misbehaving client cannot flood the log at the default level); a successful one
+/// is a line at `verbose` only.
+
+#include <oip/export.hpp>
+#include <oip/status.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+namespace oip {
+
+enum class log_level : std::uint8_t { error, warning, info, verbose };
+
+/// "error", "warning", "info" or "verbose"; anything else is `errc::invalid_argument`.
+[[nodiscard]] OIP_EXPORT result<log_level> parse_log_level(std::string_view name);
+[[nodiscard]] OIP_EXPORT std::string_view to_string(log_level level) noexcept;
+
+/// Where oip's lines go. `write` may be called from any thread, concurrently.
+///
+/// Example:
+/// \code
+///   struct to_spdlog : oip::log_sink {
+///     void write(oip::log_level level, std::string_view line) noexcept override {
+///       spdlog::log(level == oip::log_level::error ? spdlog::level::err : spdlog::level::info,
+///                   line);
+///     }
+///   };
+///   oip::set_log_sink(std::make_shared<to_spdlog>());
+/// \endcode
+class OIP_EXPORT log_sink {
+ public:
+  log_sink() = default;
+  log_sink(const log_sink&) = delete;
+  log_sink& operator=(const log_sink&) = delete;
+  virtual ~log_sink();
+  virtual void write(log_level level, std::string_view line) noexcept = 0;
+};
+
+/// Replaces the sink for the whole process; null restores the default (stderr, with a timestamp).
+OIP_EXPORT void set_log_sink(std::shared_ptr<log_sink> sink);
+/// Lines above `level` are dropped before they are formatted.
+OIP_EXPORT void set_log_level(log_level level) noexcept;
+[[nodiscard]] OIP_EXPORT log_level current_log_level() noexcept;
+[[nodiscard]] inline bool log_enabled(log_level level) noexcept {
+  return level <= current_log_level();
+}
+/// Writes `line` to the sink when `level` is enabled.
+OIP_EXPORT void log(log_level level, std::string_view line) noexcept;
+
+}  // namespace oip

@@ -1,0 +1,100 @@
+// oip's log: levels, a host's sink, and one line per failed request with its model and id.
+
+#include "served.hpp"
+#include "serving_support.hpp"
+
+#include <oip/log.hpp>
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+namespace {
+
+struct captured : oip::log_sink {
+  void write(oip::log_level level, std::string_view line) noexcept override {
+    const std::lock_guard lock{mutex};
+    lines.emplace_back(level, std::string{line});
+  }
+  std::mutex mutex;
+  std::vector<std::pair<oip::log_level, std::string>> lines;
+};
+
+// Installs a capturing sink at `level` for one test, and restores the defaults after it.
+struct capture_scope {
+  explicit capture_scope(oip::log_level level) {
+    oip::set_log_sink(sink);
+    oip::set_log_level(level);
+  }
+  ~capture_scope() {
+    oip::set_log_sink(nullptr);
+    oip::set_log_level(oip::log_level::warning);
+  }
+  std::shared_ptr<captured> sink = std::make_shared<captured>();
+};
+
+oip::inference_request simple_request(std::string id, bool complete = true) {
+  std::vector<std::int32_t> values(16, 1);
+  oip::inference_request r;
+  r.id = std::move(id);
+  r.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT0", {1, 16}, values));
+  if (complete) {
+    r.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT1", {1, 16}, values));
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("levels parse and print; the default threshold is warning") {
+  CHECK(oip::current_log_level() == oip::log_level::warning);
+  CHECK(*oip::parse_log_level("verbose") == oip::log_level::verbose);
+  CHECK(*oip::parse_log_level("error") == oip::log_level::error);
+  CHECK(oip::to_string(oip::log_level::info) == "info");
+  const oip::result<oip::log_level> bad = oip::parse_log_level("loud");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message().find("expected error, warning, info or verbose") !=
+        std::string::npos);
+  CHECK(oip::log_enabled(oip::log_level::error));
+  CHECK_FALSE(oip::log_enabled(oip::log_level::info));
+}
+
+TEST_CASE("a client's mistake is one info line with the request id; nothing at warning") {
+  {
+    capture_scope scope{oip::log_level::warning};
+    oip::testing::served s{{oip::testing::make_simple()}};
+    REQUIRE_FALSE(s.infer("simple", simple_request("r-1", false)));
+    CHECK(scope.sink->lines.empty());
+  }
+  capture_scope scope{oip::log_level::info};
+  oip::testing::served s{{oip::testing::make_simple()}};
+  REQUIRE_FALSE(s.infer("simple", simple_request("r-2", false)));
+  REQUIRE(s.infer("simple", simple_request("r-3")));  // success: no line below verbose
+  REQUIRE(scope.sink->lines.size() == 1);
+  CHECK(scope.sink->lines[0].first == oip::log_level::info);
+  CHECK(scope.sink->lines[0].second.find("model 'simple' version 1 request 'r-2': expected 2 "
+                                         "inputs but got 1 inputs") != std::string::npos);
+  CHECK(scope.sink->lines[0].second.find("(400)") != std::string::npos);
+}
+
+TEST_CASE("a model's failure is an error line; a success is a verbose line") {
+  capture_scope scope{oip::log_level::verbose};
+  oip::model_config config = oip::testing::simple_config();
+  config.name = "broken";
+  oip::testing::served s{{oip::make_model(config,
+                                          [](const oip::inference_request&) {
+                                            return oip::result<oip::model_output>{oip::status{
+                                                oip::errc::internal, "the engine fell over"}};
+                                          }),
+                          oip::testing::make_simple()}};
+  REQUIRE_FALSE(s.infer("broken", simple_request("r-4")));
+  REQUIRE(s.infer("simple", simple_request("r-5")));
+  REQUIRE(scope.sink->lines.size() == 2);
+  CHECK(scope.sink->lines[0].first == oip::log_level::error);
+  CHECK(scope.sink->lines[0].second ==
+        "model 'broken' version 1 request 'r-4': the engine fell over (500)");
+  CHECK(scope.sink->lines[1].first == oip::log_level::verbose);
+  CHECK(scope.sink->lines[1].second.starts_with("model 'simple' version 1 request 'r-5': ok in "));
+}
