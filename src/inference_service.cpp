@@ -61,7 +61,8 @@ statistics_snapshot snapshot_of(const std::string& name, std::uint64_t version,
   out.compute_input = duration(s.compute_input);
   out.compute_infer = duration(s.compute_infer);
   out.compute_output = duration(s.compute_output);
-  for (const auto& [size, took] : s.executions_by_batch_size()) out.batches.emplace_back(size, took);
+  for (const auto& [size, took] : s.executions_by_batch_size())
+    out.batches.emplace_back(size, took);
   for (const auto& bucket : s.latency_buckets) out.latency_buckets.push_back(bucket.load());
   return out;
 }
@@ -476,11 +477,12 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     if (pending->cancel.cancelled())
       return fail(pending, cancelled_before_running(pending->cancel));
     model& m = pending->lease.get();
-    m.execute(inference_call{std::move(request), pending->lease.version(), pending->cancel,
-                             [self = shared_from_this(), pending](result<model_output> outcome) {
-                               self->complete(pending, std::move(outcome));
-                             },
-                             std::move(turn)});
+    detail::execute_guarded(
+        m, inference_call{std::move(request), pending->lease.version(), pending->cancel,
+                          [self = shared_from_this(), pending](result<model_output> outcome) {
+                            self->complete(pending, std::move(outcome));
+                          },
+                          std::move(turn)});
   }
 
   static status cancelled_before_running(const cancellation& cancel) {
@@ -525,8 +527,8 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     };
     if (items->size() == 1) {
       const batch_item& only = items->front();
-      m.execute(inference_call{std::move(*only.request), lease.version(), only.pending->cancel,
-                               std::move(done)});
+      detail::execute_guarded(m, inference_call{std::move(*only.request), lease.version(),
+                                                only.pending->cancel, std::move(done)});
       return;
     }
     result<inference_request> merged = merge(*items);
@@ -535,7 +537,8 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
       queue->finished();
       return;
     }
-    m.execute(inference_call{std::move(*merged), lease.version(), cancellation{}, std::move(done)});
+    detail::execute_guarded(
+        m, inference_call{std::move(*merged), lease.version(), cancellation{}, std::move(done)});
   }
 
   static void complete_batch(const std::vector<batch_item>& items, result<model_output> outcome) {
@@ -724,9 +727,9 @@ void inference_service::record_failure(const model_lease& lease, clock::time_poi
   const log_level level = why.http_status() >= 500 ? log_level::error : log_level::info;
   if (!log_enabled(level)) return;
   try {
-    log(level, fmt::format("model '{}' version {} request '{}': {} ({})",
-                           lease.get().config().name, lease.version(), request_id,
-                           why.message().substr(0, 1000), why.http_status()));
+    log(level,
+        fmt::format("model '{}' version {} request '{}': {} ({})", lease.get().config().name,
+                    lease.version(), request_id, why.message().substr(0, 1000), why.http_status()));
   } catch (...) {  // NOLINT(bugprone-empty-catch): the failure is counted; only its line is lost
   }
 }

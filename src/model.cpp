@@ -1,10 +1,24 @@
 #include <oip/model.hpp>
 
 #include <atomic>
+#include <exception>
+#include <memory>
+#include <string_view>
+
+#include <fmt/format.h>
 
 namespace oip {
 
 namespace detail {
+
+// Where a call goes when the model throws with the call still on its stack: `execute_guarded`
+// finishes it with the exception's message instead of "no result".
+struct unwound_call {
+  std::atomic<bool> armed{true};
+  int exceptions = 0;  // std::uncaught_exceptions() when the model was called
+  std::unique_ptr<call_state> state;
+};
+
 struct call_state {
   inference_request request;
   std::uint64_t version = 0;
@@ -12,7 +26,9 @@ struct call_state {
   inference_call::completion done;
   sequence_turn turn;
   std::atomic<bool> finished{false};  // a model may race two threads to finish
+  std::shared_ptr<unwound_call> unwound = nullptr;
 };
+
 }  // namespace detail
 
 inference_call::inference_call(inference_request request, std::uint64_t version,
@@ -33,8 +49,40 @@ inference_call& inference_call::operator=(inference_call&& other) noexcept {
 }
 
 inference_call::~inference_call() {
-  if (state_ && !state_->finished.load())
-    finish(status{errc::internal, "the model returned no result"});
+  if (!state_ || state_->finished.load()) return;
+  if (const std::shared_ptr<detail::unwound_call> slot = state_->unwound;
+      slot && slot->armed.load() && std::uncaught_exceptions() > slot->exceptions) {
+    slot->state = std::move(state_);  // the model threw: execute_guarded reports why
+    return;
+  }
+  finish(status{errc::internal, "the model returned no result"});
+}
+
+inference_call::inference_call(std::unique_ptr<detail::call_state> state) noexcept
+    : state_{std::move(state)} {}
+
+void detail::execute_guarded(model& m, inference_call call) noexcept {
+  auto slot = std::make_shared<unwound_call>();
+  slot->exceptions = std::uncaught_exceptions();
+  call.state_->unwound = slot;
+  const auto report = [&](std::string_view what) {
+    slot->armed = false;
+    if (!slot->state) return;  // the model kept the call (it finishes, or its destructor does)
+    inference_call unwound{std::move(slot->state)};
+    try {
+      unwound.finish(status{errc::internal, fmt::format("model '{}' failed: {}", m.config().name,
+                                                        what.substr(0, 1000))});
+    } catch (...) {  // NOLINT(bugprone-empty-catch): the destructor answers instead
+    }
+  };
+  try {
+    m.execute(std::move(call));
+    slot->armed = false;
+  } catch (const std::exception& e) {
+    report(e.what());
+  } catch (...) {
+    report("it threw an exception");
+  }
 }
 
 const inference_request& inference_call::request() const noexcept { return state_->request; }

@@ -115,9 +115,15 @@ class cancellation {
   std::optional<clock::time_point> deadline_;
 };
 
+class model;
+class inference_call;
+
 namespace detail {
 struct call_state;
-}
+/// Runs `m.execute(call)`. A model that throws gets its request answered with a 500 carrying the
+/// exception's message (when the call was still on its stack), and nothing else is affected.
+OIP_EXPORT void execute_guarded(model& m, inference_call call) noexcept;
+}  // namespace detail
 
 /// One request handed to a model. Move-only; `finish` is called exactly once, from any thread, so
 /// a model may complete on a thread or stream of its own without blocking the transport. A call
@@ -153,6 +159,8 @@ class OIP_EXPORT inference_call {
   void finish(result<model_output> outcome);
 
  private:
+  friend void detail::execute_guarded(model& m, inference_call call) noexcept;
+  explicit inference_call(std::unique_ptr<detail::call_state> state) noexcept;
   std::unique_ptr<detail::call_state> state_;
 };
 
