@@ -58,6 +58,38 @@ struct options {
   std::string device = "auto";
 };
 
+// The repository extension's load route: a fresh instance of a reference model, placed as the
+// server's models were (so an unloaded model can be loaded again).
+class reference_loader final : public oip::model_loader {
+ public:
+  reference_loader(bool dynamic_batching, std::string device)
+      : dynamic_batching_{dynamic_batching}, device_{std::move(device)} {}
+
+  [[nodiscard]] std::vector<std::string> available() const override {
+    std::vector<std::string> names;
+    for (const auto& m : oip_serve::reference_models(dynamic_batching_)) {
+      names.push_back(m->config().name);
+    }
+    return names;
+  }
+
+  [[nodiscard]] oip::result<std::shared_ptr<oip::model>> load(std::string_view name) override {
+    bool failed = false;
+    oip_serve::placement placed =
+        oip_serve::place_models(oip_serve::reference_models(dynamic_batching_), device_, failed);
+    if (failed) return oip::status{oip::errc::unavailable, placed.where};
+    for (std::shared_ptr<oip::model>& m : placed.models) {
+      if (m->config().name == name) return std::move(m);
+    }
+    return oip::status{oip::errc::not_found,
+                       "oip-serve has no reference model '" + std::string{name} + "'"};
+  }
+
+ private:
+  bool dynamic_batching_;
+  std::string device_;
+};
+
 bool parse_number(const char* text, std::size_t& out) {
   char* end = nullptr;
   const unsigned long long value = std::strtoull(text, &end, 10);
@@ -169,6 +201,8 @@ int main(int argc, char** argv) {
     std::cerr << "oip-serve: unknown model '" << *o.models.begin() << "'\n";
     return 2;
   }
+
+  repository.set_loader(std::make_shared<reference_loader>(o.dynamic_batching, o.device));
 
   oip::executor workers{o.executor};
   oip::inference_service service{repository, workers, o.server};
