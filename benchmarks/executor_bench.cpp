@@ -5,9 +5,6 @@
 
 #include "served.hpp"
 
-#include <device_models.hpp>
-#include <reference_models.hpp>
-
 #include <cstdint>
 #include <iostream>
 #include <random>
@@ -16,6 +13,9 @@
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
+
+#include <device_models.hpp>
+#include <reference_models.hpp>
 
 namespace {
 

@@ -19,10 +19,9 @@ class stderr_sink final : public log_sink {
   void write(log_level level, std::string_view line) noexcept override {
     const auto now = std::chrono::system_clock::now();
     const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
-    const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
-                            now.time_since_epoch())
-                            .count() %
-                        1'000'000;
+    const auto micros =
+        std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
+        1'000'000;
     std::tm local{};
     localtime_r(&seconds, &local);
     constexpr char letters[] = {'E', 'W', 'I', 'V'};

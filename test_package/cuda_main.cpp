@@ -15,7 +15,7 @@ int main() {
     std::cerr << "select_device accepted 'tpu'\n";
     return 1;
   }
-  std::cout << "oip::cuda: models would run on " << where->reason << " (block of 1000 bytes: "
-            << oip::cuda::memory_pool::block_size(1000) << ")\n";
+  std::cout << "oip::cuda: models would run on " << where->reason
+            << " (block of 1000 bytes: " << oip::cuda::memory_pool::block_size(1000) << ")\n";
   return 0;
 }

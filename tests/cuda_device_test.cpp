@@ -5,9 +5,6 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include "served.hpp"
 
-#include <device_models.hpp>
-#include <reference_models.hpp>
-
 #include <oip/cuda/device.hpp>
 #include <oip/cuda/models.hpp>
 
@@ -21,6 +18,9 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+
+#include <device_models.hpp>
+#include <reference_models.hpp>
 
 namespace {
 
@@ -73,7 +73,8 @@ TEST_CASE("simple_<type> gives the CPU path's bits for every numeric type, batch
   for (const char* name : {"simple", "simple_int8", "simple_uint8", "simple_uint16",
                            "simple_uint32", "simple_uint64", "simple_int16", "simple_int64",
                            "simple_fp16", "simple_bf16", "simple_fp32", "simple_fp64"}) {
-    const oip::datatype type = paths.cpu.models.find(name, std::nullopt)->get().config().inputs[0].type;
+    const oip::datatype type =
+        paths.cpu.models.find(name, std::nullopt)->get().config().inputs[0].type;
     for (std::int64_t batch = 1; batch <= 8; ++batch) {
       CAPTURE(name);
       CAPTURE(batch);
@@ -97,7 +98,8 @@ TEST_CASE("identity_<type> returns the bytes it was given, through the device") 
         "identity_int8", "identity_int16", "identity_int32", "identity_int64", "identity_fp16",
         "identity_bf16", "identity_fp32", "identity_fp64"}) {
     CAPTURE(name);
-    const oip::datatype type = paths.cpu.models.find(name, std::nullopt)->get().config().inputs[0].type;
+    const oip::datatype type =
+        paths.cpu.models.find(name, std::nullopt)->get().config().inputs[0].type;
     // Small (pinned staging), large (straight from the body) and empty.
     for (const oip::shape_type& shape :
          {oip::shape_type{3, 5}, oip::shape_type{1024, 1024}, oip::shape_type{0, 4}}) {
@@ -167,7 +169,8 @@ TEST_CASE("device memory goes back to the pools: nothing is held once the reques
   oip::model_config config;
   config.name = "simple_fp32";
   config.max_batch_size = 8;
-  config.inputs = {{"INPUT0", oip::datatype::fp32, {16}, {}}, {"INPUT1", oip::datatype::fp32, {16}, {}}};
+  config.inputs = {{"INPUT0", oip::datatype::fp32, {16}, {}},
+                   {"INPUT1", oip::datatype::fp32, {16}, {}}};
   config.outputs = {{"OUTPUT0", oip::datatype::fp32, {16}, {}},
                     {"OUTPUT1", oip::datatype::fp32, {16}, {}}};
   oip::result<std::shared_ptr<oip::model>> model = oip::cuda::add_sub_model(*device, config);

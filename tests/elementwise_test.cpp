@@ -23,7 +23,8 @@ void check_wrapping() {
   CHECK(add<T>{}(T{2}, T{3}) == T{5});
   CHECK(subtract<T>{}(T{7}, T{3}) == T{4});
   // 2 × max wraps to -2 (signed) or max - 1 (unsigned).
-  CHECK(add<T>{}(high, high) == (std::is_signed_v<T> ? static_cast<T>(-2) : static_cast<T>(high - 1)));
+  CHECK(add<T>{}(high, high) ==
+        (std::is_signed_v<T> ? static_cast<T>(-2) : static_cast<T>(high - 1)));
 }
 
 }  // namespace
@@ -46,7 +47,8 @@ TEST_CASE("integers wrap in two's complement, as Triton's simple model does") {
 TEST_CASE("FP32 and FP64 follow IEEE 754") {
   CHECK(add<float>{}(0.1F, 0.2F) == 0.1F + 0.2F);
   CHECK(add<double>{}(0.1, 0.2) == 0.30000000000000004);
-  CHECK(std::isinf(add<float>{}(std::numeric_limits<float>::max(), std::numeric_limits<float>::max())));
+  CHECK(std::isinf(
+      add<float>{}(std::numeric_limits<float>::max(), std::numeric_limits<float>::max())));
   CHECK(std::isnan(subtract<double>{}(std::numeric_limits<double>::infinity(),
                                       std::numeric_limits<double>::infinity())));
   CHECK(std::signbit(add<float>{}(-0.0F, -0.0F)));

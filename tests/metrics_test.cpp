@@ -1,8 +1,8 @@
 // The Prometheus exposition: Triton's names, values equal to the statistics, a cumulative
 // histogram, escaped labels, host gauges, and the /metrics route.
 
-#include "serving_support.hpp"
 #include "served.hpp"
+#include "serving_support.hpp"
 
 #include <oip/http_handler.hpp>
 #include <oip/metrics.hpp>
@@ -41,11 +41,10 @@ std::string fmt_bound(std::uint64_t microseconds) {
 TEST_CASE("the exposition holds Triton's counters, equal to the statistics") {
   oip::model_config odd = oip::testing::simple_config();
   odd.name = "sim\"ple\\\n";  // every character a label value escapes
-  oip::testing::served s{{oip::testing::make_simple(),
-                          oip::make_model(odd, [](const oip::inference_request&) {
-                            return oip::result<oip::model_output>{
-                                oip::status{oip::errc::internal, "broken"}};
-                          })}};
+  oip::testing::served s{
+      {oip::testing::make_simple(), oip::make_model(odd, [](const oip::inference_request&) {
+         return oip::result<oip::model_output>{oip::status{oip::errc::internal, "broken"}};
+       })}};
   oip::inference_request good;
   std::vector<std::int32_t> values(16, 3);
   good.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT0", {1, 16}, values));
@@ -91,12 +90,13 @@ TEST_CASE("the exposition holds Triton's counters, equal to the statistics") {
 TEST_CASE("host gauges and the /metrics route; the protocol routes can be left out") {
   oip::testing::served s{{oip::testing::make_simple()}};
   REQUIRE(s.infer("simple", simple_request()));
-  oip::http_handler metrics{s.service, {.protocol = false,
-                                        .metrics = true,
-                                        .gauges = {{"oip_pool_memory_in_use_bytes",
-                                                    "Bytes in use",
-                                                    {{R"(pool="test")", [] { return 4096.0; }},
-                                                     {"", [] { return 1.5; }}}}}}};
+  oip::http_handler metrics{
+      s.service,
+      {.protocol = false,
+       .metrics = true,
+       .gauges = {{"oip_pool_memory_in_use_bytes",
+                   "Bytes in use",
+                   {{R"(pool="test")", [] { return 4096.0; }}, {"", [] { return 1.5; }}}}}}};
   const oip::http_response r = metrics.handle({"GET", "/metrics", {}, {}});
   CHECK(r.status == 200);
   CHECK(r.header("Content-Type") == oip::prometheus_content_type);

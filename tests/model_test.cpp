@@ -53,10 +53,11 @@ class faulty : public oip::model {
 }  // namespace
 
 TEST_CASE("a model that throws answers 500 with its message; the others keep serving") {
-  oip::testing::served s{{std::make_shared<faulty>("throws", faulty::fault::std_exception),
-                          std::make_shared<faulty>("throws_int", faulty::fault::other_exception),
-                          std::make_shared<faulty>("hands_on", faulty::fault::keeps_call_then_throws),
-                          oip::testing::make_simple()}};
+  oip::testing::served s{
+      {std::make_shared<faulty>("throws", faulty::fault::std_exception),
+       std::make_shared<faulty>("throws_int", faulty::fault::other_exception),
+       std::make_shared<faulty>("hands_on", faulty::fault::keeps_call_then_throws),
+       oip::testing::make_simple()}};
   for (int round = 0; round < 3; ++round) {
     oip::result<oip::inference_response> thrown = s.infer("throws", simple_request());
     REQUIRE_FALSE(thrown);
@@ -80,8 +81,7 @@ TEST_CASE("a model that throws answers 500 with its message; the others keep ser
 }
 
 TEST_CASE("a batching model that throws fails its whole batch, and only that batch") {
-  oip::testing::served s{
-      {std::make_shared<faulty>("throws", faulty::fault::std_exception, true)}};
+  oip::testing::served s{{std::make_shared<faulty>("throws", faulty::fault::std_exception, true)}};
   std::vector<std::future<oip::result<oip::inference_response>>> replies;
   for (int i = 0; i < 16; ++i) replies.push_back(s.send("throws", simple_request(1 + i % 3)));
   for (auto& reply : replies) {

@@ -3,9 +3,6 @@
 
 #include "served.hpp"
 
-#include <device_models.hpp>
-#include <reference_models.hpp>
-
 #include <oip/float16.hpp>
 
 #include <cmath>
@@ -16,6 +13,9 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+
+#include <device_models.hpp>
+#include <reference_models.hpp>
 
 namespace {
 
@@ -145,8 +145,8 @@ TEST_CASE("simple and simple_<type> add and subtract for every numeric type, wra
 
 TEST_CASE("identity_<type> returns its input's bytes for every datatype") {
   served s{oip_serve::reference_models()};
-  for (const char* name : {"identity_uint8", "identity_int64", "identity_fp16", "identity_fp64",
-                           "identity_bool"}) {
+  for (const char* name :
+       {"identity_uint8", "identity_int64", "identity_fp16", "identity_fp64", "identity_bool"}) {
     CAPTURE(name);
     const std::string type_name = std::string{name}.substr(9);
     std::string upper;
@@ -195,7 +195,8 @@ TEST_CASE("the classifier's rows are softmax distributions, the same alone as in
   oip::result<oip::inference_response> alone = s.infer("classifier", std::move(second));
   REQUIRE(alone);
   for (std::size_t c = 0; c < 1000; ++c) {
-    CHECK(alone->outputs.at(0).at<float>(c) == doctest::Approx(y.at<float>(1000 + c)).epsilon(1e-5));
+    CHECK(alone->outputs.at(0).at<float>(c) ==
+          doctest::Approx(y.at<float>(1000 + c)).epsilon(1e-5));
   }
 }
 
@@ -218,10 +219,10 @@ TEST_CASE("sequence_accumulator keeps a running sum per sequence") {
   CHECK(step(1, 1, true) == 1);  // START again: the sum restarts
 }
 
-TEST_CASE("--device: cpu and auto run on the CPU here; a bad choice or a missing device is an error") {
+TEST_CASE(
+    "--device: cpu and auto run on the CPU here; a bad choice or a missing device is an error") {
   bool failed = true;
-  oip_serve::placement cpu =
-      oip_serve::place_models(oip_serve::reference_models(), "cpu", failed);
+  oip_serve::placement cpu = oip_serve::place_models(oip_serve::reference_models(), "cpu", failed);
   CHECK_FALSE(failed);
   CHECK(cpu.models.size() == oip_serve::reference_models().size());
   CHECK(cpu.where.find("CPU") != std::string::npos);

@@ -23,8 +23,8 @@ bool is_add_sub(const oip::model_config& c) {
 }
 
 // The device version of `cpu` (same configuration), or null when oip::cuda has none.
-oip::result<std::shared_ptr<oip::model>> on_device(
-    const std::shared_ptr<oip::cuda::device>& device, const oip::model& cpu) {
+oip::result<std::shared_ptr<oip::model>> on_device(const std::shared_ptr<oip::cuda::device>& device,
+                                                   const oip::model& cpu) {
   const oip::model_config& c = cpu.config();
   if (is_add_sub(c)) return oip::cuda::add_sub_model(device, c);
   if (c.name.starts_with("identity_") && c.inputs.at(0).type != oip::datatype::bytes) {
@@ -41,8 +41,8 @@ oip::result<std::shared_ptr<oip::model>> on_device(
 
 }  // namespace
 
-placement place_models(std::vector<std::shared_ptr<oip::model>> cpu_models,
-                       std::string_view choice, bool& failed) {
+placement place_models(std::vector<std::shared_ptr<oip::model>> cpu_models, std::string_view choice,
+                       bool& failed) {
   failed = false;
 #if OIP_SERVE_WITH_CUDA
   oip::result<oip::cuda::device_selection> selected = oip::cuda::select_device(choice);
@@ -51,8 +51,7 @@ placement place_models(std::vector<std::shared_ptr<oip::model>> cpu_models,
     return {{}, selected.error().message()};
   }
   if (selected->kind == oip::cuda::backend::cpu) return {std::move(cpu_models), selected->reason};
-  oip::result<std::shared_ptr<oip::cuda::device>> device =
-      oip::cuda::device::open(selected->index);
+  oip::result<std::shared_ptr<oip::cuda::device>> device = oip::cuda::device::open(selected->index);
   if (!device) {
     failed = true;
     return {{}, device.error().message()};
@@ -66,12 +65,13 @@ placement place_models(std::vector<std::shared_ptr<oip::model>> cpu_models,
     if (*moved) m = std::move(*moved);
   }
   const std::shared_ptr<oip::cuda::device> on = *device;
-  oip::metric_gauge in_use{"oip_pool_memory_in_use_bytes",
-                           "Bytes handed out by oip's memory pools",
-                           {{R"(pool="cuda_device")",
-                             [on] { return static_cast<double>(on->device_memory().stats().bytes_in_use); }},
-                            {R"(pool="cuda_pinned")",
-                             [on] { return static_cast<double>(on->pinned_memory().stats().bytes_in_use); }}}};
+  oip::metric_gauge in_use{
+      "oip_pool_memory_in_use_bytes",
+      "Bytes handed out by oip's memory pools",
+      {{R"(pool="cuda_device")",
+        [on] { return static_cast<double>(on->device_memory().stats().bytes_in_use); }},
+       {R"(pool="cuda_pinned")",
+        [on] { return static_cast<double>(on->pinned_memory().stats().bytes_in_use); }}}};
   return {std::move(cpu_models),
           selected->reason + " (simple*, identity_*, sequence_accumulator and classifier on it)",
           {std::move(in_use)}};

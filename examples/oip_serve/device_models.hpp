@@ -22,7 +22,7 @@ struct placement {
 
 /// `choice` is auto, cpu, cuda or cuda:N. An error (bad choice, or a CUDA device that cannot be
 /// used when one was asked for) leaves `models` empty and says why in `where`.
-placement place_models(std::vector<std::shared_ptr<oip::model>> cpu_models,
-                       std::string_view choice, bool& failed);
+placement place_models(std::vector<std::shared_ptr<oip::model>> cpu_models, std::string_view choice,
+                       bool& failed);
 
 }  // namespace oip_serve

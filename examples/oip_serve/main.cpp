@@ -219,8 +219,8 @@ int main(int argc, char** argv) {
     std::cerr << "oip-serve: " << grpc_port.error().message() << "\n";
     return 1;
   }
-  oip::http_handler metrics_handler{service, {.protocol = false, .metrics = true,
-                                              .gauges = std::move(placed.gauges)}};
+  oip::http_handler metrics_handler{
+      service, {.protocol = false, .metrics = true, .gauges = std::move(placed.gauges)}};
   oip::http::server metrics{metrics_handler, o.metrics};
   const oip::result<std::uint16_t> metrics_port = metrics.start();
   if (!metrics_port) {

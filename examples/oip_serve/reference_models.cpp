@@ -47,26 +47,25 @@ const tensor& input(const oip::inference_request& r, std::string_view name) {
 // that the CUDA models run (integers wrap like Triton's C++ example).
 template <class T>
 std::shared_ptr<oip::model> add_sub(std::string name) {
-  return oip::make_model(add_sub_config(std::move(name), oip::datatype_of<T>),
-                         [](const oip::inference_request& r) -> result<model_output> {
-                           const tensor& a = input(r, "INPUT0");
-                           const tensor& b = input(r, "INPUT1");
-                           std::vector<T> sum(a.element_count());
-                           std::vector<T> difference(a.element_count());
-                           for (std::size_t i = 0; i < sum.size(); ++i) {
-                             oip::elementwise::add_sub(a.at<T>(i), b.at<T>(i), sum[i],
-                                                       difference[i]);
-                           }
-                           model_output out;
-                           for (auto* values : {&sum, &difference}) {
-                             result<tensor> t =
-                                 tensor::from_values<T>(values == &sum ? "OUTPUT0" : "OUTPUT1",
-                                                        a.shape(), std::span<const T>(*values));
-                             if (!t) return std::move(t).error();
-                             out.outputs.push_back(std::move(*t));
-                           }
-                           return out;
-                         });
+  return oip::make_model(
+      add_sub_config(std::move(name), oip::datatype_of<T>),
+      [](const oip::inference_request& r) -> result<model_output> {
+        const tensor& a = input(r, "INPUT0");
+        const tensor& b = input(r, "INPUT1");
+        std::vector<T> sum(a.element_count());
+        std::vector<T> difference(a.element_count());
+        for (std::size_t i = 0; i < sum.size(); ++i) {
+          oip::elementwise::add_sub(a.at<T>(i), b.at<T>(i), sum[i], difference[i]);
+        }
+        model_output out;
+        for (auto* values : {&sum, &difference}) {
+          result<tensor> t = tensor::from_values<T>(values == &sum ? "OUTPUT0" : "OUTPUT1",
+                                                    a.shape(), std::span<const T>(*values));
+          if (!t) return std::move(t).error();
+          out.outputs.push_back(std::move(*t));
+        }
+        return out;
+      });
 }
 
 result<std::int64_t> parse_decimal(std::string_view text, std::string_view name) {

@@ -8,11 +8,11 @@
 
 #include <array>
 #include <atomic>
-#include <map>
-#include <mutex>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,8 +40,8 @@ struct model_statistics {
   /// Upper bounds, in microseconds, of the request latency histogram's buckets (a last bucket
   /// takes everything above).
   static constexpr std::array<std::uint64_t, 14> latency_bounds_us{
-      100, 250, 500, 1'000, 2'500, 5'000, 10'000, 25'000, 50'000, 100'000, 250'000, 500'000,
-      1'000'000, 5'000'000};
+      100,    250,    500,     1'000,   2'500,   5'000,     10'000,
+      25'000, 50'000, 100'000, 250'000, 500'000, 1'000'000, 5'000'000};
 
   std::atomic<std::uint64_t> last_inference_ms{0};  ///< milliseconds since the epoch
   std::atomic<std::uint64_t> inference_count{0};    ///< inferences, counting each batch row

@@ -9,8 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include <cuda_runtime.h>
 #include <fmt/format.h>
+
+#include <cuda_runtime.h>
 
 namespace oip::cuda {
 
@@ -84,8 +85,8 @@ result<device_selection> select_device(std::string_view choice) {
                   fmt::format("bad device '{}': expected auto, cpu, cuda or cuda:N", choice)};
   }
   if (!found.usable()) {
-    return status{errc::unavailable, fmt::format("CUDA device {} cannot be used: {}", index,
-                                                 found.message)};
+    return status{errc::unavailable,
+                  fmt::format("CUDA device {} cannot be used: {}", index, found.message)};
   }
   if (index >= found.device_count) {
     return status{errc::unavailable, fmt::format("CUDA device {} does not exist ({} found)", index,
@@ -200,7 +201,8 @@ result<std::shared_ptr<void>> memory_pool::acquire(std::size_t size) {
     const std::lock_guard lock{state_->mutex};
     state_->stats.bytes_in_use += block;
   }
-  return std::shared_ptr<void>(found, [owner = state_, block](void* p) { owner->release(p, block); });
+  return std::shared_ptr<void>(found,
+                               [owner = state_, block](void* p) { owner->release(p, block); });
 }
 
 memory_pool::statistics memory_pool::stats() const {
@@ -209,20 +211,20 @@ memory_pool::statistics memory_pool::stats() const {
 }
 
 memory_pool memory_pool::device(int device, std::size_t max_cached_bytes) {
-  return memory_pool{{[device](std::size_t size) -> void* {
-                        void* p = nullptr;
-                        if (cudaSetDevice(device) != cudaSuccess ||
-                            cudaMalloc(&p, size) != cudaSuccess) {
-                          cudaGetLastError();
-                          return nullptr;
-                        }
-                        return p;
-                      },
-                      [device](void* p) {
-                        cudaSetDevice(device);
-                        cudaFree(p);
-                      }},
-                     max_cached_bytes};
+  return memory_pool{
+      {[device](std::size_t size) -> void* {
+         void* p = nullptr;
+         if (cudaSetDevice(device) != cudaSuccess || cudaMalloc(&p, size) != cudaSuccess) {
+           cudaGetLastError();
+           return nullptr;
+         }
+         return p;
+       },
+       [device](void* p) {
+         cudaSetDevice(device);
+         cudaFree(p);
+       }},
+      max_cached_bytes};
 }
 
 memory_pool memory_pool::pinned(std::size_t max_cached_bytes) {

@@ -76,14 +76,17 @@ cudaError_t add_sub_typed(const void* a, const void* b, void* sum, void* differe
 
 }  // namespace
 
-cudaError_t launch_add_sub(datatype type, const void* a, const void* b, void* sum,
-                           void* difference, std::size_t count, cudaStream_t stream) {
+cudaError_t launch_add_sub(datatype type, const void* a, const void* b, void* sum, void* difference,
+                           std::size_t count, cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
   switch (type) {
     case datatype::uint8: return add_sub_typed<std::uint8_t>(a, b, sum, difference, count, stream);
-    case datatype::uint16: return add_sub_typed<std::uint16_t>(a, b, sum, difference, count, stream);
-    case datatype::uint32: return add_sub_typed<std::uint32_t>(a, b, sum, difference, count, stream);
-    case datatype::uint64: return add_sub_typed<std::uint64_t>(a, b, sum, difference, count, stream);
+    case datatype::uint16:
+      return add_sub_typed<std::uint16_t>(a, b, sum, difference, count, stream);
+    case datatype::uint32:
+      return add_sub_typed<std::uint32_t>(a, b, sum, difference, count, stream);
+    case datatype::uint64:
+      return add_sub_typed<std::uint64_t>(a, b, sum, difference, count, stream);
     case datatype::int8: return add_sub_typed<std::int8_t>(a, b, sum, difference, count, stream);
     case datatype::int16: return add_sub_typed<std::int16_t>(a, b, sum, difference, count, stream);
     case datatype::int32: return add_sub_typed<std::int32_t>(a, b, sum, difference, count, stream);
@@ -110,7 +113,7 @@ cudaError_t launch_softmax_rows(float* values, std::size_t rows, std::size_t col
   if (rows == 0 || columns == 0) return cudaSuccess;
   if (rows > 2147483647U) return cudaErrorInvalidValue;
   softmax_rows_kernel<<<static_cast<unsigned>(rows), threads_per_block, 0, stream>>>(values,
-                                                                                      columns);
+                                                                                     columns);
   return cudaGetLastError();
 }
 

@@ -12,8 +12,8 @@
 namespace oip::cuda::detail {
 
 /// sum = a + b and difference = a - b over `count` elements of numeric `type`.
-cudaError_t launch_add_sub(datatype type, const void* a, const void* b, void* sum,
-                           void* difference, std::size_t count, cudaStream_t stream);
+cudaError_t launch_add_sub(datatype type, const void* a, const void* b, void* sum, void* difference,
+                           std::size_t count, cudaStream_t stream);
 
 /// out[i] = in[i] + addend (INT32, wrapping).
 cudaError_t launch_add_scalar(const std::int32_t* in, std::int32_t addend, std::int32_t* out,

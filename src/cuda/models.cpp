@@ -9,14 +9,15 @@
 #include <deque>
 #include <exception>
 #include <mutex>
-#include <thread>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
-#include <fmt/format.h>
 
 namespace oip::cuda {
 
@@ -270,8 +271,7 @@ class device_model : public model, public std::enable_shared_from_this<device_mo
   }
 
  private:
-  static void CUDART_CB on_stream_done(cudaStream_t /*stream*/, cudaError_t outcome,
-                                       void* opaque) {
+  static void CUDART_CB on_stream_done(cudaStream_t /*stream*/, cudaError_t outcome, void* opaque) {
     completion_queue::instance().push(static_cast<job*>(opaque), outcome);
   }
 
@@ -346,9 +346,9 @@ class add_sub : public device_model {
     if (a == nullptr) return missing_input(config().name, "INPUT0");
     if (b == nullptr) return missing_input(config().name, "INPUT1");
     if (a->shape() != b->shape()) {
-      return status{errc::invalid_argument,
-                    fmt::format("inputs 'INPUT0' and 'INPUT1' of model '{}' differ in shape",
-                                config().name)};
+      return status{
+          errc::invalid_argument,
+          fmt::format("inputs 'INPUT0' and 'INPUT1' of model '{}' differ in shape", config().name)};
     }
     const std::size_t bytes = a->data().size();
     result<void*> x = upload(running, *a);
@@ -359,9 +359,9 @@ class add_sub : public device_model {
     if (!sum) return sum.error();
     result<void*> difference = scratch(running, bytes);
     if (!difference) return difference.error();
-    if (const cudaError_t e =
-            detail::launch_add_sub(a->type(), *x, *y, *sum, *difference,
-                                   static_cast<std::size_t>(a->element_count()), running.on->stream);
+    if (const cudaError_t e = detail::launch_add_sub(a->type(), *x, *y, *sum, *difference,
+                                                     static_cast<std::size_t>(a->element_count()),
+                                                     running.on->stream);
         e != cudaSuccess) {
       return device_failure("the add_sub kernel", e);
     }
@@ -448,17 +448,17 @@ class dense_softmax : public device_model {
     // column-major, outᵀ = Wᵀ · xᵀ: one sgemm with the operands as they lie.
     const float one = 1.0F;
     const float zero = 0.0F;
-    if (const cublasStatus_t s = cublasSgemm(
-            running.on->blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(classes_),
-            static_cast<int>(rows), static_cast<int>(features_), &one,
-            static_cast<const float*>(weights_.get()), static_cast<int>(classes_),
-            static_cast<const float*>(*in), static_cast<int>(features_), &zero,
-            static_cast<float*>(*out), static_cast<int>(classes_));
+    if (const cublasStatus_t s =
+            cublasSgemm(running.on->blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(classes_),
+                        static_cast<int>(rows), static_cast<int>(features_), &one,
+                        static_cast<const float*>(weights_.get()), static_cast<int>(classes_),
+                        static_cast<const float*>(*in), static_cast<int>(features_), &zero,
+                        static_cast<float*>(*out), static_cast<int>(classes_));
         s != CUBLAS_STATUS_SUCCESS) {
       return blas_failure("cublasSgemm", s);
     }
-    if (const cudaError_t e = detail::launch_softmax_rows(static_cast<float*>(*out), rows,
-                                                          classes_, running.on->stream);
+    if (const cudaError_t e = detail::launch_softmax_rows(static_cast<float*>(*out), rows, classes_,
+                                                          running.on->stream);
         e != cudaSuccess) {
       return device_failure("the softmax kernel", e);
     }
@@ -521,8 +521,7 @@ result<std::shared_ptr<model>> add_sub_model(std::shared_ptr<device> on, model_c
 result<std::shared_ptr<model>> identity_model(std::shared_ptr<device> on, model_config config,
                                               std::size_t instances) {
   if (config.inputs.size() != 1 || config.outputs.size() != 1 ||
-      config.inputs[0].type == datatype::bytes ||
-      config.outputs[0].type != config.inputs[0].type) {
+      config.inputs[0].type == datatype::bytes || config.outputs[0].type != config.inputs[0].type) {
     return bad_config(config, "identity needs one input and one output of one fixed-size type");
   }
   return make<identity>(std::move(on), std::move(config), instances, false);
@@ -531,9 +530,9 @@ result<std::shared_ptr<model>> identity_model(std::shared_ptr<device> on, model_
 result<std::shared_ptr<model>> accumulator_model(std::shared_ptr<device> on, model_config config,
                                                  std::size_t instances) {
   if (!config.sequence_batching || config.inputs.size() != 1 || config.outputs.size() != 1 ||
-      config.inputs[0].type != datatype::int32 ||
-      config.outputs[0].type != datatype::int32) {
-    return bad_config(config, "the accumulator is a sequence model with one INT32 input and output");
+      config.inputs[0].type != datatype::int32 || config.outputs[0].type != datatype::int32) {
+    return bad_config(config,
+                      "the accumulator is a sequence model with one INT32 input and output");
   }
   return make<accumulator>(std::move(on), std::move(config), instances, false);
 }
@@ -551,8 +550,8 @@ result<std::shared_ptr<model>> dense_softmax_model(std::shared_ptr<device> on, m
   const auto features = static_cast<std::size_t>(config.inputs[0].shape[0]);
   const auto classes = static_cast<std::size_t>(config.outputs[0].shape[0]);
   if (weights.size() != features * classes) {
-    return bad_config(config, fmt::format("expected {} x {} weights, got {}", features, classes,
-                                          weights.size()));
+    return bad_config(
+        config, fmt::format("expected {} x {} weights, got {}", features, classes, weights.size()));
   }
   if (!on) return status{errc::invalid_argument, "no CUDA device given"};
   if (const cudaError_t e = cudaSetDevice(on->index()); e != cudaSuccess) {

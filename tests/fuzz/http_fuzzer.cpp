@@ -6,15 +6,7 @@
 // server's header or body timeout, 100 ms here. A crash, a hang (no close within 10 s) or a 5xx
 // reply is a finding: whatever a client sends, its mistakes are 4xx.
 
-#include <reference_models.hpp>
-
 #include <oip/http/server.hpp>
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -25,6 +17,13 @@
 #include <memory>
 #include <string>
 #include <string_view>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <reference_models.hpp>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 namespace {
 

@@ -34,10 +34,10 @@ class OIP_EXPORT memory_pool {
   };
 
   struct statistics {
-    std::size_t bytes_in_use = 0;     ///< held by blocks handed out
-    std::size_t bytes_cached = 0;     ///< released blocks kept for reuse
-    std::size_t allocations = 0;      ///< calls to the allocator
-    std::size_t reuses = 0;           ///< acquisitions served from the cache
+    std::size_t bytes_in_use = 0;  ///< held by blocks handed out
+    std::size_t bytes_cached = 0;  ///< released blocks kept for reuse
+    std::size_t allocations = 0;   ///< calls to the allocator
+    std::size_t reuses = 0;        ///< acquisitions served from the cache
   };
 
   static constexpr std::size_t min_block = 256;

@@ -49,13 +49,13 @@ class OIP_EXPORT device {
 /// `oip::elementwise` functors, for `config` (two inputs and two outputs of one numeric datatype,
 /// named as Triton's `simple`). `errc::invalid_argument` for any other configuration.
 [[nodiscard]] OIP_EXPORT result<std::shared_ptr<model>> add_sub_model(std::shared_ptr<device> on,
-                                                                     model_config config,
-                                                                     std::size_t instances = 2);
+                                                                      model_config config,
+                                                                      std::size_t instances = 2);
 
 /// OUTPUT0 = INPUT0, through the device (copied there and back), for one fixed-size datatype.
 [[nodiscard]] OIP_EXPORT result<std::shared_ptr<model>> identity_model(std::shared_ptr<device> on,
-                                                                      model_config config,
-                                                                      std::size_t instances = 2);
+                                                                       model_config config,
+                                                                       std::size_t instances = 2);
 
 /// A sequence model whose INT32 OUTPUT is the running sum of its INT32 INPUT (0 at START): the
 /// sum is added on the device.
