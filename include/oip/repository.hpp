@@ -63,8 +63,8 @@ struct model_statistics {
 
   /// Records one successful execution of `batch_size` rows.
   void add_execution(std::uint64_t batch_size, const batch_durations& took) {
-    const std::lock_guard lock{batches_mutex};
-    batch_durations& sum = batches[batch_size];
+    const std::lock_guard lock{batches_mutex_};
+    batch_durations& sum = batches_[batch_size];
     sum.count += 1;
     sum.compute_input_ns += took.compute_input_ns;
     sum.compute_infer_ns += took.compute_infer_ns;
@@ -72,13 +72,13 @@ struct model_statistics {
   }
   /// By batch size, ascending.
   [[nodiscard]] std::map<std::uint64_t, batch_durations> executions_by_batch_size() const {
-    const std::lock_guard lock{batches_mutex};
-    return batches;
+    const std::lock_guard lock{batches_mutex_};
+    return batches_;
   }
 
  private:
-  mutable std::mutex batches_mutex;
-  std::map<std::uint64_t, batch_durations> batches;
+  mutable std::mutex batches_mutex_;
+  std::map<std::uint64_t, batch_durations> batches_;
 };
 
 namespace detail {
