@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace oip {
 
@@ -133,8 +134,9 @@ std::string encode_config(const model_config& config) {
         config.sequence.max_idle.count(), controls);
   } else if (config.dynamic_batching) {
     out += fmt::format(
-        R"(,"dynamic_batching":{{"preferred_batch_size":[],"max_queue_delay_microseconds":{},)"
+        R"(,"dynamic_batching":{{"preferred_batch_size":[{}],"max_queue_delay_microseconds":{},)"
         R"("preserve_ordering":false}})",
+        fmt::join(config.batching.preferred_batch_sizes, ","),
         config.batching.max_queue_delay.count());
   }
   return out + "}";

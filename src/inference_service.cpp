@@ -275,19 +275,30 @@ class batch_queue {
   }
 
  private:
-  // How many requests at the front can run together, and whether the batch can still grow.
+  // How many requests at the front can run together, and whether the batch can still grow. The
+  // largest prefix whose rows make a preferred batch size runs at once.
   std::pair<std::size_t, bool> next_batch() const {
     std::uint64_t rows = 0;
     std::size_t count = 0;
+    std::size_t preferred = 0;  // requests in the largest prefix of a preferred size
+    const auto is_preferred = [&](std::uint64_t n) {
+      return std::find(settings_.preferred_batch_sizes.begin(),
+                       settings_.preferred_batch_sizes.end(),
+                       n) != settings_.preferred_batch_sizes.end();
+    };
+    bool can_grow = true;
     for (const batch_item& item : queue_) {
-      if (count > 0 && !batchable_together(*queue_.front().request, *item.request)) {
-        return {count, false};
+      if ((count > 0 && !batchable_together(*queue_.front().request, *item.request)) ||
+          rows + item.pending->batch > max_rows_) {
+        can_grow = false;
+        break;
       }
-      if (rows + item.pending->batch > max_rows_) return {count, false};
       rows += item.pending->batch;
       ++count;
+      if (is_preferred(rows)) preferred = count;
     }
-    return {count, rows < max_rows_};
+    if (preferred > 0) return {preferred, false};
+    return {count, can_grow && rows < max_rows_};
   }
 
   const std::string model_name_;

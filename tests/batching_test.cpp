@@ -207,6 +207,18 @@ TEST_CASE("a lone request waits at most the queue delay; a full batch runs at on
   CHECK(f.model->batches.back() == 8);
 }
 
+TEST_CASE("a batch of a preferred size runs at once, without waiting for the delay") {
+  service_fixture f{std::make_shared<doubler>(
+      oip::model_config::batching_settings{10s, 1024, 1, {6}})};
+  const auto began = std::chrono::steady_clock::now();
+  std::vector<std::future<oip::result<oip::inference_response>>> replies;
+  for (int i = 0; i < 3; ++i) replies.push_back(f.send(20 + i, 2, 2));  // 2 + 2 + 2 rows
+  for (auto& r : replies) REQUIRE(r.get());
+  CHECK(std::chrono::steady_clock::now() - began < 5s);  // not the 10 s delay
+  const std::lock_guard lock{f.model->mutex_};
+  CHECK(f.model->batches == std::vector<std::int64_t>{6});
+}
+
 TEST_CASE("the batch queue is bounded: a 503 when it is full") {
   service_fixture f{std::make_shared<doubler>(oip::model_config::batching_settings{0ms, 2, 1})};
   f.model->hold();
@@ -246,4 +258,11 @@ TEST_CASE("the configuration route shows the batcher, where perf_analyzer looks 
   CHECK(reply.body().find(R"("dynamic_batching":{"preferred_batch_size":[],)"
                           R"("max_queue_delay_microseconds":2000,"preserve_ordering":false})") !=
         std::string::npos);
+
+  service_fixture preferring{
+      std::make_shared<doubler>(oip::model_config::batching_settings{2ms, 16, 1, {4, 8}})};
+  oip::http_handler shows{preferring.service};
+  CHECK(shows.handle({"GET", "/v2/models/doubler/config", {}, {}})
+            .body()
+            .find(R"("preferred_batch_size":[4,8],)") != std::string::npos);
 }

@@ -54,6 +54,11 @@ struct model_config {
     std::size_t max_queue_size = 1024;
     /// Batches of this model running at once (Triton's instance count).
     std::size_t instances = 1;
+    /// Batch sizes (rows) the model runs best at, as Triton's `preferred_batch_size`: when the
+    /// requests at the front of the queue add up to one of them, the largest such batch runs at
+    /// once; otherwise the batcher waits up to `max_queue_delay` for a fuller batch. Empty: only
+    /// `max_batch_size` makes a batch run before the delay.
+    std::vector<std::uint64_t> preferred_batch_sizes = {};
   } batching;
   /// A stateful model: requests carry `sequence_id`/`sequence_start`/`sequence_end`, run one at a
   /// time per sequence in arrival order, and see their `sequence_step`

@@ -108,8 +108,12 @@ void to_message(const model_config& config, inference::ModelConfig& out) {
       }
     }
   } else if (config.dynamic_batching) {
-    out.mutable_dynamic_batching()->set_max_queue_delay_microseconds(
+    inference::ModelDynamicBatching* batching = out.mutable_dynamic_batching();
+    batching->set_max_queue_delay_microseconds(
         static_cast<std::uint64_t>(config.batching.max_queue_delay.count()));
+    for (const std::uint64_t size : config.batching.preferred_batch_sizes) {
+      batching->add_preferred_batch_size(static_cast<std::int32_t>(size));
+    }
   }
 }
 
