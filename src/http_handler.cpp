@@ -5,6 +5,7 @@
 
 #include <oip/binary.hpp>
 #include <oip/http_handler.hpp>
+#include <oip/log.hpp>
 #include <oip/json.hpp>
 #include <oip/version.hpp>
 
@@ -270,7 +271,10 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     const auto fail = [&](const status& s) { done(finish_reply(error_reply(s), reply_coding)); };
 
     result<model_lease> lease = service.acquire(name, version);
-    if (!lease) return fail(lease.error());
+    if (!lease) {
+      log_request_failure(lease.error(), fmt::format("model '{}'", name));
+      return fail(lease.error());
+    }
     const auto refuse = [&](const status& s) {
       inference_service::record_failure(*lease, received, s);
       fail(s);
@@ -342,7 +346,10 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     const detail::content_coding reply_coding =
         detail::choose_response_coding(request.header("Accept-Encoding").value_or(""));
     const auto reply = [&](http_response r) { done(finish_reply(std::move(r), reply_coding)); };
-    const auto fail = [&](const status& s) { reply(error_reply(s)); };
+    const auto fail = [&](const status& s) {
+      log_request_failure(s, fmt::format("{} {}", request.method, request.target));
+      reply(error_reply(s));
+    };
 
     result<std::vector<std::string>> parsed = split_path(request.target);
     if (!parsed) return fail(parsed.error());

@@ -735,12 +735,11 @@ void inference_service::record_failure(const model_lease& lease, clock::time_poi
                                        const status& why, std::string_view request_id) noexcept {
   if (!lease) return;
   lease.statistics().fail.add(nanoseconds_between(received, clock::now()));
-  const log_level level = why.http_status() >= 500 ? log_level::error : log_level::info;
-  if (!log_enabled(level)) return;
+  if (!log_enabled(log_level::warning)) return;
   try {
-    log(level,
-        fmt::format("model '{}' version {} request '{}': {} ({})", lease.get().config().name,
-                    lease.version(), request_id, why.message().substr(0, 1000), why.http_status()));
+    log_request_failure(
+        why, fmt::format("model '{}' version {}", lease.get().config().name, lease.version()),
+        request_id);
   } catch (...) {  // NOLINT(bugprone-empty-catch): the failure is counted; only its line is lost
   }
 }

@@ -88,4 +88,16 @@ void log(log_level level, std::string_view line) noexcept {
   sink->write(level, line);
 }
 
+void log_request_failure(const status& why, std::string_view subject,
+                         std::string_view request_id) noexcept {
+  const log_level level = why.http_status() >= 500 ? log_level::error : log_level::warning;
+  if (!log_enabled(level)) return;
+  try {
+    log(level, fmt::format("{} request '{}': {} ({})", subject.substr(0, 300),
+                           request_id.substr(0, 300), why.message().substr(0, 1000),
+                           why.http_status()));
+  } catch (...) {  // NOLINT(bugprone-empty-catch): only the line is lost
+  }
+}
+
 }  // namespace oip

@@ -3,6 +3,7 @@
 #include "served.hpp"
 #include "serving_support.hpp"
 
+#include <oip/http_handler.hpp>
 #include <oip/log.hpp>
 
 #include <mutex>
@@ -61,22 +62,38 @@ TEST_CASE("levels parse and print; the default threshold is warning") {
   CHECK_FALSE(oip::log_enabled(oip::log_level::info));
 }
 
-TEST_CASE("a client's mistake is one info line with the request id; nothing at warning") {
+TEST_CASE("a client's mistake is one warning line with the request id; none at level error") {
   {
-    capture_scope scope{oip::log_level::warning};
+    capture_scope scope{oip::log_level::error};
     oip::testing::served s{{oip::testing::make_simple()}};
     REQUIRE_FALSE(s.infer("simple", simple_request("r-1", false)));
     CHECK(scope.sink->lines.empty());
   }
-  capture_scope scope{oip::log_level::info};
+  capture_scope scope{oip::log_level::warning};
   oip::testing::served s{{oip::testing::make_simple()}};
   REQUIRE_FALSE(s.infer("simple", simple_request("r-2", false)));
   REQUIRE(s.infer("simple", simple_request("r-3")));  // success: no line below verbose
   REQUIRE(scope.sink->lines.size() == 1);
-  CHECK(scope.sink->lines[0].first == oip::log_level::info);
+  CHECK(scope.sink->lines[0].first == oip::log_level::warning);
   CHECK(scope.sink->lines[0].second.find("model 'simple' version 1 request 'r-2': expected 2 "
                                          "inputs but got 1 inputs") != std::string::npos);
   CHECK(scope.sink->lines[0].second.find("(400)") != std::string::npos);
+}
+
+TEST_CASE("errors before a model is known are logged too: unknown model, no route") {
+  capture_scope scope{oip::log_level::warning};
+  oip::testing::served s{{oip::testing::make_simple()}};
+  oip::http_handler handler{s.service};
+  CHECK(handler.handle({"GET", "/v2/nowhere", {}, {}}).status == 404);
+  CHECK(handler
+            .handle({"POST", "/v2/models/nope/infer", {},
+                     oip::buffer::from_string(R"({"id":"x","inputs":[]})")})
+            .status == 404);
+  REQUIRE(scope.sink->lines.size() == 2);
+  CHECK(scope.sink->lines[0].second ==
+        "GET /v2/nowhere request '': no route for GET /v2/nowhere (404)");
+  CHECK(scope.sink->lines[1].second.starts_with(
+      "model 'nope' request '': Request for unknown model: 'nope' is not found (404)"));
 }
 
 TEST_CASE("a model's failure is an error line; a success is a verbose line") {

@@ -37,8 +37,8 @@ the Open Inference Protocol, on HTTP and gRPC.
   --queue N              requests waiting for a worker before 503 (default 1024)
   --max-body-bytes N     largest request body (default 268435456)
   --server-name NAME     name reported by server metadata (default oip)
-  --log-level L          error, warning (default), info (adds one line per failed request's
-                         client error) or verbose (adds one line per successful request)
+  --log-level L          error (server faults only), warning (default: also one line per
+                         client error), info, or verbose (also one line per successful request)
   --models A,B,...       models to load (default: all)
   --no-dynamic-batching  run the classifier's requests one by one (for comparisons)
   --device D             auto, cpu, cuda or cuda:N (default auto: a usable CUDA device, else

@@ -1,10 +1,10 @@
 #pragma once
 /// \file
 /// oip's log: levels, and a sink that a host replaces to route oip's lines into its own logger.
-/// By default lines at `warning` and above go to stderr. A failed inference is one line with its
-/// model and request id: at `error` when the server is at fault (a 5xx), at `info` when the client
-/// is (a 4xx: a misbehaving client cannot flood the log at the default level); a successful one
-/// is a line at `verbose` only.
+/// By default lines at `warning` and above go to stderr. A failed request is one line with what
+/// it asked for (model and request id, or method and path): at `error` when the server is at
+/// fault (a 5xx), at `warning` when the client is (a 4xx; `--log-level error` silences those); a
+/// successful one is a line at `verbose` only.
 
 #include <oip/export.hpp>
 #include <oip/status.hpp>
@@ -52,5 +52,11 @@ OIP_EXPORT void set_log_level(log_level level) noexcept;
 }
 /// Writes `line` to the sink when `level` is enabled.
 OIP_EXPORT void log(log_level level, std::string_view line) noexcept;
+
+/// The one line of a failed request: "<subject> request '<id>': <message> (<HTTP status>)" at
+/// `error` for a 5xx, `warning` otherwise. `subject` says what was asked ("model 'simple'
+/// version 1", "GET /v2/nope").
+OIP_EXPORT void log_request_failure(const status& why, std::string_view subject,
+                                    std::string_view request_id = {}) noexcept;
 
 }  // namespace oip

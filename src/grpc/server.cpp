@@ -8,6 +8,7 @@
 #include <oip/grpc/codec.hpp>
 #include <oip/grpc/grpc_service.grpc.pb.h>
 #include <oip/grpc/server.hpp>
+#include <oip/log.hpp>
 
 #include <charconv>
 #include <deque>
@@ -165,7 +166,11 @@ result<admitted_request> admit(inference_service& service, inference::ModelInfer
   result<std::optional<std::uint64_t>> version = parse_version(message.model_version());
   if (!version) return std::move(version).error();
   result<model_lease> lease = service.acquire(message.model_name(), *version);
-  if (!lease) return std::move(lease).error();
+  if (!lease) {
+    log_request_failure(lease.error(), fmt::format("model '{}'", message.model_name()),
+                        message.id());
+    return std::move(lease).error();
+  }
   result<inference_request> request = decode_request(message, service.options().bounds);
   if (!request) {
     inference_service::record_failure(*lease, received, request.error(), message.id());

@@ -7,6 +7,7 @@
 // reply is a finding: whatever a client sends, its mistakes are 4xx.
 
 #include <oip/http/server.hpp>
+#include <oip/log.hpp>
 
 #include <cerrno>
 #include <chrono>
@@ -29,6 +30,7 @@ namespace {
 
 struct served {
   served() {
+    oip::set_log_level(oip::log_level::error);  // a line per 4xx would drown the fuzzer's output
     for (std::shared_ptr<oip::model>& m : oip_serve::reference_models(true)) {
       if (m->config().name == "classifier") continue;  // a plain-loop sgemm: too slow to fuzz
       static_cast<void>(models.add(std::move(m)));
