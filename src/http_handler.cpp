@@ -5,8 +5,8 @@
 
 #include <oip/binary.hpp>
 #include <oip/http_handler.hpp>
-#include <oip/log.hpp>
 #include <oip/json.hpp>
+#include <oip/log.hpp>
 #include <oip/version.hpp>
 
 #include <algorithm>

@@ -93,9 +93,9 @@ void log_request_failure(const status& why, std::string_view subject,
   const log_level level = why.http_status() >= 500 ? log_level::error : log_level::warning;
   if (!log_enabled(level)) return;
   try {
-    log(level, fmt::format("{} request '{}': {} ({})", subject.substr(0, 300),
-                           request_id.substr(0, 300), why.message().substr(0, 1000),
-                           why.http_status()));
+    log(level,
+        fmt::format("{} request '{}': {} ({})", subject.substr(0, 300), request_id.substr(0, 300),
+                    why.message().substr(0, 1000), why.http_status()));
   } catch (...) {  // NOLINT(bugprone-empty-catch): only the line is lost
   }
 }

@@ -208,8 +208,8 @@ TEST_CASE("a lone request waits at most the queue delay; a full batch runs at on
 }
 
 TEST_CASE("a batch of a preferred size runs at once, without waiting for the delay") {
-  service_fixture f{std::make_shared<doubler>(
-      oip::model_config::batching_settings{10s, 1024, 1, {6}})};
+  service_fixture f{
+      std::make_shared<doubler>(oip::model_config::batching_settings{10s, 1024, 1, {6}})};
   const auto began = std::chrono::steady_clock::now();
   std::vector<std::future<oip::result<oip::inference_response>>> replies;
   for (int i = 0; i < 3; ++i) replies.push_back(f.send(20 + i, 2, 2));  // 2 + 2 + 2 rows

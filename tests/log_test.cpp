@@ -86,7 +86,9 @@ TEST_CASE("errors before a model is known are logged too: unknown model, no rout
   oip::http_handler handler{s.service};
   CHECK(handler.handle({"GET", "/v2/nowhere", {}, {}}).status == 404);
   CHECK(handler
-            .handle({"POST", "/v2/models/nope/infer", {},
+            .handle({"POST",
+                     "/v2/models/nope/infer",
+                     {},
                      oip::buffer::from_string(R"({"id":"x","inputs":[]})")})
             .status == 404);
   REQUIRE(scope.sink->lines.size() == 2);
