@@ -145,21 +145,11 @@ TEST_CASE("the classifier matches the CPU path within FP32 rounding, batched und
 
 TEST_CASE("sequence_accumulator adds on the device and keeps the sum per sequence") {
   both_paths paths;
-  const auto step = [&](served& s, std::int64_t id, std::int32_t value, bool start) {
-    oip::inference_request r;
-    r.parameters.set("sequence_id", id);
-    if (start) r.parameters.set("sequence_start", true);
-    r.inputs.push_back(*oip::tensor::from_values<std::int32_t>(
-        "INPUT", {1}, std::span<const std::int32_t>(&value, 1)));
-    oip::result<oip::inference_response> out = s.infer("sequence_accumulator", std::move(r));
-    REQUIRE(out);
-    return out->outputs.at(0).at<std::int32_t>(0);
-  };
   for (served* s : {&paths.cpu, paths.device.get()}) {
-    CHECK(step(*s, 1, 5, true) == 5);
-    CHECK(step(*s, 2, 2147483647, true) == 2147483647);
-    CHECK(step(*s, 1, 7, false) == 12);
-    CHECK(step(*s, 2, 1, false) == -2147483647 - 1);
+    CHECK(*s->sequence_step("sequence_accumulator", 1, 5, true) == 5);
+    CHECK(*s->sequence_step("sequence_accumulator", 2, 2147483647, true) == 2147483647);
+    CHECK(*s->sequence_step("sequence_accumulator", 1, 7, false) == 12);
+    CHECK(*s->sequence_step("sequence_accumulator", 2, 1, false) == -2147483647 - 1);
   }
 }
 

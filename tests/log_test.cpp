@@ -36,17 +36,6 @@ struct capture_scope {
   std::shared_ptr<captured> sink = std::make_shared<captured>();
 };
 
-oip::inference_request simple_request(std::string id, bool complete = true) {
-  std::vector<std::int32_t> values(16, 1);
-  oip::inference_request r;
-  r.id = std::move(id);
-  r.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT0", {1, 16}, values));
-  if (complete) {
-    r.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT1", {1, 16}, values));
-  }
-  return r;
-}
-
 }  // namespace
 
 TEST_CASE("levels parse and print; the default threshold is warning") {
@@ -66,13 +55,14 @@ TEST_CASE("a client's mistake is one warning line with the request id; none at l
   {
     capture_scope scope{oip::log_level::error};
     oip::testing::served s{{oip::testing::make_simple()}};
-    REQUIRE_FALSE(s.infer("simple", simple_request("r-1", false)));
+    REQUIRE_FALSE(s.infer("simple", oip::testing::simple_request(1, "r-1", false)));
     CHECK(scope.sink->lines.empty());
   }
   capture_scope scope{oip::log_level::warning};
   oip::testing::served s{{oip::testing::make_simple()}};
-  REQUIRE_FALSE(s.infer("simple", simple_request("r-2", false)));
-  REQUIRE(s.infer("simple", simple_request("r-3")));  // success: no line below verbose
+  REQUIRE_FALSE(s.infer("simple", oip::testing::simple_request(1, "r-2", false)));
+  REQUIRE(
+      s.infer("simple", oip::testing::simple_request(1, "r-3")));  // success: no line below verbose
   REQUIRE(scope.sink->lines.size() == 1);
   CHECK(scope.sink->lines[0].first == oip::log_level::warning);
   CHECK(scope.sink->lines[0].second.find("model 'simple' version 1 request 'r-2': expected 2 "
@@ -108,8 +98,8 @@ TEST_CASE("a model's failure is an error line; a success is a verbose line") {
                                                 oip::errc::internal, "the engine fell over"}};
                                           }),
                           oip::testing::make_simple()}};
-  REQUIRE_FALSE(s.infer("broken", simple_request("r-4")));
-  REQUIRE(s.infer("simple", simple_request("r-5")));
+  REQUIRE_FALSE(s.infer("broken", oip::testing::simple_request(1, "r-4")));
+  REQUIRE(s.infer("simple", oip::testing::simple_request(1, "r-5")));
   REQUIRE(scope.sink->lines.size() == 2);
   CHECK(scope.sink->lines[0].first == oip::log_level::error);
   CHECK(scope.sink->lines[0].second ==

@@ -21,14 +21,6 @@ double value_of(const std::string& text, const std::string& series) {
   return std::stod(text.substr(at + series.size() + 2));
 }
 
-oip::inference_request simple_request() {
-  std::vector<std::int32_t> values(32, 3);
-  oip::inference_request r;
-  r.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT0", {2, 16}, values));
-  r.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT1", {2, 16}, values));
-  return r;
-}
-
 // A bucket bound as the exposition writes it: seconds, shortest form.
 std::string fmt_bound(std::uint64_t microseconds) {
   std::ostringstream out;
@@ -89,7 +81,7 @@ TEST_CASE("the exposition holds Triton's counters, equal to the statistics") {
 
 TEST_CASE("host gauges and the /metrics route; the protocol routes can be left out") {
   oip::testing::served s{{oip::testing::make_simple()}};
-  REQUIRE(s.infer("simple", simple_request()));
+  REQUIRE(s.infer("simple", oip::testing::simple_request(2)));
   oip::http_handler metrics{
       s.service,
       {.protocol = false,

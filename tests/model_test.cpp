@@ -15,14 +15,6 @@
 
 namespace {
 
-oip::inference_request simple_request(std::int64_t rows = 1) {
-  std::vector<std::int32_t> values(static_cast<std::size_t>(rows) * 16, 1);
-  oip::inference_request r;
-  r.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT0", {rows, 16}, values));
-  r.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT1", {rows, 16}, values));
-  return r;
-}
-
 // Throws what `fault` says, or keeps the call and throws (finishing it from another thread).
 class faulty : public oip::model {
  public:
@@ -59,21 +51,23 @@ TEST_CASE("a model that throws answers 500 with its message; the others keep ser
        std::make_shared<faulty>("hands_on", faulty::fault::keeps_call_then_throws),
        oip::testing::make_simple()}};
   for (int round = 0; round < 3; ++round) {
-    oip::result<oip::inference_response> thrown = s.infer("throws", simple_request());
+    oip::result<oip::inference_response> thrown = s.infer("throws", oip::testing::simple_request());
     REQUIRE_FALSE(thrown);
     CHECK(thrown.error().http_status() == 500);
     CHECK(thrown.error().message() == "model 'throws' failed: out of engine memory");
 
-    oip::result<oip::inference_response> odd = s.infer("throws_int", simple_request());
+    oip::result<oip::inference_response> odd =
+        s.infer("throws_int", oip::testing::simple_request());
     REQUIRE_FALSE(odd);
     CHECK(odd.error().message() == "model 'throws_int' failed: it threw an exception");
 
     // The call had left the model's stack: the model's own thread answers it.
-    oip::result<oip::inference_response> handed = s.infer("hands_on", simple_request());
+    oip::result<oip::inference_response> handed =
+        s.infer("hands_on", oip::testing::simple_request());
     REQUIRE_FALSE(handed);
     CHECK(handed.error().message() == "finished by the model's thread");
 
-    REQUIRE(s.infer("simple", simple_request()));
+    REQUIRE(s.infer("simple", oip::testing::simple_request()));
   }
   const std::vector<oip::statistics_snapshot> stats = *s.service.statistics("throws", {});
   CHECK(stats[0].fail.count == 3);
@@ -83,7 +77,8 @@ TEST_CASE("a model that throws answers 500 with its message; the others keep ser
 TEST_CASE("a batching model that throws fails its whole batch, and only that batch") {
   oip::testing::served s{{std::make_shared<faulty>("throws", faulty::fault::std_exception, true)}};
   std::vector<std::future<oip::result<oip::inference_response>>> replies;
-  for (int i = 0; i < 16; ++i) replies.push_back(s.send("throws", simple_request(1 + i % 3)));
+  for (int i = 0; i < 16; ++i)
+    replies.push_back(s.send("throws", oip::testing::simple_request(1 + i % 3)));
   for (auto& reply : replies) {
     oip::result<oip::inference_response> r = reply.get();
     REQUIRE_FALSE(r);
@@ -98,7 +93,7 @@ TEST_CASE("a model that returns an error passes its message through as it is") {
     return oip::result<oip::model_output>{
         oip::status{oip::errc::invalid_argument, "INPUT0 must be positive"}};
   })}};
-  oip::result<oip::inference_response> r = s.infer("refuses", simple_request());
+  oip::result<oip::inference_response> r = s.infer("refuses", oip::testing::simple_request());
   REQUIRE_FALSE(r);
   CHECK(r.error().http_status() == 400);
   CHECK(r.error().message() == "INPUT0 must be positive");

@@ -202,21 +202,12 @@ TEST_CASE("the classifier's rows are softmax distributions, the same alone as in
 
 TEST_CASE("sequence_accumulator keeps a running sum per sequence") {
   served s{oip_serve::reference_models()};
-  const auto step = [&](std::int64_t id, std::int32_t value, bool start) {
-    oip::inference_request r;
-    r.parameters.set("sequence_id", id);
-    if (start) r.parameters.set("sequence_start", true);
-    r.inputs.push_back(*oip::tensor::from_values<std::int32_t>(
-        "INPUT", {1}, std::span<const std::int32_t>(&value, 1)));
-    oip::result<oip::inference_response> out = s.infer("sequence_accumulator", std::move(r));
-    REQUIRE(out);
-    return out->outputs.at(0).at<std::int32_t>(0);
-  };
-  CHECK(step(1, 5, true) == 5);
-  CHECK(step(2, 100, true) == 100);
-  CHECK(step(1, 7, false) == 12);
-  CHECK(step(2, -1, false) == 99);
-  CHECK(step(1, 1, true) == 1);  // START again: the sum restarts
+  CHECK(*s.sequence_step("sequence_accumulator", 1, 5, true) == 5);
+  CHECK(*s.sequence_step("sequence_accumulator", 2, 100, true) == 100);
+  CHECK(*s.sequence_step("sequence_accumulator", 1, 7, false) == 12);
+  CHECK(*s.sequence_step("sequence_accumulator", 2, -1, false) == 99);
+  CHECK(*s.sequence_step("sequence_accumulator", 1, 1, true) ==
+        1);  // START again: the sum restarts
 }
 
 TEST_CASE(

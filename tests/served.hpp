@@ -7,8 +7,10 @@
 #include <oip/model.hpp>
 #include <oip/repository.hpp>
 
+#include <cstdint>
 #include <future>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -38,6 +40,20 @@ struct served {
 
   result<inference_response> infer(std::string_view name, inference_request request) {
     return send(name, std::move(request)).get();
+  }
+
+  /// One request of sequence `id` to a sequence model with an INT32 [1] INPUT and OUTPUT: its
+  /// OUTPUT value.
+  result<std::int32_t> sequence_step(std::string_view model_name, std::int64_t id,
+                                     std::int32_t value, bool start) {
+    inference_request r;
+    r.parameters.set("sequence_id", id);
+    if (start) r.parameters.set("sequence_start", true);
+    r.inputs.push_back(
+        *tensor::from_values<std::int32_t>("INPUT", {1}, std::span<const std::int32_t>(&value, 1)));
+    result<inference_response> out = infer(model_name, std::move(r));
+    if (!out) return std::move(out).error();
+    return out->outputs.at(0).at<std::int32_t>(0);
   }
 
   model_repository models;

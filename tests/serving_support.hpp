@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -41,6 +43,18 @@ inline std::shared_ptr<model> make_simple() {
     out.parameters.set("computed_by", std::string{"simple"});
     return out;
   });
+}
+
+// A request for `simple`: `rows` rows of INPUT0 and INPUT1 (ones), INPUT1 left out when not
+// `complete` (a client's mistake).
+inline inference_request simple_request(std::int64_t rows = 1, std::optional<std::string> id = {},
+                                        bool complete = true) {
+  const std::vector<std::int32_t> ones(static_cast<std::size_t>(rows) * 16, 1);
+  inference_request r;
+  r.id = std::move(id);
+  r.inputs.push_back(*tensor::from_values<std::int32_t>("INPUT0", {rows, 16}, ones));
+  if (complete) r.inputs.push_back(*tensor::from_values<std::int32_t>("INPUT1", {rows, 16}, ones));
+  return r;
 }
 
 // Copies its FP32 input to its output; three labels.

@@ -217,8 +217,6 @@ class device_model : public model, public std::enable_shared_from_this<device_mo
     return {};
   }
 
-  [[nodiscard]] const std::shared_ptr<device>& on_device() const noexcept { return device_; }
-
   // The tensor's bytes in device memory: through pinned staging (an asynchronous copy) when small,
   // else straight from the request body.
   result<void*> upload(job& running, const tensor& t) const {
