@@ -13,6 +13,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <vector>
@@ -348,16 +350,23 @@ status wrong_type(const document_context& doc, std::string_view field, std::stri
       fmt::format("unable to parse '{}' in the {} JSON: expected {}", field, doc.what, expected)};
 }
 
-status read_string(const document_context& doc, od::value value, std::string_view field,
-                   std::string& out) {
-  std::string_view s;
-  if (error_code e = value.get_string().get(s)) {
+// A string, unescaped into the parser's buffer: valid until the next document.
+status read_string_view(const document_context& doc, od::value value, std::string_view field,
+                        std::string_view& out) {
+  if (error_code e = value.get_string().get(out)) {
     if (e == error_code::INCORRECT_TYPE) {
       if (status walked = walk_value(doc, value, 0); !walked.ok()) return walked;
       return wrong_type(doc, field, "a string");
     }
     return malformed_at(doc, e, value);
   }
+  return {};
+}
+
+status read_string(const document_context& doc, od::value value, std::string_view field,
+                   std::string& out) {
+  std::string_view s;
+  if (status read = read_string_view(doc, value, field, s); !read.ok()) return read;
   out.assign(s);
   return {};
 }
@@ -810,8 +819,8 @@ status read_tensor(const document_context& doc, od::value value, std::size_t dep
       return status{};
     }
     if (key == "datatype") {
-      std::string text;
-      if (status s = read_string(doc, v, "datatype", text); !s.ok()) return s;
+      std::string_view text;
+      if (status s = read_string_view(doc, v, "datatype", text); !s.ok()) return s;
       result<datatype> parsed = parse_datatype(text);
       if (!parsed) {
         return status{errc::invalid_argument, fmt::format("invalid datatype '{}' for {} '{}'", text,
@@ -1002,21 +1011,48 @@ struct padded_json {
   }
 };
 
-// Parsers are reused per thread (simdjson's buffers grow to the largest document seen, which the
-// limits bound). Data that came before its datatype is parsed with the second one.
-od::parser& thread_parser(int which) {
-  thread_local od::parser parsers[2];
-  return parsers[which];
-}
+// A parser keeps its buffers (about 7 bytes per JSON byte) for the next document. Each thread
+// keeps two (documents, and data that came before its datatype) for documents up to
+// `thread_parser_capacity`; larger documents share one process-wide parser, kept after use up to
+// `large_parser_capacity`, so that large requests cost no fresh buffers (and their page faults)
+// each time, yet do not pin that memory in every thread that ever served one.
+constexpr std::size_t thread_parser_capacity = std::size_t{16} << 20U;
+constexpr std::size_t large_parser_capacity = std::size_t{64} << 20U;
 
-// A parser keeps its buffers (about 7 bytes per JSON byte) for the next document; past this
-// capacity they are released after use, so that one large request does not pin memory in every
-// thread that ever served one.
-constexpr std::size_t retained_parser_capacity = std::size_t{16} << 20U;
+// The parser for one document of `size` bytes, held while the document is read.
+class parser_lease {
+ public:
+  parser_lease(int which, std::size_t size) {
+    if (size <= thread_parser_capacity) {
+      thread_local od::parser parsers[2];
+      parser_ = &parsers[which];
+      return;
+    }
+    {
+      const std::lock_guard lock{large_mutex};
+      large_ = std::move(large_kept);
+    }
+    if (large_ == nullptr) large_ = std::make_unique<od::parser>();
+    parser_ = large_.get();
+  }
+  parser_lease(const parser_lease&) = delete;
+  parser_lease& operator=(const parser_lease&) = delete;
+  ~parser_lease() {
+    if (large_ == nullptr || large_->capacity() > large_parser_capacity) return;
+    const std::lock_guard lock{large_mutex};
+    if (large_kept == nullptr || large_kept->capacity() < large_->capacity()) {
+      std::swap(large_kept, large_);  // the smaller one, if any, is freed with this lease
+    }
+  }
 
-void release_if_large(od::parser& parser) {
-  if (parser.capacity() > retained_parser_capacity) parser = od::parser{};
-}
+  [[nodiscard]] od::parser& get() const noexcept { return *parser_; }
+
+ private:
+  static inline std::mutex large_mutex;
+  static inline std::unique_ptr<od::parser> large_kept;
+  od::parser* parser_ = nullptr;
+  std::unique_ptr<od::parser> large_;
+};
 
 result<buffer> decode_deferred_data(const tensor_context& t, std::string_view raw,
                                     const shape_type& shape, std::uint64_t expected,
@@ -1024,9 +1060,9 @@ result<buffer> decode_deferred_data(const tensor_context& t, std::string_view ra
   // `raw` lies inside the document, whose padding follows `document_end`.
   const auto readable =
       static_cast<std::size_t>(document_end - raw.data()) + simdjson::SIMDJSON_PADDING;
-  od::parser& parser = thread_parser(1);
+  const parser_lease parser{1, raw.size()};
   od::document doc;
-  if (error_code e = parser.iterate(raw.data(), raw.size(), readable).get(doc)) {
+  if (error_code e = parser.get().iterate(raw.data(), raw.size(), readable).get(doc)) {
     return malformed(*t.doc, e, raw.data());
   }
   // Checked by the document itself: the array is closed (see parse_document).
@@ -1041,7 +1077,6 @@ result<buffer> decode_deferred_data(const tensor_context& t, std::string_view ra
       data && doc.current_location().get(trailing) == error_code::SUCCESS) {
     data = malformed(*t.doc, error_code::TRAILING_CONTENT, trailing);
   }
-  release_if_large(parser);
   return data;
 }
 
@@ -1056,9 +1091,9 @@ status parse_document(document_context& doc, const padded_json& json, ReadRoot&&
   }
   doc.begin = json.data;
   doc.end = json.data + json.size;
-  od::parser& parser = thread_parser(0);
+  const parser_lease parser{0, json.size};
   od::document document;
-  if (error_code e = parser.iterate(json.data, json.size, json.capacity).get(document)) {
+  if (error_code e = parser.get().iterate(json.data, json.size, json.capacity).get(document)) {
     return malformed(doc, e, json.data);
   }
   od::json_type type;
@@ -1083,7 +1118,6 @@ status parse_document(document_context& doc, const padded_json& json, ReadRoot&&
       read.ok() && document.current_location().get(trailing) == error_code::SUCCESS) {
     read = malformed(doc, error_code::TRAILING_CONTENT, trailing);
   }
-  release_if_large(parser);
   return read;
 }
 
@@ -1281,8 +1315,8 @@ status read_tensor_metadata(const document_context& doc, od::value value,
         return read_string(doc, v, "name", t.name);
       }
       if (key == "datatype") {
-        std::string text;
-        if (status st = read_string(doc, v, "datatype", text); !st.ok()) return st;
+        std::string_view text;
+        if (status st = read_string_view(doc, v, "datatype", text); !st.ok()) return st;
         result<datatype> parsed = parse_datatype(text);
         if (!parsed) return parsed.error();
         t.type = *parsed;

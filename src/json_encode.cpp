@@ -56,7 +56,7 @@ template <class T, class Write>
 void write_elements(json_out& out, const tensor& t, Write write) {
   std::string& text = out.text();
   const std::size_t start = text.size();
-  text.resize(start + t.element_count() * (max_number_chars + 1) + 2);
+  text.resize(start + t.element_count() * (detail::max_element_chars<T> + 1) + 2);
   char* at = text.data() + start;
   *at++ = '[';
   for (std::size_t i = 0; i < t.element_count(); ++i) {

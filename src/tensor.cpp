@@ -41,19 +41,27 @@ result<std::uint64_t> element_count(std::span<const std::int64_t> shape) {
   return count;
 }
 
+namespace {
+// The byte size of `count` elements of a fixed-size `type`, shaped `shape` (for the message).
+result<std::uint64_t> byte_size_of(datatype type, std::span<const std::int64_t> shape,
+                                   std::uint64_t count) {
+  std::uint64_t bytes = 0;
+  if (__builtin_mul_overflow(count, element_size(type), &bytes)) {
+    return status{errc::invalid_argument,
+                  fmt::format("invalid shape {}: byte size of {} elements of {} overflows",
+                              to_string(shape), count, to_string(type))};
+  }
+  return bytes;
+}
+}  // namespace
+
 result<std::uint64_t> byte_size(datatype type, std::span<const std::int64_t> shape) {
   if (is_bytes(type)) {
     return status{errc::invalid_argument, "the byte size of a BYTES tensor depends on its data"};
   }
   result<std::uint64_t> count = element_count(shape);
   if (!count) return count;
-  std::uint64_t bytes = 0;
-  if (__builtin_mul_overflow(*count, element_size(type), &bytes)) {
-    return status{errc::invalid_argument,
-                  fmt::format("invalid shape {}: byte size of {} elements of {} overflows",
-                              to_string(shape), *count, to_string(type))};
-  }
-  return bytes;
+  return byte_size_of(type, shape, *count);
 }
 
 status validate_bytes_elements(std::span<const std::byte> data, std::uint64_t expected_count,
@@ -114,10 +122,12 @@ result<tensor> tensor::make(std::string name, datatype type, shape_type shape, b
                   fmt::format("tensor '{}': {}", name, count.error().message())};
   }
   if (is_bytes(type)) {
-    status valid = validate_bytes_elements(data.bytes(), *count, fmt::format("tensor '{}'", name));
-    if (!valid.ok()) return valid;
+    if (!validate_bytes_elements(data.bytes(), *count, "tensor").ok()) {
+      // Again, for a message that names the tensor (formatted only when it is needed).
+      return validate_bytes_elements(data.bytes(), *count, fmt::format("tensor '{}'", name));
+    }
   } else {
-    result<std::uint64_t> expected = byte_size(type, shape);
+    result<std::uint64_t> expected = byte_size_of(type, shape, *count);
     if (!expected) {
       return status{expected.error().code(),
                     fmt::format("tensor '{}': {}", name, expected.error().message())};

@@ -5,11 +5,15 @@
 
 #include <oip/json.hpp>
 
+#include <algorithm>
 #include <bit>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <string>
+#include <vector>
 
 #include <doctest/doctest.h>
 
@@ -263,6 +267,78 @@ TEST_CASE("responses encode in the protocol's order, shortest numbers") {
         R"("data":[0.1,1,-2.5,1e-07,3.4028235e+38]}]})");
   CHECK_FALSE(body->uses_binary);
   CHECK(body->content_type() == "application/json");
+}
+
+// The text of one encoded tensor's "data" array.
+template <class T>
+std::string encoded_data(const std::vector<T>& values) {
+  const auto count = static_cast<std::int64_t>(values.size());
+  oip::result<oip::tensor> t = oip::tensor::from_values<T>("y", {count}, values);
+  REQUIRE(t.ok());
+  oip::inference_response response;
+  response.model_name = "m";
+  response.outputs = {*t};
+  oip::result<oip::encoded_body> body = oip::encode_response(response);
+  REQUIRE(body.ok());
+  const std::size_t begin = body->json.find(R"("data":[)");
+  REQUIRE(begin != std::string::npos);
+  return body->json.substr(begin + 8, body->json.find(']', begin) - begin - 8);
+}
+
+// Compares the encoder's text of every value with std::to_chars's (its shortest round trip).
+template <class T>
+void check_written_as_to_chars(const std::vector<T>& values) {
+  const std::string encoded = encoded_data(values);
+  std::size_t at = 0;
+  std::size_t mismatches = 0;
+  for (const T v : values) {
+    const std::size_t comma = std::min(encoded.find(',', at), encoded.size());
+    char expected[64];
+    const std::string_view want(
+        expected, std::to_chars(expected, expected + sizeof expected, v).ptr - expected);
+    const std::string_view got = std::string_view(encoded).substr(at, comma - at);
+    if (got != want && ++mismatches <= 5) CHECK(got == want);
+    at = comma + 1;
+  }
+  CHECK(mismatches == 0);
+}
+
+template <class T, class Bits>
+std::vector<T> finite_values_from_bits(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng{seed};
+  std::vector<T> values;
+  while (values.size() < n) {
+    const T v = std::bit_cast<T>(static_cast<Bits>(rng()));
+    if (std::isfinite(v)) values.push_back(v);
+  }
+  // Around every power of ten the notation may switch between fixed and scientific.
+  for (int e = std::numeric_limits<T>::min_exponent10; e <= std::numeric_limits<T>::max_exponent10;
+       ++e) {
+    const T p = static_cast<T>(std::pow(10.0L, e));
+    for (const T v : {p, std::nextafter(p, T{0}), std::nextafter(p, T{10} * p), T{1.5} * p}) {
+      if (std::isfinite(v)) values.push_back(v);
+    }
+  }
+  for (const T v :
+       {std::numeric_limits<T>::denorm_min(), std::numeric_limits<T>::min(),
+        std::numeric_limits<T>::max(), std::numeric_limits<T>::lowest(), T{0}, -T{0}, T{1}, T{-1},
+        static_cast<T>(0.1), static_cast<T>(123456789.0), static_cast<T>(1e16)}) {
+    values.push_back(v);
+  }
+  return values;
+}
+
+TEST_CASE("FP32 and FP64 data are written exactly as std::to_chars writes them") {
+  // The encoder finds the digits with fmt's Dragonbox rather than to_chars (it is faster), so
+  // every kind of value is compared: random bit patterns (subnormals included) and the values
+  // around each power of ten.
+  check_written_as_to_chars(finite_values_from_bits<float, std::uint32_t>(200'000, 1));
+  check_written_as_to_chars(finite_values_from_bits<double, std::uint64_t>(200'000, 2));
+  std::mt19937 rng{3};
+  std::normal_distribution<float> normal;
+  std::vector<float> scores(100'000);
+  for (float& v : scores) v = normal(rng);
+  check_written_as_to_chars(scores);
 }
 
 TEST_CASE("FP16 and BF16 encode as the shortest decimal of their own type") {

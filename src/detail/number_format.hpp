@@ -6,15 +6,30 @@
 
 #include <oip/float16.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string_view>
 #include <type_traits>
+
+#include <fmt/format.h>
 
 namespace oip::detail {
 
 constexpr std::size_t max_number_chars = 32;  // "-2.2250738585072014e-308" is 24
+
+// The most characters that writing one element of T takes ("-Infinity" and "false" included): a
+// tensor's worst case is reserved at once, and zeroed by std::string, so it is kept tight.
+template <class T>
+constexpr std::size_t max_element_chars = std::is_same_v<T, double>  ? 24  // see above
+                                          : std::is_same_v<T, float> ? 15  // "-1.17549435e-38"
+                                          : std::is_integral_v<T>
+                                              ? std::max(std::numeric_limits<T>::digits10 + 2,
+                                                         5)  // "-128"; BOOL's "false"
+                                              : 11;  // FP16/BF16: "-6.5504e+04", "-3.3895e+38"
 
 template <class T>
 char* write_integer(char* at, T value) {
@@ -30,12 +45,96 @@ inline char* write_non_finite(char* at, bool negative, bool nan, bool as_null) {
   return at + token.size();
 }
 
+// The decimal digits of `value` (at most 20), written to the end of `digits`; returns their count.
+// Two at a time, from a table: this runs once per float of every tensor the encoder writes.
+inline int write_digits_backwards(std::uint64_t value, char (&digits)[20]) {
+  static constexpr char pairs[] =
+      "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+      "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+      "8081828384858687888990919293949596979899";
+  int at = 20;
+  while (value >= 100) {
+    const auto pair = static_cast<std::size_t>(value % 100) * 2;
+    value /= 100;
+    digits[--at] = pairs[pair + 1];
+    digits[--at] = pairs[pair];
+  }
+  if (value >= 10) {
+    digits[--at] = pairs[value * 2 + 1];
+    digits[--at] = pairs[value * 2];
+  } else {
+    digits[--at] = static_cast<char>('0' + value);
+  }
+  return 20 - at;
+}
+
+// The text of `std::to_chars(value)` for a finite float or double: the shortest digits that read
+// back to `value` (the closest to it when several do), in fixed or scientific notation, whichever
+// is shorter, fixed on a tie. fmt's Dragonbox finds the digits several times as fast as
+// libstdc++'s to_chars, which was most of the time it took to encode a float tensor.
+// tests/json_test.cpp compares the two on every kind of value.
+template <class T>
+char* write_shortest(char* at, T value) {
+  if (value == 0) return std::to_chars(at, at + max_number_chars, value).ptr;  // "0", "-0"
+  if (std::signbit(value)) *at++ = '-';
+  const auto decimal = fmt::detail::dragonbox::to_decimal(std::fabs(value));
+  char digit_buffer[20];
+  const int count = write_digits_backwards(decimal.significand, digit_buffer);
+  const char* const digits = digit_buffer + 20 - count;
+  const int exponent = decimal.exponent;  // value = digits x 10^exponent
+  const int scientific_exponent = exponent + count - 1;
+  const int magnitude = scientific_exponent < 0 ? -scientific_exponent : scientific_exponent;
+  const int scientific_length = count + (count > 1 ? 1 : 0) + 2 + (magnitude >= 100 ? 3 : 2);
+  const int fixed_length = exponent >= 0          ? count + exponent
+                           : count + exponent > 0 ? count + 1
+                                                  : 2 - exponent;
+  // Runs of at most 17 characters: plain loops beat calls to memcpy and memset.
+  const auto put = [&at](const char* from, int n) {
+    for (int i = 0; i < n; ++i) *at++ = from[i];
+  };
+  if (fixed_length <= scientific_length) {
+    if (exponent > 0) {
+      // An integer with trailing zeros in its shortest digits: to_chars writes its exact digits
+      // ("43181170688" for 4.318117e10f), which only it knows without more arithmetic.
+      return std::to_chars(at, at + max_number_chars, std::fabs(value)).ptr;
+    }
+    if (exponent == 0) {  // "15"
+      put(digits, count);
+    } else if (count + exponent > 0) {  // "1.5"
+      put(digits, count + exponent);
+      *at++ = '.';
+      put(digits + count + exponent, -exponent);
+    } else {  // "0.015"
+      *at++ = '0';
+      *at++ = '.';
+      for (int zeros = -(count + exponent); zeros > 0; --zeros) *at++ = '0';
+      put(digits, count);
+    }
+    return at;
+  }
+  *at++ = digits[0];  // "1.5e-07"
+  if (count > 1) {
+    *at++ = '.';
+    put(digits + 1, count - 1);
+  }
+  *at++ = 'e';
+  *at++ = scientific_exponent < 0 ? '-' : '+';
+  int rest = magnitude;
+  if (rest >= 100) {
+    *at++ = static_cast<char>('0' + rest / 100);
+    rest %= 100;
+  }
+  *at++ = static_cast<char>('0' + rest / 10);
+  *at++ = static_cast<char>('0' + rest % 10);
+  return at;
+}
+
 template <class T>
 char* write_floating(char* at, T value, bool non_finite_as_null) {
   if (!std::isfinite(value)) {
     return write_non_finite(at, std::signbit(value), std::isnan(value), non_finite_as_null);
   }
-  return std::to_chars(at, at + max_number_chars, value).ptr;  // shortest round trip
+  return write_shortest(at, value);
 }
 
 // The shortest decimal that the decoder reads back to the same 16-bit value.
