@@ -280,9 +280,11 @@ std::string encoded_data(const std::vector<T>& values) {
   response.outputs = {*t};
   oip::result<oip::encoded_body> body = oip::encode_response(response);
   REQUIRE(body.ok());
-  const std::size_t begin = body->json.find(R"("data":[)");
-  REQUIRE(begin != std::string::npos);
-  return body->json.substr(begin + 8, body->json.find(']', begin) - begin - 8);
+  const std::string_view json = body->json;
+  const std::size_t begin = json.find(R"("data":[)") + 8;
+  const std::size_t end = json.find(']', begin);
+  REQUIRE(end != std::string_view::npos);
+  return std::string{json.substr(begin, end - begin)};
 }
 
 // Compares the encoder's text of every value with std::to_chars's (its shortest round trip).
