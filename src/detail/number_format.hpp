@@ -23,13 +23,13 @@ constexpr std::size_t max_number_chars = 32;  // "-2.2250738585072014e-308" is 2
 
 // The most characters that writing one element of T takes ("-Infinity" and "false" included): a
 // tensor's worst case is reserved at once, and zeroed by std::string, so it is kept tight.
+// FP16 and BF16 take at most 11 ("-6.5504e+04"), or a float's 15 if write_half ever fell back.
 template <class T>
-constexpr std::size_t max_element_chars = std::is_same_v<T, double>  ? 24  // see above
-                                          : std::is_same_v<T, float> ? 15  // "-1.17549435e-38"
+constexpr std::size_t max_element_chars = std::is_same_v<T, double> ? 24  // see above
                                           : std::is_integral_v<T>
                                               ? std::max(std::numeric_limits<T>::digits10 + 2,
-                                                         5)  // "-128"; BOOL's "false"
-                                              : 11;  // FP16/BF16: "-6.5504e+04", "-3.3895e+38"
+                                                         5)  // "-128", "false"
+                                              : 15;  // float: "-1.17549435e-38"; FP16 and BF16
 
 template <class T>
 char* write_integer(char* at, T value) {
