@@ -399,6 +399,21 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
         .sequences;
   }
 
+  // Stops every batch queue and waits for its thread. A batch thread runs service code and
+  // submits to the executor while a batch starts, holding the state: without this, the state
+  // could die on that thread after the service is gone, and the thread outlive the executor that
+  // the host destroys next.
+  void stop_batching() {
+    std::vector<std::shared_ptr<batcher>> stopping;
+    {
+      const std::lock_guard lock{extras_mutex};
+      for (auto& entry : extras) {
+        if (entry.second.batches) stopping.push_back(std::move(entry.second.batches));
+      }
+    }
+    stopping.clear();  // outside the lock: a batch that is starting may need it
+  }
+
   std::shared_ptr<batcher> batches_of(const model_lease& lease) {
     std::weak_ptr<state> self = weak_from_this();
     return extras_of(
@@ -450,7 +465,9 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
 
     if (!config.sequence_batching) {
       if (config.dynamic_batching && config.max_batch_size > 0) {
-        status queued = batches_of(pending->lease)->enqueue({pending, request_ptr});
+        const std::shared_ptr<batcher> batches = batches_of(pending->lease);
+        status queued = batches != nullptr ? batches->enqueue({pending, request_ptr})
+                                           : status{errc::unavailable, "the server is stopping"};
         if (!queued.ok()) fail(pending, queued);
         return;
       }
@@ -629,7 +646,9 @@ inference_service::inference_service(model_repository& repository, executor& wor
                                      server_options options)
     : state_{std::make_shared<state>(repository, workers, std::move(options))} {}
 
-inference_service::~inference_service() = default;
+inference_service::~inference_service() {
+  if (state_) state_->stop_batching();
+}
 
 const server_options& inference_service::options() const noexcept { return state_->options; }
 model_repository& inference_service::repository() const noexcept { return state_->repository; }
