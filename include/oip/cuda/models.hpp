@@ -6,8 +6,8 @@
 /// its own CUDA stream; a request's inputs go to device memory from the pool, its kernels and
 /// copies are issued asynchronously on its instance's stream, its outputs come back into pinned
 /// host memory from the pool and become the response's tensor bytes without another copy, and the
-/// stream's callback hands the request to oip's completion thread, which answers it: no thread
-/// waits on the device, and no CUDA call is made on CUDA's callback thread.
+/// executor thread that queued the work waits for the stream and answers (no transport thread
+/// waits on the device).
 
 #include <oip/cuda/memory_pool.hpp>
 #include <oip/export.hpp>
