@@ -160,8 +160,9 @@ class device_model : public model, public std::enable_shared_from_this<device_mo
       }
     }();
     // The executor thread waits for the stream (the runtime spins while there are cores to spare)
-    // and answers: 18 µs for a small round trip on an H100, where a stream callback waking another
-    // thread took 52 µs. A device fault comes back as the wait's error.
+    // and answers: a small round trip takes 20 µs on an H100 so, 51 µs with a stream callback
+    // waking another thread (benchmarks/cuda_wait_bench.cu). A device fault comes back as the
+    // wait's error.
     const cudaError_t waited = cudaStreamSynchronize(on->stream);
     if (outcome.ok()) {
       complete(std::move(running), waited);
