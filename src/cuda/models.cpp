@@ -108,11 +108,8 @@ class instance_pool {
   std::vector<instance*> free_;
 };
 
-class device_model;
-struct job;
-
-// What a request holds while it is on the device: the request (whose body the input copies may
-// still read), the device blocks and the pinned blocks.
+// What a request holds while its work is on the device: the call (whose request body the input
+// copies may still read), its instance, the device blocks and the pinned blocks.
 struct job {
   struct output {
     std::string name;
@@ -122,11 +119,7 @@ struct job {
     std::size_t bytes;
   };
 
-  job(std::shared_ptr<const device_model> by, inference_call c, instance* i)
-      : model{std::move(by)}, call{std::move(c)}, on{i} {}
-
-  std::shared_ptr<const device_model> model;
-  inference_call call;
+  inference_call& call;
   instance* on;
   std::vector<std::shared_ptr<void>> device_blocks;
   std::vector<std::shared_ptr<void>> staging;
@@ -136,7 +129,7 @@ struct job {
 // The shared machinery: an instance per request, inputs up, kernels, outputs down, then the
 // executor thread waits for the stream and answers. Subclasses say what runs in between (`enqueue`)
 // and may look at the outputs before the request completes (`completed`).
-class device_model : public model, public std::enable_shared_from_this<device_model> {
+class device_model : public model {
  public:
   device_model(std::shared_ptr<device> on, model_config config,
                std::shared_ptr<instance_pool> instances)
@@ -144,34 +137,20 @@ class device_model : public model, public std::enable_shared_from_this<device_mo
 
   [[nodiscard]] const model_config& config() const noexcept override { return config_; }
 
+  // Whatever happens, the instance goes back: a lost one would stall the model's requests.
   void execute(inference_call call) override {
-    auto running = std::make_unique<job>(shared_from_this(), std::move(call), nullptr);
     instance* on = instances_->acquire();
-    running->on = on;
-    status outcome = [&] {
-      if (const cudaError_t e = cudaSetDevice(device_->index()); e != cudaSuccess) {
-        return device_failure("cudaSetDevice", e);
-      }
+    result<model_output> outcome = [&]() -> result<model_output> {
       try {
-        return enqueue(*running);
+        return run(call, *on);
       } catch (const std::exception& e) {
         return thrown(e.what());
       } catch (...) {
         return thrown("it threw an exception");
       }
     }();
-    // The executor thread waits for the stream (the runtime spins while there are cores to spare)
-    // and answers: a small round trip takes about 20 µs on an H100 this way against 51 µs with a
-    // stream callback waking another thread (benchmarks/cuda_wait_bench.cu). A device fault comes
-    // back as the wait's error.
-    const cudaError_t waited = cudaStreamSynchronize(on->stream);
-    if (outcome.ok()) {
-      complete(std::move(running), waited);
-      return;
-    }
-    cudaGetLastError();
     instances_->release(on);
-    running->call.finish(std::move(outcome));
+    call.finish(std::move(outcome));
   }
 
  protected:
@@ -232,38 +211,44 @@ class device_model : public model, public std::enable_shared_from_this<device_mo
     return {};
   }
 
-  // The outputs become the response's tensors (the pinned blocks are their bytes), the instance
-  // goes back, and the call finishes.
-  // Whatever happens here, the instance goes back: a lost one would stall the model's requests.
-  static void complete(std::unique_ptr<job> running, cudaError_t stream_outcome) {
-    const device_model& self = *running->model;
-    result<model_output> outcome = [&]() -> result<model_output> {
-      if (stream_outcome != cudaSuccess) {
-        return device_failure(fmt::format("model '{}'", self.config_.name), stream_outcome);
+  // Queues the call's work on the instance's stream, waits for it, and makes the outputs the
+  // response's tensors (the pinned blocks are their bytes). The device and staging blocks go back
+  // to their pools on return, once the stream no longer uses them.
+  result<model_output> run(inference_call& call, instance& on) const {
+    job running{call, &on, {}, {}, {}};
+    status queued = [&] {
+      if (const cudaError_t e = cudaSetDevice(device_->index()); e != cudaSuccess) {
+        return device_failure("cudaSetDevice", e);
       }
       try {
-        if (status s = self.completed(*running); !s.ok()) return s;
-        model_output out;
-        for (job::output& o : running->outputs) {
-          const auto* bytes = static_cast<const std::byte*>(o.host.get());
-          result<tensor> t = tensor::make(std::move(o.name), o.type, std::move(o.shape),
-                                          buffer::view({bytes, o.bytes}, std::move(o.host)));
-          if (!t) return std::move(t).error();
-          out.outputs.push_back(std::move(*t));
-        }
-        return out;
+        return enqueue(running);
       } catch (const std::exception& e) {
-        return self.thrown(e.what());
+        return thrown(e.what());
       } catch (...) {
-        return self.thrown("it threw an exception");
+        return thrown("it threw an exception");
       }
     }();
-    inference_call call = std::move(running->call);
-    instance* on = running->on;
-    std::shared_ptr<const device_model> keep = std::move(running->model);
-    running.reset();  // device and staging blocks back to their pools
-    keep->instances_->release(on);
-    call.finish(std::move(outcome));
+    // The executor thread waits for the stream (the runtime spins while there are cores to spare):
+    // a small round trip takes about 20 µs on an H100 this way against 51 µs with a stream callback
+    // waking another thread (benchmarks/cuda_wait_bench.cu). A device fault comes back as the
+    // wait's error.
+    const cudaError_t waited = cudaStreamSynchronize(on.stream);
+    if (!queued.ok()) {
+      cudaGetLastError();
+      return queued;
+    }
+    if (waited != cudaSuccess)
+      return device_failure(fmt::format("model '{}'", config_.name), waited);
+    if (status s = completed(running); !s.ok()) return s;
+    model_output out;
+    for (job::output& o : running.outputs) {
+      const auto* bytes = static_cast<const std::byte*>(o.host.get());
+      result<tensor> t = tensor::make(std::move(o.name), o.type, std::move(o.shape),
+                                      buffer::view({bytes, o.bytes}, std::move(o.host)));
+      if (!t) return std::move(t).error();
+      out.outputs.push_back(std::move(*t));
+    }
+    return out;
   }
 
  private:
