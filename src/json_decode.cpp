@@ -256,7 +256,18 @@ class name_set {
   std::vector<std::string_view> more_;
 };
 
-// Iterates an object's fields, refusing duplicate keys; `on_field(key, value)` returns a status.
+// A string (`text` points after its opening quote) as it stands in the document when it needs no
+// unescaping, the usual case: its text up to the closing quote, with no copy (stage 1 has
+// validated the UTF-8). Strings with escapes or control characters are left to simdjson, which
+// unescapes and validates them.
+inline bool plain_string(const document_context& doc, const char* text, std::string_view& out) {
+  const char* p = text;
+  while (p < doc.end && static_cast<unsigned char>(*p) >= 0x20 && *p != '"' && *p != '\\') ++p;
+  if (p == doc.end || *p != '"') return false;
+  out = std::string_view(text, static_cast<std::size_t>(p - text));
+  return true;
+}
+
 // Iterates an object's fields, refusing duplicate keys; `on_field(key, value)` returns a status.
 // `where()` gives the current position for messages.
 template <class Where, class OnField>
@@ -268,7 +279,9 @@ status for_each_member(const document_context& doc, od::object& object, Where&& 
     if (error_code e = field_result.error()) return malformed(doc, e, where());
     od::field field = field_result.value_unsafe();
     std::string_view key;
-    if (error_code e = field.unescaped_key().get(key)) return malformed(doc, e, where());
+    if (!plain_string(doc, field.key().raw(), key)) {
+      if (error_code e = field.unescaped_key().get(key)) return malformed(doc, e, where());
+    }
     keys.add(key);
     if (status s = on_field(key, field.value()); !s.ok()) return s;
   }
@@ -350,9 +363,14 @@ status wrong_type(const document_context& doc, std::string_view field, std::stri
       fmt::format("unable to parse '{}' in the {} JSON: expected {}", field, doc.what, expected)};
 }
 
-// A string, unescaped into the parser's buffer: valid until the next document.
+// A string, in the document or unescaped into the parser's buffer: valid until the next document.
 status read_string_view(const document_context& doc, od::value value, std::string_view field,
                         std::string_view& out) {
+  // A plain string is read in place and left unconsumed: the enclosing iteration skips it.
+  if (const std::string_view token = value.raw_json_token();
+      !token.empty() && token.front() == '"' && plain_string(doc, token.data() + 1, out)) {
+    return {};
+  }
   if (error_code e = value.get_string().get(out)) {
     if (e == error_code::INCORRECT_TYPE) {
       if (status walked = walk_value(doc, value, 0); !walked.ok()) return walked;

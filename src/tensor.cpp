@@ -138,13 +138,7 @@ result<tensor> tensor::make(std::string name, datatype type, shape_type shape, b
                                 data.size(), name, *expected)};
     }
   }
-  tensor out;
-  out.name_ = std::move(name);
-  out.type_ = type;
-  out.shape_ = std::move(shape);
-  out.element_count_ = *count;
-  out.data_ = std::move(data);
-  return out;
+  return tensor{std::move(name), type, std::move(shape), *count, std::move(data)};
 }
 
 result<tensor> tensor::from_strings(std::string name, shape_type shape,

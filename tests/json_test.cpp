@@ -249,6 +249,25 @@ TEST_CASE("unknown keys are accepted and validated") {
         "failed to parse the request JSON buffer: duplicate key 'a'");
 }
 
+TEST_CASE("keys and strings mean the same with or without escapes") {
+  // Plain keys and strings are read in place, escaped ones unescaped: both spellings meet.
+  const oip::inference_request r = decode(
+      R"({"inputs":[{"na\u006de":"IN\u0050UT0","shape":[1],"d\u0061tatype":"INT32","data":[7]}],)"
+      R"("i\u0064":"r\"1"})");
+  REQUIRE(r.inputs.size() == 1);
+  CHECK(r.inputs[0].name() == "INPUT0");
+  CHECK(r.inputs[0].type() == datatype::int32);
+  CHECK(r.id == "r\"1");
+  CHECK(decode_error(R"({"inputs":[],"in\u0070uts":[]})").message() ==
+        "failed to parse the request JSON buffer: duplicate key 'inputs'");
+  CHECK(decode_error(R"({"inputs":[{"name":"x","na\u006de":"y","shape":[1],"datatype":"INT32",)"
+                     R"("data":[1]}]})")
+            .message() == "failed to parse the request JSON buffer: duplicate key 'name'");
+  // A raw control character is not JSON, in a key or in a value.
+  CHECK(decode_error("{\"inputs\":[],\"a\x01\":1}").http_status() == 400);
+  CHECK(decode_error("{\"inputs\":[],\"id\":\"a\x1f\"}").http_status() == 400);
+}
+
 TEST_CASE("responses encode in the protocol's order, shortest numbers") {
   std::vector<float> values{0.1F, 1.0F, -2.5F, 1e-7F, 3.4028235e38F};
   oip::result<oip::tensor> t = oip::tensor::from_values<float>("OUTPUT0", {5}, values);

@@ -18,6 +18,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace oip {
@@ -156,6 +157,15 @@ class OIP_EXPORT tensor {
   }
 
  private:
+  // What make() builds once it has checked the parts (the default shape is not allocated first).
+  tensor(std::string name, datatype type, shape_type shape, std::uint64_t element_count,
+         buffer data) noexcept
+      : name_{std::move(name)},
+        type_{type},
+        shape_{std::move(shape)},
+        element_count_{element_count},
+        data_{std::move(data)} {}
+
   std::string name_;
   datatype type_ = datatype::fp32;
   shape_type shape_{0};
