@@ -369,8 +369,8 @@ bool minimal_tensor(od::object input, bool build_tensors, std::vector<oip::tenso
     }
   }
   if (!build_tensors) return true;
-  oip::result<oip::tensor> t = oip::tensor::make(std::move(name), oip::datatype::int32,
-                                                 oip::shape_type(dims, dims + rank), data);
+  oip::result<oip::tensor> t = oip::tensor::make(
+      std::move(name), oip::datatype::int32, oip::shape_type(dims, dims + rank), std::move(data));
   if (!t) return false;
   inputs.push_back(std::move(*t));
   return true;
