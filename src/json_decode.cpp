@@ -263,7 +263,7 @@ class name_set {
 inline bool plain_string(const document_context& doc, const char* text, std::string_view& out) {
   const char* p = text;
   while (p < doc.end && static_cast<unsigned char>(*p) >= 0x20 && *p != '"' && *p != '\\') ++p;
-  if (p == doc.end || *p != '"') return false;
+  if (p >= doc.end || *p != '"') return false;
   out = std::string_view(text, static_cast<std::size_t>(p - text));
   return true;
 }
