@@ -363,14 +363,17 @@ status wrong_type(const document_context& doc, std::string_view field, std::stri
       fmt::format("unable to parse '{}' in the {} JSON: expected {}", field, doc.what, expected)};
 }
 
+// A string value with no escapes, read in place and left unconsumed (the enclosing iteration skips
+// it); false for any other value.
+bool in_place_string(const document_context& doc, od::value& value, std::string_view& out) {
+  const std::string_view token = value.raw_json_token();
+  return !token.empty() && token.front() == '"' && plain_string(doc, token.data() + 1, out);
+}
+
 // A string, in the document or unescaped into the parser's buffer: valid until the next document.
 status read_string_view(const document_context& doc, od::value value, std::string_view field,
                         std::string_view& out) {
-  // A plain string is read in place and left unconsumed: the enclosing iteration skips it.
-  if (const std::string_view token = value.raw_json_token();
-      !token.empty() && token.front() == '"' && plain_string(doc, token.data() + 1, out)) {
-    return {};
-  }
+  if (in_place_string(doc, value, out)) return {};
   if (error_code e = value.get_string().get(out)) {
     if (e == error_code::INCORRECT_TYPE) {
       if (status walked = walk_value(doc, value, 0); !walked.ok()) return walked;
@@ -811,6 +814,23 @@ result<buffer> decode_deferred_data(const tensor_context& t, std::string_view ra
                                     const shape_type& shape, std::uint64_t expected,
                                     const char* document_end);
 
+// Moves a tensor's `binary_data_size` parameter, if any, out of its parameters into `size`.
+status take_binary_data_size(parameters& params, std::string_view role, std::string_view name,
+                             std::optional<std::int64_t>& size) {
+  const parameter_value* value = params.find(parameter_names::binary_data_size);
+  if (value == nullptr) return {};
+  const auto* as_int = std::get_if<std::int64_t>(value);
+  if (as_int == nullptr || *as_int < 0) {
+    return status{errc::invalid_argument,
+                  fmt::format("unable to parse 'binary_data_size' for {} '{}': expected a "
+                              "non-negative integer",
+                              role, name)};
+  }
+  size = *as_int;
+  params.erase(parameter_names::binary_data_size);
+  return {};
+}
+
 // Reads one tensor object ($request_input or $response_output).
 status read_tensor(const document_context& doc, od::value value, std::size_t depth,
                    std::string_view role, std::size_t index, std::size_t json_size,
@@ -858,18 +878,7 @@ status read_tensor(const document_context& doc, od::value value, std::size_t dep
     }
     if (key == "parameters") {
       if (status s = read_parameters(doc, v, depth + 1, out.parameters); !s.ok()) return s;
-      if (const parameter_value* size = out.parameters.find(parameter_names::binary_data_size)) {
-        const auto* as_int = std::get_if<std::int64_t>(size);
-        if (as_int == nullptr || *as_int < 0) {
-          return status{errc::invalid_argument,
-                        fmt::format("unable to parse 'binary_data_size' for {} '{}': expected a "
-                                    "non-negative integer",
-                                    role, name_for_messages)};
-        }
-        out.binary_size = *as_int;
-        out.parameters.erase(parameter_names::binary_data_size);
-      }
-      return status{};
+      return take_binary_data_size(out.parameters, role, name_for_messages, out.binary_size);
     }
     if (key == "data") {
       out.has_data = true;
@@ -1098,20 +1107,12 @@ result<buffer> decode_deferred_data(const tensor_context& t, std::string_view ra
   return data;
 }
 
-// Runs `read_root(fields)` over a JSON text with the thread's parser, where `fields(on_field)`
-// iterates the root object's members; then checks that nothing follows the root object.
-template <class ReadRoot>
-status parse_document(document_context& doc, const padded_json& json, ReadRoot&& read_root) {
-  if (json.size > doc.bounds->max_json_bytes) {
-    return status{errc::payload_too_large,
-                  fmt::format("the {} JSON is {} bytes, above the limit of {}", doc.what, json.size,
-                              doc.bounds->max_json_bytes)};
-  }
+// Starts reading a JSON text whose root must be an object.
+status open_document(document_context& doc, const padded_json& json, od::parser& parser,
+                     od::document& document, od::object& root) {
   doc.begin = json.data;
   doc.end = json.data + json.size;
-  const parser_lease parser{0, json.size};
-  od::document document;
-  if (error_code e = parser.get().iterate(json.data, json.size, json.capacity).get(document)) {
+  if (error_code e = parser.iterate(json.data, json.size, json.capacity).get(document)) {
     return malformed(doc, e, json.data);
   }
   od::json_type type;
@@ -1123,20 +1124,42 @@ status parse_document(document_context& doc, const padded_json& json, ReadRoot&&
   }
   // The document's own get_object() checks that the root object is closed; simdjson relies on
   // that check to never read past the last token of an unbalanced document.
-  od::object root;
   if (error_code e = document.get_object().get(root)) return malformed(doc, e, json.data);
+  return {};
+}
+
+// After the root object: a position still in bounds means something follows it.
+status check_nothing_follows(const document_context& doc, od::document& document) {
+  if (const char* trailing = nullptr;
+      document.current_location().get(trailing) == error_code::SUCCESS) {
+    return malformed(doc, error_code::TRAILING_CONTENT, trailing);
+  }
+  return {};
+}
+
+// Runs `read_root(fields)` over a JSON text with the thread's parser, where `fields(on_field)`
+// iterates the root object's members; then checks that nothing follows the root object.
+template <class ReadRoot>
+status parse_document(document_context& doc, const padded_json& json, ReadRoot&& read_root) {
+  if (json.size > doc.bounds->max_json_bytes) {
+    return status{errc::payload_too_large,
+                  fmt::format("the {} JSON is {} bytes, above the limit of {}", doc.what, json.size,
+                              doc.bounds->max_json_bytes)};
+  }
+  const parser_lease parser{0, json.size};
+  od::document document;
+  od::object root;
+  if (status opened = open_document(doc, json, parser.get(), document, root); !opened.ok()) {
+    return opened;
+  }
   const auto where = [&document]() -> const char* {
     const char* at = nullptr;
     return document.current_location().get(at) == error_code::SUCCESS ? at : nullptr;
   };
   status read =
       read_root([&](auto&& on_field) { return for_each_member(doc, root, where, on_field); });
-  // In bounds after the root value means something follows it.
-  if (const char* trailing = nullptr;
-      read.ok() && document.current_location().get(trailing) == error_code::SUCCESS) {
-    read = malformed(doc, error_code::TRAILING_CONTENT, trailing);
-  }
-  return read;
+  if (!read.ok()) return read;
+  return check_nothing_follows(doc, document);
 }
 
 // Triton's wording for two tensors (or requested outputs) of one name.
@@ -1193,6 +1216,209 @@ status read_tensors(const document_context& doc, od::value value, std::string_vi
   return check_unique_names(tensors, &parsed_tensor::name, role, doc.what);
 }
 
+// --- the usual request, read directly
+// ---------------------------------------------------------------
+// Nearly every request has one form: known keys only, keys and names without escapes, each
+// input's datatype and shape before its data. `read_usual_request` reads that form alone, with
+// fewer layers than the general reader (no per-object key sets, no status on every value, each
+// tensor built as soon as its object ends) and no messages: at anything else, an error included,
+// it returns false and decode_request reads the document again with the general reader, which
+// takes every form and words every error. What it accepts, it has visited in full, and it decodes
+// to what the general reader would (tests/json_test.cpp and the request fuzzer compare the two).
+
+// Which of an object's known keys `key` is (one bit each), or 0.
+template <std::size_t n>
+unsigned key_bit(std::string_view key, const std::array<std::string_view, n>& known) {
+  for (std::size_t i = 0; i < n; ++i) {
+    if (key == known[i]) return 1U << i;
+  }
+  return 0;
+}
+
+// The next field of an object with a known key seen for the first time, or false.
+template <std::size_t n>
+bool usual_field(const document_context& doc, simdjson::simdjson_result<od::field> field_result,
+                 const std::array<std::string_view, n>& known, unsigned& seen, unsigned& bit,
+                 od::value& value) {
+  od::field field;
+  if (std::move(field_result).get(field) != error_code::SUCCESS) return false;
+  std::string_view key;
+  if (!plain_string(doc, field.key().raw(), key)) return false;
+  bit = key_bit(key, known);
+  if (bit == 0 || (seen & bit) != 0) return false;
+  seen |= bit;
+  value = field.value();
+  return true;
+}
+
+bool read_usual_shape(od::value value, shape_type& shape) {
+  od::array array;
+  if (value.get_array().get(array) != error_code::SUCCESS) return false;
+  for (auto dim_result : array) {
+    std::int64_t dim = 0;
+    if (dim_result.get_int64().get(dim) != error_code::SUCCESS || dim < 0) return false;
+    shape.push_back(dim);
+  }
+  return true;
+}
+
+constexpr std::array<std::string_view, 5> tensor_keys{"name", "datatype", "shape", "parameters",
+                                                      "data"};
+constexpr unsigned name_key = 1U;
+constexpr unsigned datatype_key = 2U;
+constexpr unsigned shape_key = 4U;
+constexpr unsigned parameters_key = 8U;
+constexpr unsigned data_key = 16U;
+
+// One input, appended to `inputs`; its binary data, if any, is the next bytes of `binary` after
+// `binary_offset`.
+bool read_usual_input(const document_context& doc, od::value value, std::size_t json_size,
+                      const buffer& binary, std::size_t& binary_offset,
+                      std::vector<tensor>& inputs) {
+  od::object object;
+  if (value.get_object().get(object) != error_code::SUCCESS) return false;
+  unsigned seen = 0;
+  std::string_view name;
+  datatype type = datatype::bytes;
+  shape_type shape;
+  std::uint64_t count = 0;
+  parameters params;
+  std::optional<std::int64_t> binary_size;
+  buffer data;
+  for (auto field_result : object) {
+    unsigned key = 0;
+    od::value v;
+    if (!usual_field(doc, field_result, tensor_keys, seen, key, v)) return false;
+    if (key == name_key) {
+      if (!in_place_string(doc, v, name)) return false;
+    } else if (key == datatype_key) {
+      std::string_view text;
+      if (!in_place_string(doc, v, text)) return false;
+      result<datatype> parsed = parse_datatype(text);
+      if (!parsed) return false;
+      type = *parsed;
+    } else if (key == shape_key) {
+      shape.reserve(4);
+      if (!read_usual_shape(v, shape)) return false;
+      result<std::uint64_t> elements = element_count(shape);
+      if (!elements || *elements > doc.bounds->max_elements) return false;
+      count = *elements;
+    } else if (key == parameters_key) {
+      if (!read_parameters(doc, v, 3, params).ok()) return false;
+      if (!take_binary_data_size(params, "input", name, binary_size).ok()) return false;
+    } else {  // data, after the datatype and shape that say how to read it
+      if ((seen & (datatype_key | shape_key)) != (datatype_key | shape_key)) return false;
+      const tensor_context t{&doc, "input", name, type};
+      result<buffer> decoded = decode_data(t, v, 3, shape, count, json_size);
+      if (!decoded) return false;
+      data = std::move(*decoded);
+    }
+  }
+  if ((seen & (name_key | datatype_key | shape_key)) != (name_key | datatype_key | shape_key) ||
+      ((seen & data_key) != 0) == binary_size.has_value()) {
+    return false;
+  }
+  if (binary_size) {
+    const auto size = static_cast<std::uint64_t>(*binary_size);
+    if (size > binary.size() - binary_offset) return false;
+    if (!is_bytes(type) && size != *byte_size(type, shape)) return false;
+    result<buffer> slice = binary.slice(binary_offset, static_cast<std::size_t>(size));
+    if (!slice) return false;
+    binary_offset += static_cast<std::size_t>(size);
+    data = std::move(*slice);
+  }
+  for (const tensor& earlier : inputs) {
+    if (earlier.name() == name) return false;
+  }
+  result<tensor> made = tensor::make(std::string{name}, type, std::move(shape), std::move(data));
+  if (!made) return false;
+  made->parameters() = std::move(params);
+  inputs.push_back(std::move(*made));
+  return true;
+}
+
+bool read_usual_output(const document_context& doc, od::value value,
+                       std::vector<requested_output>& outputs) {
+  constexpr std::array<std::string_view, 2> keys{"name", "parameters"};
+  od::object object;
+  if (value.get_object().get(object) != error_code::SUCCESS) return false;
+  unsigned seen = 0;
+  std::string_view name;
+  requested_output out;
+  for (auto field_result : object) {
+    unsigned key = 0;
+    od::value v;
+    if (!usual_field(doc, field_result, keys, seen, key, v)) return false;
+    if (key == 1U) {
+      if (!in_place_string(doc, v, name)) return false;
+    } else if (!read_parameters(doc, v, 3, out.parameters).ok()) {
+      return false;
+    }
+  }
+  if ((seen & 1U) == 0) return false;
+  for (const requested_output& earlier : outputs) {
+    if (earlier.name == name) return false;
+  }
+  out.name.assign(name);
+  outputs.push_back(std::move(out));
+  return true;
+}
+
+template <class ReadElement>
+bool read_usual_array(od::value value, ReadElement&& read_element) {
+  od::array array;
+  if (value.get_array().get(array) != error_code::SUCCESS) return false;
+  for (auto element_result : array) {
+    od::value element;
+    if (std::move(element_result).get(element) != error_code::SUCCESS) return false;
+    if (!read_element(element)) return false;
+  }
+  return true;
+}
+
+bool read_usual_request(document_context& doc, const padded_json& json, const buffer& binary,
+                        inference_request& request) {
+  // Depths 1 to 3 hold the inputs, their objects and their shapes and data: a host that sets a
+  // smaller limit gets its error from the general reader.
+  if (json.size > doc.bounds->max_json_bytes || doc.bounds->max_json_depth < 3) return false;
+  constexpr std::array<std::string_view, 4> keys{"id", "parameters", "inputs", "outputs"};
+  constexpr unsigned inputs_key = 4U;
+  const parser_lease parser{0, json.size};
+  od::document document;
+  od::object root;
+  if (!open_document(doc, json, parser.get(), document, root).ok()) return false;
+  unsigned seen = 0;
+  std::size_t binary_offset = 0;
+  for (auto field_result : root) {
+    unsigned key = 0;
+    od::value v;
+    if (!usual_field(doc, field_result, keys, seen, key, v)) return false;
+    bool read = false;
+    switch (key) {
+      case 1U: {
+        std::string_view id;
+        read = in_place_string(doc, v, id);
+        if (read) request.id.emplace(id);
+        break;
+      }
+      case 2U: read = read_parameters(doc, v, 1, request.parameters).ok(); break;
+      case inputs_key:
+        request.inputs.reserve(4);
+        read = read_usual_array(v, [&](od::value input) {
+          return read_usual_input(doc, input, json.size, binary, binary_offset, request.inputs);
+        });
+        break;
+      default:
+        read = read_usual_array(
+            v, [&](od::value output) { return read_usual_output(doc, output, request.outputs); });
+        break;
+    }
+    if (!read) return false;
+  }
+  return (seen & inputs_key) != 0 && binary_offset == binary.size() &&
+         check_nothing_follows(doc, document).ok();
+}
+
 // Splits a body into its JSON part and binary part per the header length.
 struct body_parts {
   const char* json = nullptr;
@@ -1240,6 +1466,8 @@ result<inference_request> decode_request(const buffer& body,
   const char* document_end = json.data + json.size;
 
   inference_request request;
+  if (read_usual_request(doc, json, parts->binary, request)) return request;
+  request = inference_request{};
   std::vector<parsed_tensor> inputs;
   bool has_inputs = false;
   status parsed = parse_document(doc, json, [&](auto&& fields) {

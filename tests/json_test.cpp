@@ -268,6 +268,102 @@ TEST_CASE("keys and strings mean the same with or without escapes") {
   CHECK(decode_error("{\"inputs\":[],\"id\":\"a\x1f\"}").http_status() == 400);
 }
 
+// decode_request reads the usual form of a request (known keys, no escapes, datatype and shape
+// before data) with a direct reader and leaves everything else to the general one. An unknown key
+// first sends any document to the general reader: both must decode the same, or refuse alike.
+void check_both_readers_agree(const std::string& json, std::string binary = {},
+                              const oip::limits& bounds = {}) {
+  CAPTURE(json);
+  REQUIRE(json.front() == '{');
+  const bool empty_object = json.find_first_not_of(" \t\r\n", 1) == json.find('}', 1);
+  const std::string general =
+      R"({"oip-general":0)" + std::string{empty_object ? "" : ","} + json.substr(1);
+  const auto decode_with = [&](const std::string& text) {
+    return oip::decode_request(body_of(text + binary),
+                               binary.empty() ? std::nullopt
+                                              : std::optional<std::size_t>{text.size()},
+                               bounds);
+  };
+  const oip::result<oip::inference_request> usual = decode_with(json);
+  const oip::result<oip::inference_request> reference = decode_with(general);
+  REQUIRE(usual.ok() == reference.ok());
+  if (!usual.ok()) {
+    CHECK(usual.error().code() == reference.error().code());
+    return;
+  }
+  CHECK(usual->id == reference->id);
+  CHECK(usual->parameters == reference->parameters);
+  CHECK(usual->outputs == reference->outputs);
+  oip::testing::check_same_tensors(usual->inputs, reference->inputs);
+}
+
+TEST_CASE("the usual form and the general reader decode alike") {
+  const std::string int32 = R"("name":"INPUT0","shape":[1,4],"datatype":"INT32")";
+  for (const std::string& json : std::vector<std::string>{
+           // accepted in the usual form
+           R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3,4]}]})",
+           R"({"id":"r-1","inputs":[{)" + int32 + R"(,"data":[[1,2],[3,4]]}],"outputs":[{"name":"A"},)"
+               R"({"name":"B","parameters":{"binary_data":true,"classification":3}}]})",
+           R"({"parameters":{"i":-5,"u":18446744073709551615,"d":1.5,"s":"x","b":false,"n":-Infinity},)"
+           R"("inputs":[{"datatype":"FP32","shape":[2],"name":"f","parameters":{"p":1},)"
+           R"("data":[0.1,1e-3]}]})",
+           R"({"inputs":[{"name":"s","shape":[2],"datatype":"BYTES","data":["a\n\u0000","é"]}]})",
+           R"({"inputs":[{"name":"b","shape":[3],"datatype":"BOOL","data":[true,false,true]},)"
+           R"({"name":"h","shape":[1],"datatype":"FP16","data":[0.333]},)"
+           R"({"name":"u","shape":[2],"datatype":"UINT64","data":[0,18446744073709551615]},)"
+           R"({"name":"e","shape":[0,3],"datatype":"FP64","data":[]}]})",
+           R"({"inputs":[]})",
+           R"({ "inputs" : [ { "name" : "x" , "shape" : [ 1 ] , "datatype" : "INT8" , "data" : [ -128 ] } ] } )",
+           // left to the general reader, accepted
+           R"({"inputs":[{"name":"x","data":[1],"shape":[1],"datatype":"INT32"}]})",
+           R"({"inputs":[{"n\u0061me":"x","shape":[1],"datatype":"INT32","data":[1]}]})",
+           R"({"inputs":[{"name":"\u0078","shape":[1],"datatype":"INT32","data":[1]}]})",
+           R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[1],"extra":[1]}]})",
+           R"({"inputs":[{"name":"x","shape":[1],"datatype":"UINT8","data":[-0]}]})",
+           // refused by both
+           R"({})",
+           R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3]}]})",
+           R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3,4,5]}]})",
+           R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3,4.0]}]})",
+           R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3,2147483648]}]})",
+           R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3,4]},{)" + int32 + R"(,"data":[1,2,3,4]}]})",
+           R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3,4]}],"outputs":[{"name":"A"},{"name":"A"}]})",
+           R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3,4]}],"inputs":[]})",
+           R"({"inputs":[{)" + int32 + R"(,"shape":[4],"data":[1,2,3,4]}]})",
+           R"({"inputs":[{"name":"x","shape":[-1],"datatype":"INT32","data":[1]}]})",
+           R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT31","data":[1]}]})",
+           R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32"}]})",
+           R"({"inputs":[{"shape":[1],"datatype":"INT32","data":[1]}]})",
+           R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[1],)"
+           R"("parameters":{"binary_data_size":4}}]})",
+           R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[tru]}]})",
+           R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[1]}]} [])",
+           R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[1]}],"id":5})",
+           R"({"inputs":[{"name":"x","shape":[1],"datatype":"BYTES","data":[1]}]})",
+           R"({"inputs":[{"name":"x","shape":[1],"datatype":"BOOL","data":[1]}]})",
+           "{\"inputs\":[{\"name\":\"x\x01\",\"shape\":[1],\"datatype\":\"INT32\",\"data\":[1]}]}",
+       }) {
+    check_both_readers_agree(json);
+  }
+
+  // Binary data: placed in input order, sizes checked, nothing left over.
+  const std::string two_binary =
+      R"({"inputs":[{"name":"a","shape":[2],"datatype":"INT16","parameters":{"binary_data_size":4}},)"
+      R"({"name":"b","shape":[1],"datatype":"BYTES","parameters":{"binary_data_size":6}}]})";
+  check_both_readers_agree(two_binary, std::string("\x01\x00\x02\x00\x02\x00\x00\x00hi", 10));
+  check_both_readers_agree(two_binary, std::string("\x01\x00\x02\x00\x02\x00\x00\x00hi!", 11));
+  check_both_readers_agree(two_binary, std::string("\x01\x00\x02\x00\x02\x00\x00\x00h", 9));
+  check_both_readers_agree(two_binary, std::string("\x01\x00\x02\x00\x05\x00\x00\x00hi", 10));
+
+  // Limits apply to both.
+  oip::limits shallow;
+  shallow.max_json_depth = 2;
+  check_both_readers_agree(R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3,4]}]})", {}, shallow);
+  oip::limits few;
+  few.max_elements = 3;
+  check_both_readers_agree(R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3,4]}]})", {}, few);
+}
+
 TEST_CASE("responses encode in the protocol's order, shortest numbers") {
   std::vector<float> values{0.1F, 1.0F, -2.5F, 1e-7F, 3.4028235e38F};
   oip::result<oip::tensor> t = oip::tensor::from_values<float>("OUTPUT0", {5}, values);
