@@ -1226,25 +1226,24 @@ status read_tensors(const document_context& doc, od::value value, std::string_vi
 // takes every form and words every error. What it accepts, it has visited in full, and it decodes
 // to what the general reader would (tests/json_test.cpp and the request fuzzer compare the two).
 
-// Which of an object's known keys `key` is (one bit each), or 0.
+// Which of an object's known keys `key` is (one bit each), or 0. A key written with escapes is
+// none of them.
 template <std::size_t n>
-unsigned key_bit(std::string_view key, const std::array<std::string_view, n>& known) {
+unsigned key_bit(od::raw_json_string key, const std::array<std::string_view, n>& known) {
   for (std::size_t i = 0; i < n; ++i) {
-    if (key == known[i]) return 1U << i;
+    if (key.unsafe_is_equal(known[i])) return 1U << i;
   }
   return 0;
 }
 
 // The next field of an object with a known key seen for the first time, or false.
 template <std::size_t n>
-bool usual_field(const document_context& doc, simdjson::simdjson_result<od::field> field_result,
+bool usual_field(simdjson::simdjson_result<od::field> field_result,
                  const std::array<std::string_view, n>& known, unsigned& seen, unsigned& bit,
                  od::value& value) {
   od::field field;
   if (std::move(field_result).get(field) != error_code::SUCCESS) return false;
-  std::string_view key;
-  if (!plain_string(doc, field.key().raw(), key)) return false;
-  bit = key_bit(key, known);
+  bit = key_bit(field.key(), known);
   if (bit == 0 || (seen & bit) != 0) return false;
   seen |= bit;
   value = field.value();
@@ -1288,7 +1287,7 @@ bool read_usual_input(const document_context& doc, od::value value, std::size_t 
   for (auto field_result : object) {
     unsigned key = 0;
     od::value v;
-    if (!usual_field(doc, field_result, tensor_keys, seen, key, v)) return false;
+    if (!usual_field(field_result, tensor_keys, seen, key, v)) return false;
     if (key == name_key) {
       if (!in_place_string(doc, v, name)) return false;
     } else if (key == datatype_key) {
@@ -1348,7 +1347,7 @@ bool read_usual_output(const document_context& doc, od::value value,
   for (auto field_result : object) {
     unsigned key = 0;
     od::value v;
-    if (!usual_field(doc, field_result, keys, seen, key, v)) return false;
+    if (!usual_field(field_result, keys, seen, key, v)) return false;
     if (key == 1U) {
       if (!in_place_string(doc, v, name)) return false;
     } else if (!read_parameters(doc, v, 3, out.parameters).ok()) {
@@ -1392,7 +1391,7 @@ bool read_usual_request(document_context& doc, const padded_json& json, const bu
   for (auto field_result : root) {
     unsigned key = 0;
     od::value v;
-    if (!usual_field(doc, field_result, keys, seen, key, v)) return false;
+    if (!usual_field(field_result, keys, seen, key, v)) return false;
     bool read = false;
     switch (key) {
       case 1U: {
@@ -1443,6 +1442,11 @@ result<body_parts> split_body(const buffer& body, std::optional<std::size_t> hea
                               body.size(), parts.json_size)};
   }
   parts.readable_after = body.size() - parts.json_size + body.padding();
+  if (parts.json_size == body.size()) {
+    // No binary part: an empty view at the body's end, which needs no share of its ownership.
+    parts.binary = buffer::unowned(std::span(body.data() + body.size(), 0));
+    return parts;
+  }
   result<buffer> binary = body.slice(parts.json_size, body.size() - parts.json_size);
   if (!binary) return binary.error();
   parts.binary = std::move(*binary);
