@@ -1,9 +1,9 @@
 #include <oip/datatype.hpp>
 
-#include <fmt/format.h>
-
 #include <array>
 #include <cstdint>
+
+#include <fmt/format.h>
 
 namespace oip {
 

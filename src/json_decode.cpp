@@ -1241,8 +1241,8 @@ template <std::size_t n>
 bool usual_field(simdjson::simdjson_result<od::field> field_result,
                  const std::array<std::string_view, n>& known, unsigned& seen, unsigned& bit,
                  od::value& value) {
-  od::field field;
-  if (std::move(field_result).get(field) != error_code::SUCCESS) return false;
+  if (field_result.error() != error_code::SUCCESS) return false;
+  od::field field = field_result.value_unsafe();
   bit = key_bit(field.key(), known);
   if (bit == 0 || (seen & bit) != 0) return false;
   seen |= bit;
@@ -1368,9 +1368,8 @@ bool read_usual_array(od::value value, ReadElement&& read_element) {
   od::array array;
   if (value.get_array().get(array) != error_code::SUCCESS) return false;
   for (auto element_result : array) {
-    od::value element;
-    if (std::move(element_result).get(element) != error_code::SUCCESS) return false;
-    if (!read_element(element)) return false;
+    if (element_result.error() != error_code::SUCCESS) return false;
+    if (!read_element(element_result.value_unsafe())) return false;
   }
   return true;
 }

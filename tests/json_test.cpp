@@ -279,10 +279,9 @@ void check_both_readers_agree(const std::string& json, std::string binary = {},
   const std::string general =
       R"({"oip-general":0)" + std::string{empty_object ? "" : ","} + json.substr(1);
   const auto decode_with = [&](const std::string& text) {
-    return oip::decode_request(body_of(text + binary),
-                               binary.empty() ? std::nullopt
-                                              : std::optional<std::size_t>{text.size()},
-                               bounds);
+    return oip::decode_request(
+        body_of(text + binary),
+        binary.empty() ? std::nullopt : std::optional<std::size_t>{text.size()}, bounds);
   };
   const oip::result<oip::inference_request> usual = decode_with(json);
   const oip::result<oip::inference_request> reference = decode_with(general);
@@ -299,50 +298,53 @@ void check_both_readers_agree(const std::string& json, std::string binary = {},
 
 TEST_CASE("the usual form and the general reader decode alike") {
   const std::string int32 = R"("name":"INPUT0","shape":[1,4],"datatype":"INT32")";
-  for (const std::string& json : std::vector<std::string>{
-           // accepted in the usual form
-           R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3,4]}]})",
-           R"({"id":"r-1","inputs":[{)" + int32 + R"(,"data":[[1,2],[3,4]]}],"outputs":[{"name":"A"},)"
-               R"({"name":"B","parameters":{"binary_data":true,"classification":3}}]})",
-           R"({"parameters":{"i":-5,"u":18446744073709551615,"d":1.5,"s":"x","b":false,"n":-Infinity},)"
-           R"("inputs":[{"datatype":"FP32","shape":[2],"name":"f","parameters":{"p":1},)"
-           R"("data":[0.1,1e-3]}]})",
-           R"({"inputs":[{"name":"s","shape":[2],"datatype":"BYTES","data":["a\n\u0000","é"]}]})",
-           R"({"inputs":[{"name":"b","shape":[3],"datatype":"BOOL","data":[true,false,true]},)"
-           R"({"name":"h","shape":[1],"datatype":"FP16","data":[0.333]},)"
-           R"({"name":"u","shape":[2],"datatype":"UINT64","data":[0,18446744073709551615]},)"
-           R"({"name":"e","shape":[0,3],"datatype":"FP64","data":[]}]})",
-           R"({"inputs":[]})",
-           R"({ "inputs" : [ { "name" : "x" , "shape" : [ 1 ] , "datatype" : "INT8" , "data" : [ -128 ] } ] } )",
-           // left to the general reader, accepted
-           R"({"inputs":[{"name":"x","data":[1],"shape":[1],"datatype":"INT32"}]})",
-           R"({"inputs":[{"n\u0061me":"x","shape":[1],"datatype":"INT32","data":[1]}]})",
-           R"({"inputs":[{"name":"\u0078","shape":[1],"datatype":"INT32","data":[1]}]})",
-           R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[1],"extra":[1]}]})",
-           R"({"inputs":[{"name":"x","shape":[1],"datatype":"UINT8","data":[-0]}]})",
-           // refused by both
-           R"({})",
-           R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3]}]})",
-           R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3,4,5]}]})",
-           R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3,4.0]}]})",
-           R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3,2147483648]}]})",
-           R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3,4]},{)" + int32 + R"(,"data":[1,2,3,4]}]})",
-           R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3,4]}],"outputs":[{"name":"A"},{"name":"A"}]})",
-           R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3,4]}],"inputs":[]})",
-           R"({"inputs":[{)" + int32 + R"(,"shape":[4],"data":[1,2,3,4]}]})",
-           R"({"inputs":[{"name":"x","shape":[-1],"datatype":"INT32","data":[1]}]})",
-           R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT31","data":[1]}]})",
-           R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32"}]})",
-           R"({"inputs":[{"shape":[1],"datatype":"INT32","data":[1]}]})",
-           R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[1],)"
-           R"("parameters":{"binary_data_size":4}}]})",
-           R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[tru]}]})",
-           R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[1]}]} [])",
-           R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[1]}],"id":5})",
-           R"({"inputs":[{"name":"x","shape":[1],"datatype":"BYTES","data":[1]}]})",
-           R"({"inputs":[{"name":"x","shape":[1],"datatype":"BOOL","data":[1]}]})",
-           "{\"inputs\":[{\"name\":\"x\x01\",\"shape\":[1],\"datatype\":\"INT32\",\"data\":[1]}]}",
-       }) {
+  for (
+      const std::string& json : std::vector<std::string>{
+          // accepted in the usual form
+          R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3,4]}]})",
+          R"({"id":"r-1","inputs":[{)" + int32 +
+              R"(,"data":[[1,2],[3,4]]}],"outputs":[{"name":"A"},)"
+              R"({"name":"B","parameters":{"binary_data":true,"classification":3}}]})",
+          R"({"parameters":{"i":-5,"u":18446744073709551615,"d":1.5,"s":"x","b":false,"n":-Infinity},)"
+          R"("inputs":[{"datatype":"FP32","shape":[2],"name":"f","parameters":{"p":1},)"
+          R"("data":[0.1,1e-3]}]})",
+          R"({"inputs":[{"name":"s","shape":[2],"datatype":"BYTES","data":["a\n\u0000","é"]}]})",
+          R"({"inputs":[{"name":"b","shape":[3],"datatype":"BOOL","data":[true,false,true]},)"
+          R"({"name":"h","shape":[1],"datatype":"FP16","data":[0.333]},)"
+          R"({"name":"u","shape":[2],"datatype":"UINT64","data":[0,18446744073709551615]},)"
+          R"({"name":"e","shape":[0,3],"datatype":"FP64","data":[]}]})",
+          R"({"inputs":[]})",
+          R"({ "inputs" : [ { "name" : "x" , "shape" : [ 1 ] , "datatype" : "INT8" , "data" : [ -128 ] } ] } )",
+          // left to the general reader, accepted
+          R"({"inputs":[{"name":"x","data":[1],"shape":[1],"datatype":"INT32"}]})",
+          R"({"inputs":[{"n\u0061me":"x","shape":[1],"datatype":"INT32","data":[1]}]})",
+          R"({"inputs":[{"name":"\u0078","shape":[1],"datatype":"INT32","data":[1]}]})",
+          R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[1],"extra":[1]}]})",
+          R"({"inputs":[{"name":"x","shape":[1],"datatype":"UINT8","data":[-0]}]})",
+          // refused by both
+          R"({})",
+          R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3]}]})",
+          R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3,4,5]}]})",
+          R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3,4.0]}]})",
+          R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3,2147483648]}]})",
+          R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3,4]},{)" + int32 + R"(,"data":[1,2,3,4]}]})",
+          R"({"inputs":[{)" + int32 +
+              R"(,"data":[1,2,3,4]}],"outputs":[{"name":"A"},{"name":"A"}]})",
+          R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3,4]}],"inputs":[]})",
+          R"({"inputs":[{)" + int32 + R"(,"shape":[4],"data":[1,2,3,4]}]})",
+          R"({"inputs":[{"name":"x","shape":[-1],"datatype":"INT32","data":[1]}]})",
+          R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT31","data":[1]}]})",
+          R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32"}]})",
+          R"({"inputs":[{"shape":[1],"datatype":"INT32","data":[1]}]})",
+          R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[1],)"
+          R"("parameters":{"binary_data_size":4}}]})",
+          R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[tru]}]})",
+          R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[1]}]} [])",
+          R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[1]}],"id":5})",
+          R"({"inputs":[{"name":"x","shape":[1],"datatype":"BYTES","data":[1]}]})",
+          R"({"inputs":[{"name":"x","shape":[1],"datatype":"BOOL","data":[1]}]})",
+          "{\"inputs\":[{\"name\":\"x\x01\",\"shape\":[1],\"datatype\":\"INT32\",\"data\":[1]}]}",
+      }) {
     check_both_readers_agree(json);
   }
 
