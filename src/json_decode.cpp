@@ -515,7 +515,9 @@ struct leaf_sink {
   template <class T>
   void put(const T& value) {
     if (count < capacity) [[likely]] {
-      std::memcpy(out + count * sizeof(T), &value, sizeof(T));
+      // A typed store into the aligned buffer: unlike a byte copy, it cannot alias the sink's own
+      // fields, so the compiler keeps them in registers through the element loop.
+      reinterpret_cast<T*>(out)[count] = value;
     }
     ++count;
   }

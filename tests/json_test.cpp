@@ -348,6 +348,61 @@ TEST_CASE("the usual form and the general reader decode alike") {
     check_both_readers_agree(json);
   }
 
+  // Integer data at the edges of each type's range and of the JSON number grammar.
+  for (const auto& [type, data] : std::vector<std::pair<std::string, std::string>>{
+           {"INT32", "[1,-2,3,-4]"},
+           {"INT32", "[ 1 ,\n-2\t,3\r, -4 ]"},
+           {"INT32", "[1,2,[3,4]]"},
+           {"INT32", "[[1,2],[3,4]]"},
+           {"INT32", "[1,2,3]"},
+           {"INT32", "[1,2,3,4,5]"},
+           {"INT32", "[1,2,3,4,]"},
+           {"INT32", "[,1,2,3,4]"},
+           {"INT32", "[1,2,3 4]"},
+           {"INT32", "[1,2,3,04]"},
+           {"INT32", "[1,2,3,-]"},
+           {"INT32", "[1,2,3,+4]"},
+           {"INT32", "[1,2,3,4.0]"},
+           {"INT32", "[1,2,3,4e0]"},
+           {"INT32", "[1,2,3,-0]"},
+           {"INT32", "[1,2,3,2147483647]"},
+           {"INT32", "[1,2,3,-2147483648]"},
+           {"INT32", "[1,2,3,-2147483649]"},
+           {"INT32", "[1,2,3,\"4\"]"},
+           {"INT32", "[1,2,3,true]"},
+           {"INT32", "[1,2,3,null]"},
+           {"INT64", "[9223372036854775807,-9223372036854775808,0,1]"},
+           {"INT64", "[9223372036854775808,0,0,1]"},
+           {"INT64", "[1000000000000000000,-1000000000000000000,0,1]"},
+           {"INT64", "[10000000000000000000,0,0,1]"},
+           {"UINT64", "[18446744073709551615,9999999999999999999,0,1]"},
+           {"UINT64", "[18446744073709551616,0,0,1]"},
+           {"UINT8", "[255,0,-0,1]"},
+           {"UINT8", "[256,0,0,1]"},
+           {"UINT8", "[-1,0,0,1]"},
+           {"INT8", "[127,-128,0,1]"},
+           {"INT8", "[128,0,0,1]"},
+           {"INT8", "[-129,0,0,1]"},
+           {"UINT16", "[65535,0,0,1]"},
+           {"INT16", "[-32768,32767,0,1]"},
+           {"UINT32", "[4294967295,4294967296,0,1]"},
+       }) {
+    check_both_readers_agree(R"({"inputs":[{"name":"x","shape":[4],"datatype":")" + type +
+                             R"(","data":)" + data + "}]}");
+  }
+  check_both_readers_agree(R"({"inputs":[{"name":"x","shape":[0],"datatype":"INT32","data":[]}]})");
+  check_both_readers_agree(R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[]}]})");
+  check_both_readers_agree(
+      R"({"inputs":[{"name":"x","shape":[0],"datatype":"INT32","data":[1]}]})");
+  check_both_readers_agree(
+      R"({"inputs":[{"name":"x","shape":[0],"datatype":"INT32","data":[ ]}]})");
+  CHECK(values_of<std::int64_t>(
+            decode_one("INT64", "[3]", "[9223372036854775807,-9223372036854775808,-0]")) ==
+        std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::max(),
+                                  std::numeric_limits<std::int64_t>::min(), 0});
+  CHECK(values_of<std::uint8_t>(decode_one("UINT8", "[2]", "[ 255 , -0 ]")) ==
+        std::vector<std::uint8_t>{255, 0});
+
   // Binary data: placed in input order, sizes checked, nothing left over.
   const std::string two_binary =
       R"({"inputs":[{"name":"a","shape":[2],"datatype":"INT16","parameters":{"binary_data_size":4}},)"
