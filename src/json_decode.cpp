@@ -959,11 +959,17 @@ status place_binary(const document_context& doc, std::string_view role,
     if (!slice) return slice.error();
     offset += static_cast<std::size_t>(size);
     if (!is_bytes(*t.type)) {
-      const std::uint64_t expected = *byte_size(*t.type, *t.shape);
-      if (size != expected) {
+      // Fails only where a host's element limit lets the byte size pass 2^64.
+      const result<std::uint64_t> expected = byte_size(*t.type, *t.shape);
+      if (!expected) {
+        return status{errc::invalid_argument,
+                      fmt::format("unable to parse 'shape' for {} '{}': {}", role, t.name,
+                                  expected.error().message())};
+      }
+      if (size != *expected) {
         return status{errc::invalid_argument,
                       fmt::format("{} byte size mismatch for {} '{}'{}. Expected {}, got {}", role,
-                                  role, t.name, doc.for_model(), expected, size)};
+                                  role, t.name, doc.for_model(), *expected, size)};
       }
     }
     t.data = std::move(*slice);
@@ -1322,7 +1328,10 @@ bool read_usual_input(const document_context& doc, od::value value, std::size_t 
   if (binary_size) {
     const auto size = static_cast<std::uint64_t>(*binary_size);
     if (size > binary.size() - binary_offset) return false;
-    if (!is_bytes(type) && size != *byte_size(type, shape)) return false;
+    if (!is_bytes(type)) {
+      const result<std::uint64_t> expected = byte_size(type, shape);
+      if (!expected || size != *expected) return false;
+    }
     result<buffer> slice = binary.slice(binary_offset, static_cast<std::size_t>(size));
     if (!slice) return false;
     binary_offset += static_cast<std::size_t>(size);

@@ -3,6 +3,7 @@
 
 #include <oip/json.hpp>
 
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -331,6 +332,12 @@ std::vector<bad_case> catalogue() {
        413,
        {"INPUT0", "5 elements", "limit of 4"},
        with(1000, 1000, 4, 10)},
+      {"byte size past 2^64 under a host's element limit",
+       binary_tensor("INT64", "[2305843009213693952]", "8"),
+       std::string(8, '\0'),
+       400,
+       {"INPUT1", "overflows"},
+       with(1000, 1000, std::numeric_limits<std::uint64_t>::max(), 10)},
       {"too deep",
        R"({"inputs":[],"x":[[[[1]]]]})",
        "",
