@@ -48,6 +48,11 @@ void compare_readers(const std::string& body_text, std::optional<std::size_t> he
   if (header_length) general_length = *header_length + prefix.size() - 1;
   const oip::result<oip::inference_request> general =
       oip::decode_request(oip::buffer::from_string(general_text), general_length, bounds);
+  // A document that has the key already, in any spelling, now has it twice.
+  if (!general.ok() &&
+      general.error().message().find("duplicate key 'oip-general'") != std::string::npos) {
+    return;
+  }
   if (decoded.ok() != general.ok()) __builtin_trap();
   if (!decoded.ok()) {
     // A document just under a size limit can pass it without the extra key only.
