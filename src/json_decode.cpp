@@ -515,8 +515,9 @@ struct leaf_sink {
   template <class T>
   void put(const T& value) {
     if (count < capacity) [[likely]] {
-      // A typed store into the aligned buffer: unlike a byte copy, it cannot alias the sink's own
-      // fields, so the compiler keeps them in registers through the element loop.
+      // A typed store into the aligned buffer: unlike a byte copy, a store of a 16- or 32-bit
+      // type or a float cannot alias the sink's own fields, which then stay in registers
+      // through the element loop.
       reinterpret_cast<T*>(out)[count] = value;
     }
     ++count;
