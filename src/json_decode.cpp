@@ -1351,6 +1351,7 @@ bool read_usual_input(const document_context& doc, od::value value, std::size_t 
 bool read_usual_output(const document_context& doc, od::value value,
                        std::vector<requested_output>& outputs) {
   constexpr std::array<std::string_view, 2> keys{"name", "parameters"};
+  constexpr unsigned output_name_key = 1U;
   od::object object;
   if (value.get_object().get(object) != error_code::SUCCESS) return false;
   unsigned seen = 0;
@@ -1360,13 +1361,13 @@ bool read_usual_output(const document_context& doc, od::value value,
     unsigned key = 0;
     od::value v;
     if (!usual_field(field_result, keys, seen, key, v)) return false;
-    if (key == 1U) {
+    if (key == output_name_key) {
       if (!in_place_string(doc, v, name)) return false;
     } else if (!read_parameters(doc, v, 3, out.parameters).ok()) {
       return false;
     }
   }
-  if ((seen & 1U) == 0) return false;
+  if ((seen & output_name_key) == 0) return false;
   for (const requested_output& earlier : outputs) {
     if (earlier.name == name) return false;
   }
@@ -1392,7 +1393,10 @@ bool read_usual_request(document_context& doc, const padded_json& json, const bu
   // smaller limit gets its error from the general reader.
   if (json.size > doc.bounds->max_json_bytes || doc.bounds->max_json_depth < 3) return false;
   constexpr std::array<std::string_view, 4> keys{"id", "parameters", "inputs", "outputs"};
+  constexpr unsigned id_key = 1U;
+  constexpr unsigned request_parameters_key = 2U;
   constexpr unsigned inputs_key = 4U;
+  constexpr unsigned outputs_key = 8U;
   const parser_lease parser{0, json.size};
   od::document document;
   od::object root;
@@ -1405,23 +1409,26 @@ bool read_usual_request(document_context& doc, const padded_json& json, const bu
     if (!usual_field(field_result, keys, seen, key, v)) return false;
     bool read = false;
     switch (key) {
-      case 1U: {
+      case id_key: {
         std::string_view id;
         read = in_place_string(doc, v, id);
         if (read) request.id.emplace(id);
         break;
       }
-      case 2U: read = read_parameters(doc, v, 1, request.parameters).ok(); break;
+      case request_parameters_key:
+        read = read_parameters(doc, v, 1, request.parameters).ok();
+        break;
       case inputs_key:
         request.inputs.reserve(4);
         read = read_usual_array(v, [&](od::value input) {
           return read_usual_input(doc, input, json.size, binary, binary_offset, request.inputs);
         });
         break;
-      default:
+      case outputs_key:
         read = read_usual_array(
             v, [&](od::value output) { return read_usual_output(doc, output, request.outputs); });
         break;
+      default: break;  // usual_field admits known keys only
     }
     if (!read) return false;
   }
