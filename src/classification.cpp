@@ -1,3 +1,4 @@
+#include "detail/bytes_format.hpp"
 #include "detail/number_format.hpp"
 
 #include <oip/classification.hpp>
@@ -614,6 +615,18 @@ char* write_value(char* at, T value) {
 }  // namespace
 
 result<std::vector<std::uint64_t>> top_classes(const tensor& output, std::size_t n, bool batched) {
+  // A classifier's usual output, one FP32 row, goes straight to the vector kernel: the general
+  // path's layers (the row layout, the type visit, appending row by row) took about a tenth of
+  // a 1,000-value call.
+  if (output.type() == datatype::fp32 &&
+      (!batched || (!output.shape().empty() && output.shape()[0] == 1))) {
+    const auto count = static_cast<std::size_t>(output.element_count());
+    const std::size_t k = std::min(n, count);
+    fp32_top top{k};
+    if (k > 0 && select_fp32(output.data().data(), count, k, top)) {
+      return std::vector<std::uint64_t>(top.indices, top.indices + k);
+    }
+  }
   result<row_layout> layout = layout_of(output, n, batched);
   if (!layout) return std::move(layout).error();
   std::vector<std::uint64_t> indices;
@@ -634,30 +647,48 @@ result<tensor> classify(const tensor& output, std::size_t n, bool batched,
   result<std::vector<std::uint64_t>> top = top_classes(output, n, batched);
   if (!top) return std::move(top).error();
 
-  std::vector<std::string> entries;
-  entries.reserve(top->size());
+  // The BYTES elements, each a 4-byte length then "<value>:<index>[:<label>]", written straight
+  // into the tensor's bytes.
+  std::string elements;
+  elements.reserve(top->size() * 32);
+  bool too_long = false;
   visit_numeric(output.type(), [&](auto tag) {
     using T = decltype(tag);
     for (std::size_t i = 0; i < top->size(); ++i) {
       const std::size_t row = layout->k == 0 ? 0 : i / layout->k;
       const std::uint64_t index = (*top)[i];
-      char number[detail::max_number_chars];
-      const char* end = write_value(number, output.data().load<T>(row * layout->row_size + index));
-      std::string entry(number, static_cast<std::size_t>(end - number));
-      entry += ':';
-      entry += std::to_string(index);
-      if (index < labels.size()) {
-        entry += ':';
-        entry += labels[index];
+      char text[2 * detail::max_number_chars + 1];
+      char* end = write_value(text, output.data().load<T>(row * layout->row_size + index));
+      *end++ = ':';
+      end = detail::write_integer(end, index);
+      const bool labelled = index < labels.size();
+      const std::string_view label = labelled ? std::string_view{labels[index]} : "";
+      const auto text_size = static_cast<std::size_t>(end - text);
+      const std::size_t size = text_size + (labelled ? 1 + label.size() : 0);
+      if (size > std::numeric_limits<std::uint32_t>::max()) {
+        too_long = true;  // a BYTES element's length has 32 bits
+        return;
       }
-      entries.push_back(std::move(entry));
+      std::byte prefix[4];
+      detail::write_bytes_length(prefix, static_cast<std::uint32_t>(size));
+      elements.append(reinterpret_cast<const char*>(prefix), 4);
+      elements.append(text, text_size);
+      if (labelled) {
+        elements += ':';
+        elements += label;
+      }
     }
   });
-  std::vector<std::string_view> views(entries.begin(), entries.end());
+  if (too_long) {
+    return status{
+        errc::internal,
+        fmt::format("a class label of output '{}' is too long for a BYTES element", output.name())};
+  }
   shape_type shape;
   if (batched) shape.push_back(static_cast<std::int64_t>(layout->rows));
   shape.push_back(static_cast<std::int64_t>(layout->k));
-  return tensor::from_strings(output.name(), std::move(shape), views);
+  return tensor::make(output.name(), datatype::bytes, std::move(shape),
+                      buffer::from_string(std::move(elements)));
 }
 
 }  // namespace oip

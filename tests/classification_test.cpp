@@ -141,8 +141,11 @@ TEST_CASE("the fast path agrees with a full sort on random data of every size") 
                      [&](std::uint64_t a, std::uint64_t b) { return values[a] > values[b]; });
     for (std::size_t n : {1U, 5U, 64U}) {
       const std::size_t k = std::min(n, size);
-      CHECK(top(make<float>(values, {static_cast<std::int64_t>(size)}), n) ==
-            std::vector<std::uint64_t>(order.begin(), order.begin() + static_cast<long>(k)));
+      const std::vector<std::uint64_t> expected(order.begin(),
+                                                order.begin() + static_cast<long>(k));
+      CHECK(top(make<float>(values, {static_cast<std::int64_t>(size)}), n) == expected);
+      // A batch of one row, the shape a batching classifier returns, gives the same classes.
+      CHECK(top(make<float>(values, {1, static_cast<std::int64_t>(size)}), n, true) == expected);
     }
   }
 }
