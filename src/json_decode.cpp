@@ -1237,29 +1237,32 @@ status read_tensors(const document_context& doc, od::value value, std::string_vi
 
 // Which of an object's known keys `key` is (one bit each), or 0. A key written with escapes is
 // none of them.
+// Inlined and unrolled, so that each comparison has a constant length (no call to memcmp).
 template <std::size_t n>
-unsigned key_bit(od::raw_json_string key, const std::array<std::string_view, n>& known) {
+[[gnu::always_inline]] inline unsigned key_bit(od::raw_json_string key,
+                                               const std::array<std::string_view, n>& known) {
+#pragma GCC unroll 8
   for (std::size_t i = 0; i < n; ++i) {
     if (key.unsafe_is_equal(known[i])) return 1U << i;
   }
   return 0;
 }
 
-// The next field of an object with a known key seen for the first time, or false.
+// The bit of a field's key when it is a known key seen for the first time, else 0. The field and
+// its value are used in place: a copy of simdjson's small iterator structs, stored piecewise and
+// read back whole, stalls on store forwarding.
 template <std::size_t n>
-bool usual_field(simdjson::simdjson_result<od::field> field_result,
-                 const std::array<std::string_view, n>& known, unsigned& seen, unsigned& bit,
-                 od::value& value) {
-  if (field_result.error() != error_code::SUCCESS) return false;
-  od::field field = field_result.value_unsafe();
-  bit = key_bit(field.key(), known);
-  if (bit == 0 || (seen & bit) != 0) return false;
+[[gnu::always_inline]] inline unsigned usual_key(simdjson::simdjson_result<od::field>& field_result,
+                                                 const std::array<std::string_view, n>& known,
+                                                 unsigned& seen) {
+  if (field_result.error() != error_code::SUCCESS) return 0;
+  const unsigned bit = key_bit(field_result.value_unsafe().key(), known);
+  if ((seen & bit) != 0) return 0;
   seen |= bit;
-  value = field.value();
-  return true;
+  return bit;
 }
 
-bool read_usual_shape(od::value value, shape_type& shape) {
+bool read_usual_shape(od::value& value, shape_type& shape) {
   od::array array;
   if (value.get_array().get(array) != error_code::SUCCESS) return false;
   for (auto dim_result : array) {
@@ -1280,7 +1283,7 @@ constexpr unsigned data_key = 16U;
 
 // One input, appended to `inputs`; its binary data, if any, is the next bytes of `binary` after
 // `binary_offset`.
-bool read_usual_input(const document_context& doc, od::value value, std::size_t json_size,
+bool read_usual_input(const document_context& doc, od::value& value, std::size_t json_size,
                       const buffer& binary, std::size_t& binary_offset,
                       std::vector<tensor>& inputs) {
   od::object object;
@@ -1294,9 +1297,9 @@ bool read_usual_input(const document_context& doc, od::value value, std::size_t 
   std::optional<std::int64_t> binary_size;
   buffer data;
   for (auto field_result : object) {
-    unsigned key = 0;
-    od::value v;
-    if (!usual_field(field_result, tensor_keys, seen, key, v)) return false;
+    const unsigned key = usual_key(field_result, tensor_keys, seen);
+    if (key == 0) return false;
+    od::value& v = field_result.value_unsafe().value();
     if (key == name_key) {
       if (!in_place_string(doc, v, name)) return false;
     } else if (key == datatype_key) {
@@ -1348,7 +1351,7 @@ bool read_usual_input(const document_context& doc, od::value value, std::size_t 
   return true;
 }
 
-bool read_usual_output(const document_context& doc, od::value value,
+bool read_usual_output(const document_context& doc, od::value& value,
                        std::vector<requested_output>& outputs) {
   constexpr std::array<std::string_view, 2> keys{"name", "parameters"};
   constexpr unsigned output_name_key = 1U;
@@ -1358,9 +1361,9 @@ bool read_usual_output(const document_context& doc, od::value value,
   std::string_view name;
   requested_output out;
   for (auto field_result : object) {
-    unsigned key = 0;
-    od::value v;
-    if (!usual_field(field_result, keys, seen, key, v)) return false;
+    const unsigned key = usual_key(field_result, keys, seen);
+    if (key == 0) return false;
+    od::value& v = field_result.value_unsafe().value();
     if (key == output_name_key) {
       if (!in_place_string(doc, v, name)) return false;
     } else if (!read_parameters(doc, v, 3, out.parameters).ok()) {
@@ -1377,7 +1380,7 @@ bool read_usual_output(const document_context& doc, od::value value,
 }
 
 template <class ReadElement>
-bool read_usual_array(od::value value, ReadElement&& read_element) {
+bool read_usual_array(od::value& value, ReadElement&& read_element) {
   od::array array;
   if (value.get_array().get(array) != error_code::SUCCESS) return false;
   for (auto element_result : array) {
@@ -1404,9 +1407,9 @@ bool read_usual_request(document_context& doc, const padded_json& json, const bu
   unsigned seen = 0;
   std::size_t binary_offset = 0;
   for (auto field_result : root) {
-    unsigned key = 0;
-    od::value v;
-    if (!usual_field(field_result, keys, seen, key, v)) return false;
+    const unsigned key = usual_key(field_result, keys, seen);
+    if (key == 0) return false;
+    od::value& v = field_result.value_unsafe().value();
     bool read = false;
     switch (key) {
       case id_key: {
@@ -1420,15 +1423,15 @@ bool read_usual_request(document_context& doc, const padded_json& json, const bu
         break;
       case inputs_key:
         request.inputs.reserve(4);
-        read = read_usual_array(v, [&](od::value input) {
+        read = read_usual_array(v, [&](od::value& input) {
           return read_usual_input(doc, input, json.size, binary, binary_offset, request.inputs);
         });
         break;
       case outputs_key:
         read = read_usual_array(
-            v, [&](od::value output) { return read_usual_output(doc, output, request.outputs); });
+            v, [&](od::value& output) { return read_usual_output(doc, output, request.outputs); });
         break;
-      default: break;  // usual_field admits known keys only
+      default: break;  // usual_key admits known keys only
     }
     if (!read) return false;
   }
