@@ -25,6 +25,18 @@ using detail::write_integer;
 
 // Appends to a string through a raw pointer: the encoder reserves the worst case of a whole
 // tensor at once, then writes numbers straight into it.
+// A key with its quotes and colon, spelled out at compile time.
+template <std::size_t N>
+struct quoted_key {
+  char text[N + 2] = {};
+  consteval quoted_key(const char (&key)[N]) {  // NOLINT(google-explicit-constructor)
+    text[0] = '"';
+    for (std::size_t i = 0; i + 1 < N; ++i) text[i + 1] = key[i];
+    text[N] = '"';
+    text[N + 1] = ':';
+  }
+};
+
 class json_out {
  public:
   explicit json_out(std::string& out) : out_{out} {}
@@ -36,15 +48,12 @@ class json_out {
     string(k);
     out_.push_back(':');
   }
-  // The protocol's own keys need no escaping: quotes, key and colon go in one append.
-  template <std::size_t N>
-  void key(const char (&k)[N]) {
-    char quoted[N + 2];
-    quoted[0] = '"';
-    std::memcpy(quoted + 1, k, N - 1);
-    quoted[N] = '"';
-    quoted[N + 1] = ':';
-    out_.append(quoted, N + 2);
+  // The protocol's own keys need no escaping: quotes, key and colon are one constant, written
+  // with one copy. (Assembled on the stack at each call, they were read back before the stores
+  // could forward.)
+  template <quoted_key k>
+  void key() {
+    out_.append(k.text, sizeof k.text);
   }
   std::string& text() { return out_; }
 
@@ -203,16 +212,21 @@ void write_parameters(json_out& out, const parameters& params, bool comma,
   if (open) out.raw('}');
 }
 
+// Written in place, like the data: digits copied out of a stack buffer were read back before
+// their stores could forward.
 void write_shape(json_out& out, const shape_type& shape) {
-  out.key("shape");
-  out.raw('[');
-  char buffer[max_number_chars];
+  out.key<"shape">();
+  std::string& text = out.text();
+  const std::size_t start = text.size();
+  text.resize(start + shape.size() * (max_number_chars + 1) + 2);
+  char* at = text.data() + start;
+  *at++ = '[';
   for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i != 0) out.raw(',');
-    out.raw(std::string_view(buffer,
-                             static_cast<std::size_t>(write_integer(buffer, shape[i]) - buffer)));
+    if (i != 0) *at++ = ',';
+    at = write_integer(at, shape[i]);
   }
-  out.raw(']');
+  *at++ = ']';
+  text.resize(static_cast<std::size_t>(at - text.data()));
 }
 
 // One tensor object: name, datatype, shape, parameters, then data (JSON) or its bytes appended to
@@ -220,10 +234,10 @@ void write_shape(json_out& out, const shape_type& shape) {
 status write_tensor(json_out& out, encoded_body& body, const tensor& t, bool binary,
                     std::string_view role, bool non_finite_as_null) {
   out.raw('{');
-  out.key("name");
+  out.key<"name">();
   out.string(t.name());
   out.raw(',');
-  out.key("datatype");
+  out.key<"datatype">();
   out.string(to_string(t.type()));
   out.raw(',');
   write_shape(out, t.shape());
@@ -234,7 +248,7 @@ status write_tensor(json_out& out, encoded_body& body, const tensor& t, bool bin
   } else {
     write_parameters(out, t.parameters(), true, {true, std::nullopt});
     out.raw(',');
-    out.key("data");
+    out.key<"data">();
     if (status s = write_data(out, t, role, non_finite_as_null); !s.ok()) return s;
   }
   out.raw('}');
@@ -250,20 +264,20 @@ result<encoded_body> encode_response(const inference_response& response,
   json_out out{body.json};
   out.raw('{');
   if (response.id) {
-    out.key("id");
+    out.key<"id">();
     out.string(*response.id);
     out.raw(',');
   }
-  out.key("model_name");
+  out.key<"model_name">();
   out.string(response.model_name);
   if (!response.model_version.empty()) {
     out.raw(',');
-    out.key("model_version");
+    out.key<"model_version">();
     out.string(response.model_version);
   }
   write_parameters(out, response.parameters, true);
   out.raw(',');
-  out.key("outputs");
+  out.key<"outputs">();
   out.raw('[');
   for (std::size_t i = 0; i < response.outputs.size(); ++i) {
     if (i != 0) out.raw(',');
@@ -284,7 +298,7 @@ result<encoded_body> encode_request(const inference_request& request,
   json_out out{body.json};
   out.raw('{');
   if (request.id) {
-    out.key("id");
+    out.key<"id">();
     out.string(*request.id);
     out.raw(',');
   }
@@ -292,7 +306,7 @@ result<encoded_body> encode_request(const inference_request& request,
     write_parameters(out, request.parameters, false);
     out.raw(',');
   }
-  out.key("inputs");
+  out.key<"inputs">();
   out.raw('[');
   for (std::size_t i = 0; i < request.inputs.size(); ++i) {
     if (i != 0) out.raw(',');
@@ -305,12 +319,12 @@ result<encoded_body> encode_request(const inference_request& request,
   out.raw(']');
   if (!request.outputs.empty()) {
     out.raw(',');
-    out.key("outputs");
+    out.key<"outputs">();
     out.raw('[');
     for (std::size_t i = 0; i < request.outputs.size(); ++i) {
       if (i != 0) out.raw(',');
       out.raw('{');
-      out.key("name");
+      out.key<"name">();
       out.string(request.outputs[i].name);
       write_parameters(out, request.outputs[i].parameters, true);
       out.raw('}');
@@ -340,10 +354,10 @@ void write_tensor_metadata(json_out& out, std::string_view key,
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     if (i != 0) out.raw(',');
     out.raw('{');
-    out.key("name");
+    out.key<"name">();
     out.string(tensors[i].name);
     out.raw(',');
-    out.key("datatype");
+    out.key<"datatype">();
     out.string(to_string(tensors[i].type));
     out.raw(',');
     write_shape(out, tensors[i].shape);
@@ -358,10 +372,10 @@ std::string encode(const server_metadata& metadata) {
   std::string text;
   json_out out{text};
   out.raw('{');
-  out.key("name");
+  out.key<"name">();
   out.string(metadata.name);
   out.raw(',');
-  out.key("version");
+  out.key<"version">();
   out.string(metadata.version);
   out.raw(',');
   write_string_array(out, "extensions", metadata.extensions);
@@ -373,14 +387,14 @@ std::string encode(const model_metadata& metadata) {
   std::string text;
   json_out out{text};
   out.raw('{');
-  out.key("name");
+  out.key<"name">();
   out.string(metadata.name);
   if (!metadata.versions.empty()) {
     out.raw(',');
     write_string_array(out, "versions", metadata.versions);
   }
   out.raw(',');
-  out.key("platform");
+  out.key<"platform">();
   out.string(metadata.platform);
   out.raw(',');
   write_tensor_metadata(out, "inputs", metadata.inputs);
@@ -403,7 +417,7 @@ std::string encode(const model_ready& ready) {
   std::string text;
   json_out out{text};
   out.raw('{');
-  out.key("name");
+  out.key<"name">();
   out.string(ready.name);
   out.raw(ready.ready ? ",\"ready\":true}" : ",\"ready\":false}");
   return text;
