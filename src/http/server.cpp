@@ -59,7 +59,9 @@ struct detail::server_state {
   std::unordered_map<session*, std::weak_ptr<session>> sessions;
 
   net::io_context io{static_cast<int>(std::max<std::size_t>(options.io_threads, 1))};
-  tcp::acceptor acceptor{io};
+  // Accepting and closing both run on the acceptor's strand: with several I/O threads, stop()'s
+  // close would otherwise race the next async_accept that an accept handler starts.
+  tcp::acceptor acceptor{net::make_strand(io)};
   // Keeps the I/O threads running while a request is with the executor and no socket operation
   // is pending (after stop closed the acceptor, say): its reply still has to be written.
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
