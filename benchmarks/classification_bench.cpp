@@ -4,6 +4,7 @@
 #include <oip/classification.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <numeric>
 #include <random>
@@ -31,6 +32,21 @@ void top5_oip(benchmark::State& state) {
   for (auto _ : state) {
     oip::result<std::vector<std::uint64_t>> top = oip::top_classes(t, top_n, false);
     benchmark::DoNotOptimize(top);
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n * sizeof(float)));
+}
+
+// The same selection into the caller's storage (no allocation).
+void top5_oip_into(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const std::vector<float> values = scores(n);
+  const oip::tensor t = *oip::tensor::from_values<float>("scores", {static_cast<std::int64_t>(n)},
+                                                         std::span<const float>(values));
+  std::array<std::uint64_t, top_n> best{};
+  for (auto _ : state) {
+    oip::result<std::size_t> written = oip::top_classes(t, top_n, false, best);
+    benchmark::DoNotOptimize(written);
+    benchmark::DoNotOptimize(best);
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n * sizeof(float)));
 }
@@ -65,6 +81,7 @@ void classify_oip(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(top5_oip)->Arg(1000)->Arg(1000000);
+BENCHMARK(top5_oip_into)->Arg(1000)->Arg(1000000);
 BENCHMARK(top5_partial_sort)->Arg(1000)->Arg(1000000);
 BENCHMARK(classify_oip)->Arg(1000)->Arg(1000000);
 

@@ -4,6 +4,7 @@
 #include <oip/classification.hpp>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -524,19 +525,19 @@ bool select_bounded(const std::byte* base, std::size_t count, top_list<C>& top, 
   return top.size() == k;
 }
 
-// Selects the top k of data[begin, begin + count), appending their indices (relative to begin).
+// Writes the indices (relative to begin) of the top k of data[begin, begin + count) to out[0, k).
 template <class T>
 void select_row(const buffer& data, std::size_t begin, std::size_t count, std::size_t k,
-                std::vector<std::uint64_t>& out) {
+                std::uint64_t* out) {
   using C = compared_t<T>;
   if (k == 0) return;
   const auto emit = [&](const top_list<C>& top) {
-    for (std::size_t i = 0; i < top.size(); ++i) out.push_back(top.index(i));
+    for (std::size_t i = 0; i < top.size(); ++i) out[i] = top.index(i);
   };
   if constexpr (std::is_same_v<T, float>) {
     fp32_top top{k};
     if (select_fp32(data.data() + begin * sizeof(float), count, k, top)) {
-      out.insert(out.end(), top.indices, top.indices + k);
+      std::copy(top.indices, top.indices + k, out);
       return;
     }
   }
@@ -614,29 +615,47 @@ char* write_value(char* at, T value) {
 
 }  // namespace
 
-result<std::vector<std::uint64_t>> top_classes(const tensor& output, std::size_t n, bool batched) {
+result<std::size_t> top_classes(const tensor& output, std::size_t n, bool batched,
+                                std::span<std::uint64_t> out) {
+  const auto too_small = [&](std::size_t needed) {
+    return status{errc::invalid_argument,
+                  fmt::format("{} indices do not fit the top classes of output '{}': {} are needed",
+                              out.size(), output.name(), needed)};
+  };
   // A classifier's usual output, one FP32 row, goes straight to the vector kernel: the general
-  // path's layers (the row layout, the type visit, appending row by row) took about a tenth of
-  // a 1,000-value call.
+  // path's layers (the row layout, the type visit, row by row) took about a tenth of a
+  // 1,000-value call.
   if (output.type() == datatype::fp32 &&
       (!batched || (!output.shape().empty() && output.shape()[0] == 1))) {
     const auto count = static_cast<std::size_t>(output.element_count());
     const std::size_t k = std::min(n, count);
     fp32_top top{k};
     if (k > 0 && select_fp32(output.data().data(), count, k, top)) {
-      return std::vector<std::uint64_t>(top.indices, top.indices + k);
+      if (out.size() < k) return too_small(k);
+      std::copy(top.indices, top.indices + k, out.begin());
+      return k;
     }
   }
   result<row_layout> layout = layout_of(output, n, batched);
   if (!layout) return std::move(layout).error();
-  std::vector<std::uint64_t> indices;
-  indices.reserve(layout->rows * layout->k);
+  const std::size_t total = layout->rows * layout->k;
+  if (out.size() < total) return too_small(total);
   visit_numeric(output.type(), [&](auto tag) {
     using T = decltype(tag);
     for (std::size_t row = 0; row < layout->rows; ++row) {
-      select_row<T>(output.data(), row * layout->row_size, layout->row_size, layout->k, indices);
+      select_row<T>(output.data(), row * layout->row_size, layout->row_size, layout->k,
+                    out.data() + row * layout->k);
     }
   });
+  return total;
+}
+
+result<std::vector<std::uint64_t>> top_classes(const tensor& output, std::size_t n, bool batched) {
+  result<row_layout> layout = layout_of(output, n, batched);
+  if (!layout) return std::move(layout).error();
+  std::vector<std::uint64_t> indices(layout->rows * layout->k);
+  result<std::size_t> written = top_classes(output, n, batched, indices);
+  if (!written) return std::move(written).error();
   return indices;
 }
 
@@ -644,19 +663,28 @@ result<tensor> classify(const tensor& output, std::size_t n, bool batched,
                         std::span<const std::string> labels) {
   result<row_layout> layout = layout_of(output, n, batched);
   if (!layout) return std::move(layout).error();
-  result<std::vector<std::uint64_t>> top = top_classes(output, n, batched);
-  if (!top) return std::move(top).error();
+  // Most requests ask for a few classes of one row: their indices stay on the stack.
+  const std::size_t total = layout->rows * layout->k;
+  std::array<std::uint64_t, 64> few;  // NOLINT(cppcoreguidelines-pro-type-member-init)
+  std::vector<std::uint64_t> many;
+  std::span<std::uint64_t> top{few.data(), std::min(total, few.size())};
+  if (total > few.size()) {
+    many.resize(total);
+    top = many;
+  }
+  result<std::size_t> written = top_classes(output, n, batched, top);
+  if (!written) return std::move(written).error();
 
   // The BYTES elements, each a 4-byte length then "<value>:<index>[:<label>]", written straight
   // into the tensor's bytes.
   std::string elements;
-  elements.reserve(top->size() * 32);
+  elements.reserve(top.size() * 32);
   bool too_long = false;
   visit_numeric(output.type(), [&](auto tag) {
     using T = decltype(tag);
-    for (std::size_t i = 0; i < top->size(); ++i) {
+    for (std::size_t i = 0; i < top.size(); ++i) {
       const std::size_t row = layout->k == 0 ? 0 : i / layout->k;
-      const std::uint64_t index = (*top)[i];
+      const std::uint64_t index = top[i];
       char text[2 * detail::max_number_chars + 1];
       char* end = write_value(text, output.data().load<T>(row * layout->row_size + index));
       *end++ = ':';

@@ -4,6 +4,7 @@
 #include <oip/classification.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -33,6 +34,14 @@ std::vector<std::string> strings(const oip::tensor& t) {
 std::vector<std::uint64_t> top(const oip::tensor& t, std::size_t n, bool batched = false) {
   oip::result<std::vector<std::uint64_t>> r = oip::top_classes(t, n, batched);
   REQUIRE(r.ok());
+  // The overload that writes to the caller's storage gives the same indices and writes no more.
+  constexpr std::uint64_t untouched = 0xDEADBEEF;
+  std::vector<std::uint64_t> into(r->size() + 1, untouched);
+  oip::result<std::size_t> written = oip::top_classes(t, n, batched, into);
+  REQUIRE(written.ok());
+  CHECK(*written == r->size());
+  CHECK(std::equal(r->begin(), r->end(), into.begin()));
+  CHECK(into.back() == untouched);
   return *r;
 }
 
@@ -126,6 +135,32 @@ TEST_CASE("BYTES and BOOL outputs cannot be classified: 400") {
   const oip::tensor flags =
       *oip::tensor::from_values<bool>("flags", {2}, std::span<const bool>(bits));
   CHECK(oip::classify(flags, 1, false).error().http_status() == 400);
+}
+
+TEST_CASE("top classes into the caller's storage: room for fewer than needed is a 400") {
+  std::vector<float> values(1000);
+  std::iota(values.begin(), values.end(), 0.0F);
+  const oip::tensor scores = make<float>(values, {1000});  // the FP32 kernel's path
+  std::array<std::uint64_t, 5> five{};
+  oip::result<std::size_t> written = oip::top_classes(scores, 5, false, five);
+  REQUIRE(written.ok());
+  CHECK(five == std::array<std::uint64_t, 5>{999, 998, 997, 996, 995});
+  oip::result<std::size_t> short_of_one =
+      oip::top_classes(scores, 5, false, std::span<std::uint64_t>(five).first(4));
+  REQUIRE_FALSE(short_of_one.ok());
+  CHECK(short_of_one.error().http_status() == 400);
+  CHECK(short_of_one.error().message() ==
+        "4 indices do not fit the top classes of output 'scores': 5 are needed");
+
+  const oip::tensor batch = make<std::int32_t>({1, 2, 3, 6, 5, 4}, {2, 3});  // the general path
+  std::array<std::uint64_t, 4> four{};
+  written = oip::top_classes(batch, 2, true, four);
+  REQUIRE(written.ok());
+  CHECK(*written == 4);
+  CHECK(four == std::array<std::uint64_t, 4>{2, 1, 0, 1});
+  CHECK(oip::top_classes(batch, 2, true, std::span<std::uint64_t>(four).first(3))
+            .error()
+            .http_status() == 400);
 }
 
 TEST_CASE("the fast path agrees with a full sort on random data of every size") {

@@ -29,6 +29,18 @@ namespace oip {
                                                                         std::size_t n,
                                                                         bool batched);
 
+/// The same selection written to `out`, which must hold at least rows x min(`n`, row size)
+/// indices (else a 400): no allocation. Returns how many indices were written.
+///
+/// Example:
+/// \code
+///   std::array<std::uint64_t, 5> best;
+///   oip::result<std::size_t> written = oip::top_classes(scores, 5, false, best);
+/// \endcode
+[[nodiscard]] OIP_EXPORT result<std::size_t> top_classes(const tensor& output, std::size_t n,
+                                                         bool batched,
+                                                         std::span<std::uint64_t> out);
+
 /// The classification of `output`: a BYTES tensor of the same name holding, per row, the top `n`
 /// classes as `"<value>:<index>"`, with `":<label>"` when `labels` has an entry for the index.
 /// Shape [n] (whole tensor), or [batch, n] with `batched`. Values are written in the shortest
