@@ -23,8 +23,6 @@ using detail::write_floating;
 using detail::write_half;
 using detail::write_integer;
 
-// Appends to a string through a raw pointer: the encoder reserves the worst case of a whole
-// tensor at once, then writes numbers straight into it.
 // A key with its quotes and colon, spelled out at compile time.
 template <std::size_t N>
 struct quoted_key {
@@ -37,6 +35,8 @@ struct quoted_key {
   }
 };
 
+// Appends to a string through a raw pointer: the encoder reserves the worst case of a whole
+// tensor at once, then writes numbers straight into it.
 class json_out {
  public:
   explicit json_out(std::string& out) : out_{out} {}
