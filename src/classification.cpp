@@ -629,9 +629,9 @@ result<std::size_t> top_classes(const tensor& output, std::size_t n, bool batche
       (!batched || (!output.shape().empty() && output.shape()[0] == 1))) {
     const auto count = static_cast<std::size_t>(output.element_count());
     const std::size_t k = std::min(n, count);
+    if (out.size() < k) return too_small(k);
     fp32_top top{k};
     if (k > 0 && select_fp32(output.data().data(), count, k, top)) {
-      if (out.size() < k) return too_small(k);
       std::copy(top.indices, top.indices + k, out.begin());
       return k;
     }
