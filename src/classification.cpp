@@ -339,16 +339,6 @@ __attribute__((target("avx512f"))) inline __mmask16 reaches(const std::byte* p, 
   return _mm512_cmp_ps_mask(_mm512_loadu_ps(p + i * 4), bound, _CMP_GE_OQ);
 }
 
-// Offers the values of the block at `i` that reach the bound.
-__attribute__((target("avx512f"))) inline void test_block(const std::byte* p, std::size_t i,
-                                                          fp32_top& top, float& bound) noexcept {
-  const __m512 b = _mm512_set1_ps(bound);
-  const std::uint64_t mask =
-      std::uint64_t{reaches(p, i, b)} | std::uint64_t{reaches(p, i + 16, b)} << 16U |
-      std::uint64_t{reaches(p, i + 32, b)} << 32U | std::uint64_t{reaches(p, i + 48, b)} << 48U;
-  offer_bits(p, i, mask, top, bound);
-}
-
 // For each lane of m, how many lanes hold a value at or above its own (itself included): one
 // comparison of m with each of its sixteen rotations. (Counting through memory, lane by lane, was
 // 10 ns slower: the sixteen counts were stored one by one and read back as one vector.)
@@ -367,39 +357,92 @@ __attribute__((target("avx512f"))) inline __m512i lanes_reaching(
   return reaching;
 }
 
-__attribute__((target("avx512f"))) bool select_fp32_avx512(const std::byte* p, std::size_t count,
-                                                           std::size_t k, fp32_top& top) {
+// The largest value in each lane of the 64 values at `at`, or NaN in the lanes of `nan_seen`. The
+// pairs are reduced with vrangeps (max), which returns the other operand for a quiet NaN, but a NaN
+// for a signalling NaN or two NaNs: such a lane is flagged, and the caller takes the general path.
+__attribute__((target("avx512f,avx512dq"))) inline __m512 block_lane_maxima(
+    const std::byte* at, __mmask16& nan_seen) noexcept {
+  constexpr int max_of_values = 0x05;
+  const __m512 low = _mm512_range_ps(_mm512_loadu_ps(at), _mm512_loadu_ps(at + 64), max_of_values);
+  const __m512 high =
+      _mm512_range_ps(_mm512_loadu_ps(at + 128), _mm512_loadu_ps(at + 192), max_of_values);
+  nan_seen |= _mm512_cmp_ps_mask(low, high, _CMP_UNORD_Q);
+  return _mm512_max_ps(low, high);
+}
+
+// The values of a prefix that reach the first bound, gathered before any is offered: offering
+// them one by one as each block is tested made every block's test wait for the previous block's
+// offers (the bound they tighten), a chain as long as the prefix.
+struct fp32_candidates {
+  static constexpr std::size_t flush_above = 64;  // then a block's 64 more still fit
+  std::size_t count = 0;
+  float values[flush_above + fp32_step];
+  std::uint32_t indices[flush_above + fp32_step];
+
+  void add(const std::byte* p, std::size_t at, std::uint64_t mask) noexcept {
+    for (; mask != 0; mask &= mask - 1) {
+      const std::size_t i = at + static_cast<std::size_t>(std::countr_zero(mask));
+      values[count] = load_at<float>(p, i);
+      indices[count] = static_cast<std::uint32_t>(i);
+      ++count;
+    }
+  }
+  // Offers what was gathered, in index order, and tightens the bound.
+  void flush(fp32_top& top, float& bound) noexcept {
+    for (std::size_t j = 0; j < count; ++j) top.offer(values[j], indices[j]);
+    count = 0;
+    bound = top.tightened(bound);
+  }
+};
+
+__attribute__((target("avx512f"))) inline std::uint64_t block_reaching(const std::byte* p,
+                                                                       std::size_t i,
+                                                                       __m512 bound) noexcept {
+  return std::uint64_t{reaches(p, i, bound)} | std::uint64_t{reaches(p, i + 16, bound)} << 16U |
+         std::uint64_t{reaches(p, i + 32, bound)} << 32U |
+         std::uint64_t{reaches(p, i + 48, bound)} << 48U;
+}
+
+__attribute__((target("avx512f,avx512dq"))) bool select_fp32_avx512(const std::byte* p,
+                                                                    std::size_t count,
+                                                                    std::size_t k, fp32_top& top) {
   // Pass 1 over the sampled prefix keeps each block's lane maxima, so that pass 2 tests a block
-  // of the prefix with one comparison. maxps(v, m) returns m when v is NaN: NaN never enters.
+  // of the prefix with one comparison.
   const std::size_t sampled_blocks = std::min(count, fp32_sampled) / fp32_step;
   __m512 block_maxima[fp32_sampled / fp32_step];
   __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __mmask16 nan_seen = 0;
   for (std::size_t blk = 0; blk < sampled_blocks; ++blk) {
-    const std::byte* at = p + blk * fp32_step * 4;
-    const __m512 low = _mm512_max_ps(_mm512_loadu_ps(at), _mm512_loadu_ps(at + 64));
-    const __m512 high = _mm512_max_ps(_mm512_loadu_ps(at + 128), _mm512_loadu_ps(at + 192));
-    block_maxima[blk] = _mm512_max_ps(low, high);
+    block_maxima[blk] = block_lane_maxima(p + blk * fp32_step * 4, nan_seen);
     m = _mm512_max_ps(block_maxima[blk], m);
   }
+  if (nan_seen != 0) return false;
   // The k-th largest lane maximum is the largest that at least k lane maxima reach.
   const __m512i reaching = lanes_reaching(m, std::make_integer_sequence<int, 16>{});
   const __mmask16 kth_or_above =
       _mm512_cmpge_epu32_mask(reaching, _mm512_set1_epi32(static_cast<int>(k)));
   float bound = _mm512_mask_reduce_max_ps(kth_or_above, m);
 
+  fp32_candidates candidates;
+  __m512 b = _mm512_set1_ps(bound);
   for (std::size_t blk = 0; blk < sampled_blocks; ++blk) {
-    if (_mm512_cmp_ps_mask(block_maxima[blk], _mm512_set1_ps(bound), _CMP_GE_OQ) != 0) {
-      test_block(p, blk * fp32_step, top, bound);
+    if (_mm512_cmp_ps_mask(block_maxima[blk], b, _CMP_GE_OQ) == 0) continue;
+    if (candidates.count > fp32_candidates::flush_above) {
+      candidates.flush(top, bound);
+      b = _mm512_set1_ps(bound);
     }
+    candidates.add(p, blk * fp32_step, block_reaching(p, blk * fp32_step, b));
   }
+  candidates.flush(top, bound);
   std::size_t i = sampled_blocks * fp32_step;
   for (; i + fp32_step <= count; i += fp32_step) {
-    const __m512 b = _mm512_set1_ps(bound);
-    const __m512 low = _mm512_max_ps(_mm512_loadu_ps(p + i * 4), _mm512_loadu_ps(p + i * 4 + 64));
-    const __m512 high =
-        _mm512_max_ps(_mm512_loadu_ps(p + i * 4 + 128), _mm512_loadu_ps(p + i * 4 + 192));
-    if (_mm512_cmp_ps_mask(_mm512_max_ps(low, high), b, _CMP_GE_OQ) != 0)
-      test_block(p, i, top, bound);
+    b = _mm512_set1_ps(bound);
+    const __m512 maxima = block_lane_maxima(p + i * 4, nan_seen);
+    if (nan_seen != 0) return false;
+    if (_mm512_cmp_ps_mask(maxima, b, _CMP_GE_OQ) != 0) {
+      candidates.add(p, i, block_reaching(p, i, b));
+      candidates.flush(top, bound);
+    }
   }
   for (; i < count; i += 16) {
     const std::size_t left = std::min<std::size_t>(count - i, 16);
@@ -462,8 +505,8 @@ __attribute__((target("avx2"))) bool select_fp32_avx2(const std::byte* p, std::s
 }
 #endif
 
-// False when no vector path applies or the row holds fewer than k numbers (the general path then
-// places the NaNs).
+// False when no vector path applies, the row holds fewer than k numbers, or its NaNs are more than
+// the AVX-512 kernel's block maxima step over: the general path then places the NaNs.
 bool select_fp32(const std::byte* p, std::size_t count, std::size_t k, fp32_top& top) {
   if (k > 16 || count < fp32_step || count > std::numeric_limits<std::uint32_t>::max())
     return false;

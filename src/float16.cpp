@@ -225,8 +225,9 @@ simd_path detect_simd_path() noexcept {
   if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return simd_path::portable;
   const bool avx2 = (ebx & (1U << 5U)) != 0;
   const bool avx512f = (ebx & (1U << 16U)) != 0;
+  const bool avx512dq = (ebx & (1U << 17U)) != 0;
   const bool avx512bw = (ebx & (1U << 30U)) != 0;
-  if (zmm_state && avx512f && avx512bw && avx2 && f16c) return simd_path::avx512;
+  if (zmm_state && avx512f && avx512dq && avx512bw && avx2 && f16c) return simd_path::avx512;
   if (ymm_state && avx2 && f16c) return simd_path::avx2_f16c;
   return simd_path::portable;
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -181,6 +182,42 @@ TEST_CASE("the fast path agrees with a full sort on random data of every size") 
       CHECK(top(make<float>(values, {static_cast<std::int64_t>(size)}), n) == expected);
       // A batch of one row, the shape a batching classifier returns, gives the same classes.
       CHECK(top(make<float>(values, {1, static_cast<std::int64_t>(size)}), n, true) == expected);
+    }
+  }
+}
+
+TEST_CASE("FP32 fast path: a NaN never hides the numbers beside it") {
+  // The best value of the row sits in one lane of a 64-value block with a NaN 16 places on: the
+  // block's maximum must still see it, whether the NaN is quiet or signalling.
+  for (const std::uint32_t nan_bits : {0x7FC00000U, 0xFFC00000U, 0x7F800001U, 0xFF800001U}) {
+    const auto nan = std::bit_cast<float>(nan_bits);
+    std::vector<float> row(1000);
+    for (std::size_t i = 0; i < row.size(); ++i) row[i] = 1.0F + static_cast<float>(i) * 1e-3F;
+    for (std::size_t i = 0; i < 64; ++i) row[i] = -1.0F;
+    row[0] = 5.0F;
+    row[16] = nan;
+    CHECK(top(make<float>(row, {1000}), 1) == std::vector<std::uint64_t>{0});
+    CHECK(top(make<float>(row, {1000}), 2) == std::vector<std::uint64_t>{0, 999});
+  }
+  // Random rows with a few NaNs of every kind, against a full sort that puts NaN last.
+  std::mt19937 rng{7};
+  std::normal_distribution<float> normal{0.0F, 1.0F};
+  const std::array<std::uint32_t, 4> nans{0x7FC00000U, 0xFFC00000U, 0x7F800001U, 0xFF800001U};
+  for (int trial = 0; trial < 300; ++trial) {
+    const std::size_t size = trial % 50 == 0 ? 20000 : 64 + rng() % 2000;
+    std::vector<float> values(size);
+    for (float& v : values) {
+      v = rng() % 25 == 0 ? std::bit_cast<float>(nans[rng() % nans.size()]) : normal(rng);
+    }
+    std::vector<std::uint64_t> order(size);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](std::uint64_t a, std::uint64_t b) {
+      return !std::isnan(values[a]) && (std::isnan(values[b]) || values[a] > values[b]);
+    });
+    for (std::size_t n : {1U, 5U, 16U}) {
+      const std::vector<std::uint64_t> expected(order.begin(),
+                                                order.begin() + static_cast<long>(n));
+      CHECK(top(make<float>(values, {static_cast<std::int64_t>(size)}), n) == expected);
     }
   }
 }
