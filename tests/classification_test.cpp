@@ -12,6 +12,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -44,6 +45,56 @@ std::vector<std::uint64_t> top(const oip::tensor& t, std::size_t n, bool batched
   CHECK(std::equal(r->begin(), r->end(), into.begin()));
   CHECK(into.back() == untouched);
   return *r;
+}
+
+// Any value of T from random bits: every pattern of the floating types, NaNs included.
+template <class T>
+T random_value(std::mt19937_64& rng) {
+  const std::uint64_t bits = rng();
+  if constexpr (std::is_same_v<T, oip::half> || std::is_same_v<T, oip::bfloat16>) {
+    return T{static_cast<std::uint16_t>(bits)};
+  } else if constexpr (std::is_same_v<T, float>) {
+    return std::bit_cast<float>(static_cast<std::uint32_t>(bits));
+  } else if constexpr (std::is_same_v<T, double>) {
+    return std::bit_cast<double>(bits);
+  } else {
+    return static_cast<T>(bits);
+  }
+}
+
+template <class T>
+double as_double(T v) {
+  if constexpr (std::is_same_v<T, oip::half> || std::is_same_v<T, oip::bfloat16>) {
+    return static_cast<double>(oip::to_float(v));
+  } else {
+    return static_cast<double>(v);
+  }
+}
+
+// Rows of every length up to past the sampled prefix, of random bit patterns, of few distinct
+// values (ties), and of patterns with a few NaNs, against a stable sort that puts NaN last.
+template <class T>
+void check_against_sort(std::mt19937_64& rng) {
+  for (int trial = 0; trial < 150; ++trial) {
+    const std::size_t size = 1 + rng() % (trial % 25 == 0 ? 20000 : 2100);
+    std::vector<T> values(size);
+    const T few[3] = {random_value<T>(rng), random_value<T>(rng), random_value<T>(rng)};
+    for (T& v : values) v = trial % 2 == 0 ? random_value<T>(rng) : few[rng() % 3];
+    std::vector<std::uint64_t> order(size);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](std::uint64_t a, std::uint64_t b) {
+      if constexpr (std::is_integral_v<T>) {
+        return values[a] > values[b];
+      } else {
+        const double x = as_double(values[a]);
+        const double y = as_double(values[b]);
+        return !std::isnan(x) && (std::isnan(y) || x > y);
+      }
+    });
+    const std::size_t n = 1 + rng() % 20;
+    order.resize(std::min(n, size));
+    CHECK(top(make<T>(values, {static_cast<std::int64_t>(size)}), n) == order);
+  }
 }
 
 }  // namespace
@@ -184,6 +235,22 @@ TEST_CASE("the fast path agrees with a full sort on random data of every size") 
       CHECK(top(make<float>(values, {1, static_cast<std::int64_t>(size)}), n, true) == expected);
     }
   }
+}
+
+TEST_CASE("every datatype agrees with a full sort on random rows, NaNs and ties included") {
+  std::mt19937_64 rng{2026};
+  check_against_sort<float>(rng);
+  check_against_sort<double>(rng);
+  check_against_sort<oip::half>(rng);
+  check_against_sort<oip::bfloat16>(rng);
+  check_against_sort<std::int8_t>(rng);
+  check_against_sort<std::uint8_t>(rng);
+  check_against_sort<std::int16_t>(rng);
+  check_against_sort<std::uint16_t>(rng);
+  check_against_sort<std::int32_t>(rng);
+  check_against_sort<std::uint32_t>(rng);
+  check_against_sort<std::int64_t>(rng);
+  check_against_sort<std::uint64_t>(rng);
 }
 
 TEST_CASE("FP32 fast path: a NaN never hides the numbers beside it") {
