@@ -372,8 +372,9 @@ __attribute__((target("avx512f,avx512dq"))) inline __m512 block_lane_maxima(
 
 // The values of a prefix that reach the first bound, gathered before any is offered: offering
 // them one by one as each block is tested made every block's test wait for the previous block's
-// offers (the bound they tighten), a chain as long as the prefix.
-struct fp32_candidates {
+// offers (the bound they tighten), a chain as long as the prefix. The arrays are left
+// uninitialised: `count` says how much of them holds values.
+struct fp32_candidates {                          // NOLINT(cppcoreguidelines-pro-type-member-init)
   static constexpr std::size_t flush_above = 64;  // then a block's 64 more still fit
   std::size_t count = 0;
   float values[flush_above + fp32_step];

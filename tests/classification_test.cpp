@@ -327,7 +327,7 @@ TEST_CASE(
   wide[0] = 18446744073709551614ULL;
   CHECK(top(make<std::uint64_t>(wide, {150}), 2) == std::vector<std::uint64_t>{149, 0});
   std::vector<double> doubles(500, -1e300);
-  doubles[77] = -INFINITY;
+  doubles[77] = -std::numeric_limits<double>::infinity();
   doubles[499] = 1e-300;
   CHECK(top(make<double>(doubles, {500}), 2) == std::vector<std::uint64_t>{499, 0});
 }
