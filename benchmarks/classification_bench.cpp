@@ -2,6 +2,7 @@
 // std::partial_sort over an index array (the straightforward way, and Triton's), same data.
 
 #include <oip/classification.hpp>
+#include <oip/float16.hpp>
 
 #include <algorithm>
 #include <array>
@@ -51,6 +52,25 @@ void top5_oip_into(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n * sizeof(float)));
 }
 
+// FP16 scores (a half-precision model's output), the same values rounded: each chunk is
+// converted to FP32 and takes the FP32 kernel.
+void top5_oip_fp16(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const std::vector<float> floats = scores(n);
+  std::vector<oip::half> values(n);
+  std::transform(floats.begin(), floats.end(), values.begin(),
+                 [](float f) { return oip::to_half(f); });
+  const oip::tensor t = *oip::tensor::from_values<oip::half>(
+      "scores", {static_cast<std::int64_t>(n)}, std::span<const oip::half>(values));
+  std::array<std::uint64_t, top_n> best{};
+  for (auto _ : state) {
+    oip::result<std::size_t> written = oip::top_classes(t, top_n, false, best);
+    benchmark::DoNotOptimize(written);
+    benchmark::DoNotOptimize(best);
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n * sizeof(oip::half)));
+}
+
 void top5_partial_sort(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const std::vector<float> values = scores(n);
@@ -82,6 +102,7 @@ void classify_oip(benchmark::State& state) {
 
 BENCHMARK(top5_oip)->Arg(1000)->Arg(1000000);
 BENCHMARK(top5_oip_into)->Arg(1000)->Arg(1000000);
+BENCHMARK(top5_oip_fp16)->Arg(1000)->Arg(1000000);
 BENCHMARK(top5_partial_sort)->Arg(1000)->Arg(1000000);
 BENCHMARK(classify_oip)->Arg(1000)->Arg(1000000);
 

@@ -584,6 +584,32 @@ bool select_bounded(const std::byte* base, std::size_t count, top_list<C>& top, 
   return top.size() == k;
 }
 
+// FP16 and BF16 rows: each chunk converted to FP32 (exactly, so order and ties are unchanged) and
+// run through the FP32 kernel, the chunks' best k merged. Comparing value by value, converting
+// each, was about 30 times slower than FP32. False where the FP32 kernel declines a chunk (the
+// general path then takes the whole row).
+template <class T>
+bool select_16_bit_row(const std::byte* p, std::size_t count, std::size_t k,
+                       top_list<float>& best) {
+  constexpr std::size_t chunk = 2048;
+  float converted[chunk + fp32_step];  // NOLINT(cppcoreguidelines-pro-type-member-init)
+  const detail::simd_path path = detail::best_simd_path();
+  for (std::size_t at = 0; at < count;) {
+    std::size_t n = std::min(chunk, count - at);
+    if (count - at - n < fp32_step) n = count - at;  // a short remainder joins this chunk
+    if constexpr (std::is_same_v<T, half>) {
+      detail::half_to_float(path, p + at * sizeof(T), converted, n);
+    } else {
+      detail::bfloat16_to_float(path, p + at * sizeof(T), converted, n);
+    }
+    fp32_top top{k};
+    if (!select_fp32(reinterpret_cast<const std::byte*>(converted), n, k, top)) return false;
+    for (std::size_t i = 0; i < top.size; ++i) best.offer(top.values[i], at + top.indices[i]);
+    at += n;
+  }
+  return true;
+}
+
 // Writes the indices (relative to begin) of the top k of data[begin, begin + count) to out[0, k).
 template <class T>
 void select_row(const buffer& data, std::size_t begin, std::size_t count, std::size_t k,
@@ -598,6 +624,12 @@ void select_row(const buffer& data, std::size_t begin, std::size_t count, std::s
     if (select_fp32(data.data() + begin * sizeof(float), count, k, top)) {
       std::copy(top.indices, top.indices + k, out);
       return;
+    }
+  }
+  if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
+    if (k <= 16 && count >= fp32_step) {
+      top_list<float> top{k};
+      if (select_16_bit_row<T>(data.data() + begin * sizeof(T), count, k, top)) return emit(top);
     }
   }
   if constexpr (std::is_same_v<C, T>) {

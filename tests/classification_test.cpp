@@ -2,6 +2,7 @@
 // first, NaN last, clamping, labels, shortest values.
 
 #include <oip/classification.hpp>
+#include <oip/float16.hpp>
 
 #include <algorithm>
 #include <array>
@@ -251,6 +252,43 @@ TEST_CASE("every datatype agrees with a full sort on random rows, NaNs and ties 
   check_against_sort<std::uint32_t>(rng);
   check_against_sort<std::int64_t>(rng);
   check_against_sort<std::uint64_t>(rng);
+}
+
+TEST_CASE("FP16 and BF16 rows: converted a chunk at a time, merged in order, ties included") {
+  std::mt19937 rng{16};
+  std::normal_distribution<float> normal{0.0F, 1.0F};
+  // Around the 2,048-value chunks, and the short remainder that joins the last chunk.
+  for (std::size_t size : {64U, 100U, 2047U, 2048U, 2111U, 2112U, 4096U, 5000U, 20000U}) {
+    for (int kind = 0; kind < 3; ++kind) {
+      std::vector<float> floats(size);
+      for (float& f : floats) {
+        f = kind == 1 ? static_cast<float>(rng() % 3) : normal(rng);
+        if (kind == 2 && rng() % 100 == 0) f = std::nanf("");
+      }
+      std::vector<oip::half> halves(size);
+      std::vector<oip::bfloat16> bfloats(size);
+      for (std::size_t i = 0; i < size; ++i) {
+        halves[i] = oip::to_half(floats[i]);
+        bfloats[i] = oip::to_bfloat16(floats[i]);
+      }
+      const auto expected = [&](const auto& values, std::size_t n) {
+        std::vector<std::uint64_t> order(size);
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), [&](std::uint64_t a, std::uint64_t b) {
+          const float x = oip::to_float(values[a]);
+          const float y = oip::to_float(values[b]);
+          return !std::isnan(x) && (std::isnan(y) || x > y);
+        });
+        order.resize(std::min(n, size));
+        return order;
+      };
+      for (std::size_t n : {1U, 5U, 16U}) {
+        const auto shape = oip::shape_type{static_cast<std::int64_t>(size)};
+        CHECK(top(make<oip::half>(halves, shape), n) == expected(halves, n));
+        CHECK(top(make<oip::bfloat16>(bfloats, shape), n) == expected(bfloats, n));
+      }
+    }
+  }
 }
 
 TEST_CASE("FP32 fast path: a NaN never hides the numbers beside it") {
