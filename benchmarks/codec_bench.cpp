@@ -14,8 +14,10 @@
 //       --benchmark_enable_random_interleaving=true --benchmark_out=bench.json
 //   scripts/bench-report bench.json
 
+#include <oip/float16.hpp>
 #include <oip/json.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <random>
@@ -218,6 +220,20 @@ oip::inference_response response_of(const std::vector<float>& values, oip::shape
   r.model_name = "model";
   r.model_version = "1";
   r.outputs = {*oip::tensor::from_values<float>("OUTPUT0", std::move(shape), values)};
+  return r;
+}
+
+// The same values as FP16 (JSON numbers are an oip extension for FP16 and BF16).
+oip::inference_response fp16_response_of(const std::vector<float>& values) {
+  std::vector<oip::half> halves(values.size());
+  std::transform(values.begin(), values.end(), halves.begin(),
+                 [](float f) { return oip::to_half(f); });
+  oip::inference_response r;
+  r.id = "1";
+  r.model_name = "model";
+  r.model_version = "1";
+  r.outputs = {*oip::tensor::from_values<oip::half>(
+      "OUTPUT0", {static_cast<std::int64_t>(halves.size())}, halves)};
   return r;
 }
 
@@ -484,6 +500,8 @@ BENCHMARK_CAPTURE(decode_simdjson_minimal, simple_with_tensors, true);
 BENCHMARK(simple_round_trip_oip);
 
 BENCHMARK_CAPTURE(encode_oip, fp32, response_of(output_values(), {1000000}))
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(encode_oip, fp16, fp16_response_of(output_values()))
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(encode_rapidjson_dom, fp32, output_values(), 1000000)
     ->Unit(benchmark::kMillisecond);

@@ -523,6 +523,16 @@ TEST_CASE("FP16 and BF16 encode as the shortest decimal of their own type") {
                                            *oip::tensor::from_values<oip::bfloat16>("b", {2}, b)});
   CHECK(json.find(R"("data":[0.1,6.55e+04,6e-08,2048])") != std::string::npos);
   CHECK(json.find(R"("data":[0.1,3])") != std::string::npos);
+  // Negative values are their magnitude's text after a '-' (the texts come from a table of the
+  // non-negative values).
+  const std::vector<oip::half> negative{oip::to_half(-0.1F), oip::half{0x8000}, oip::half{0xFBFF},
+                                        oip::half{0x8001}};
+  const std::vector<oip::bfloat16> negative_b{oip::to_bfloat16(-0.1F), oip::bfloat16{0x8000}};
+  const std::string negative_json =
+      encode_outputs({*oip::tensor::from_values<oip::half>("h", {4}, negative),
+                      *oip::tensor::from_values<oip::bfloat16>("b", {2}, negative_b)});
+  CHECK(negative_json.find(R"("data":[-0.1,-0,-6.55e+04,-6e-08])") != std::string::npos);
+  CHECK(negative_json.find(R"("data":[-0.1,-0])") != std::string::npos);
   // Every half survives the trip through its decimal.
   std::vector<oip::half> all;
   for (std::uint32_t i = 0; i < 65536; ++i) {
