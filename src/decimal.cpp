@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -164,11 +165,20 @@ double value_of(std::uint16_t bits, int mantissa_bits, int bias) {
   return (bits & 0x8000) != 0 ? -magnitude : magnitude;
 }
 
-std::uint16_t correct_tie(std::uint16_t rounded, double value, std::string_view token,
-                          int mantissa_bits, int bias) {
-  if (!std::isfinite(value) || value == 0) return rounded;
+// The two 16-bit neighbours of `value` when it lies exactly halfway between them (`rounded`, its
+// rounding to nearest even, is one of them); nothing otherwise.
+struct tie {
+  std::uint16_t below;
+  std::uint16_t above;
+};
+std::optional<tie> find_tie(std::uint16_t rounded, double value, int mantissa_bits, int bias) {
+  if (!std::isfinite(value) || value == 0) return std::nullopt;
+  // A point halfway between two 16-bit values has one significant bit more than they have (at
+  // most mantissa_bits + 2): a double with any of its lower fraction bits set is none.
+  const auto fraction_bits_below = static_cast<unsigned>(52 - (mantissa_bits + 1));
+  if ((std::bit_cast<std::uint64_t>(value) & ((std::uint64_t{1} << fraction_bits_below) - 1)) != 0)
+    return std::nullopt;
   const std::uint16_t magnitude_bits = rounded & 0x7FFFU;
-  const std::uint16_t sign = rounded & 0x8000U;
   const int exponent_bits = 15 - mantissa_bits;
   const std::uint16_t infinity =
       static_cast<std::uint16_t>(((1U << exponent_bits) - 1U) << mantissa_bits);
@@ -183,16 +193,24 @@ std::uint16_t correct_tie(std::uint16_t rounded, double value, std::string_view 
   } else if (rounded_magnitude < magnitude) {
     above = static_cast<std::uint16_t>(magnitude_bits + 1);
   } else {
-    return rounded;  // value is exactly representable: not a tie
+    return std::nullopt;  // value is exactly representable: not a tie
   }
   const double low = value_of(below, mantissa_bits, bias);
   // The value of the pattern above the largest finite one is the overflow threshold's partner.
   const double high = above == infinity ? std::ldexp(1.0, (1 << (exponent_bits - 1)))
                                         : value_of(above, mantissa_bits, bias);
-  if ((low + high) / 2 != magnitude) return rounded;  // not exactly halfway (the sum is exact)
-  const int side = compare_decimal_magnitude(token, magnitude);
+  if ((low + high) / 2 != magnitude) return std::nullopt;  // not exactly halfway (exact sum)
+  return tie{below, above};
+}
+
+std::uint16_t correct_tie(std::uint16_t rounded, double value, std::string_view token,
+                          int mantissa_bits, int bias) {
+  const std::optional<tie> halfway = find_tie(rounded, value, mantissa_bits, bias);
+  if (!halfway) return rounded;
+  const int side = compare_decimal_magnitude(token, std::fabs(value));
   if (side == 0) return rounded;  // a true tie: even, as rounded
-  return static_cast<std::uint16_t>(sign | (side > 0 ? above : below));
+  const std::uint16_t sign = rounded & 0x8000U;
+  return static_cast<std::uint16_t>(sign | (side > 0 ? halfway->above : halfway->below));
 }
 
 }  // namespace
@@ -243,6 +261,13 @@ int compare_decimal_magnitude(std::string_view token, double value) {
 
 half double_to_half(double value) { return half{round_double(value, 10, 15)}; }
 bfloat16 double_to_bfloat16(double value) { return bfloat16{round_double(value, 7, 127)}; }
+
+bool is_half_tie(half rounded, double value) {
+  return find_tie(rounded.bits, value, 10, 15).has_value();
+}
+bool is_half_tie(bfloat16 rounded, double value) {
+  return find_tie(rounded.bits, value, 7, 127).has_value();
+}
 
 half correct_half_tie(half rounded, double value, std::string_view token) {
   return half{correct_tie(rounded.bits, value, token, 10, 15)};

@@ -565,6 +565,26 @@ struct integer_leaf {
   }
 };
 
+// simdjson before 3.6.3 (Debian 12 has 3.0.1) misreads a number whose integer part is 0 and whose
+// fraction holds more than 19 digits after its leading zeros: the 64-bit digit accumulator wraps
+// unnoticed, and "0.95000000000000000000" reads as 0.0277 (simdjson#2093). Such a token is at
+// least 22 characters ("0." and 20 digits); those few go to the exact path through the text.
+constexpr bool simdjson_misreads_long_fractions =
+    simdjson::SIMDJSON_VERSION_MAJOR < 3 ||
+    (simdjson::SIMDJSON_VERSION_MAJOR == 3 &&
+     (simdjson::SIMDJSON_VERSION_MINOR < 6 ||
+      (simdjson::SIMDJSON_VERSION_MINOR == 6 && simdjson::SIMDJSON_VERSION_REVISION < 3)));
+
+// Whether simdjson's get_double may misread `element` (see above). The raw token runs to the next
+// structural character, so it may include whitespace: the test errs towards the exact path.
+inline bool may_be_misread(od::value& element) {
+  if constexpr (!simdjson_misreads_long_fractions) return false;
+  const std::string_view raw = element.raw_json_token();
+  if (raw.size() < 22) return false;
+  const std::size_t at = raw[0] == '-' ? 1 : 0;
+  return raw[at] == '0' && raw[at + 1] == '.';
+}
+
 // FP32 from simdjson's double when that is safe: a double that is not exactly halfway between two
 // floats rounds to the same float as the decimal does. Halfway doubles, and values outside the
 // normal float range, are parsed again from the text, straight to float.
@@ -580,8 +600,8 @@ struct fp32_leaf {
   const document_context* doc;
   bool operator()(od::value& element, leaf_sink& sink) const {
     double value = 0;
-    if (element.get_double().get(value) == error_code::SUCCESS && double_rounds_like_decimal(value))
-        [[likely]] {
+    if (!may_be_misread(element) && element.get_double().get(value) == error_code::SUCCESS &&
+        double_rounds_like_decimal(value)) [[likely]] {
       sink.put(static_cast<float>(value));
       return true;
     }
@@ -597,7 +617,8 @@ struct fp64_leaf {
   const document_context* doc;
   bool operator()(od::value& element, leaf_sink& sink) const {
     double value = 0;
-    if (element.get_double().get(value) != error_code::SUCCESS) [[unlikely]] {
+    if (may_be_misread(element) || element.get_double().get(value) != error_code::SUCCESS)
+        [[unlikely]] {
       const std::string_view token = token_of(*doc, element);
       if (token.empty() || !parse_floating(token, value)) return false;
     }
@@ -611,15 +632,28 @@ struct fp64_leaf {
 template <class Half>
 struct half_leaf {
   const document_context* doc;
-  bool operator()(od::value& element, leaf_sink& sink) const {
-    const std::string_view token = token_of(*doc, element);
-    double value = 0;
-    if (token.empty() || !parse_floating(token, value)) return false;
+  static Half rounded(double value) {
     if constexpr (std::is_same_v<Half, half>) {
-      sink.put(detail::correct_half_tie(detail::double_to_half(value), value, token));
+      return detail::double_to_half(value);
     } else {
-      sink.put(detail::correct_half_tie(detail::double_to_bfloat16(value), value, token));
+      return detail::double_to_bfloat16(value);
     }
+  }
+  bool operator()(od::value& element, leaf_sink& sink) const {
+    // simdjson's double is the decimal correctly rounded, so rounding it again is exact unless it
+    // lies halfway between two 16-bit values: only then is the decimal's own text needed.
+    double value = 0;
+    if (!may_be_misread(element) && element.get_double().get(value) == error_code::SUCCESS)
+        [[likely]] {
+      const Half once = rounded(value);
+      if (!detail::is_half_tie(once, value)) {
+        sink.put(once);
+        return true;
+      }
+    }
+    const std::string_view token = token_of(*doc, element);
+    if (token.empty() || !parse_floating(token, value)) return false;
+    sink.put(detail::correct_half_tie(rounded(value), value, token));
     return true;
   }
 };

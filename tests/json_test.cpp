@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <random>
 #include <string>
@@ -146,6 +147,31 @@ TEST_CASE("FP64 is correctly rounded") {
   const oip::tensor t = decode_one("FP64", "[2]", "[0.1, 2.2250738585072014e-308]");
   CHECK(t.at<double>(0) == 0.1);
   CHECK(t.at<double>(1) == std::numeric_limits<double>::min());
+}
+
+TEST_CASE("a fraction of more than 19 digits after '0.' is read exactly") {
+  // simdjson before 3.6.3 wraps its digit accumulator on these unnoticed (simdjson#2093):
+  // "0.95000000000000000000" read as 0.0277.
+  const std::vector<std::string> tokens{"0.95000000000000000000", "-0.1000000000000000000001",
+                                        "0.0022153854370117187500000000000000000001",
+                                        "0.00221538543701171875000"};
+  std::string data = "[";
+  for (const std::string& t : tokens) data += (data.size() > 1 ? "," : "") + t;
+  data += "]";
+  const std::string shape = "[" + std::to_string(tokens.size()) + "]";
+  const oip::tensor fp32 = decode_one("FP32", shape, data);
+  const oip::tensor fp64 = decode_one("FP64", shape, data);
+  const oip::tensor fp16 = decode_one("FP16", shape, data);
+  const oip::tensor bf16 = decode_one("BF16", shape, data);
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    CAPTURE(tokens[i]);
+    const double exact = std::strtod(tokens[i].c_str(), nullptr);
+    CHECK(fp64.at<double>(i) == exact);
+    CHECK(fp32.at<float>(i) == std::strtof(tokens[i].c_str(), nullptr));
+    // None of these lies halfway between two 16-bit values: rounding the double is exact.
+    CHECK(fp16.at<oip::half>(i) == oip::to_half(static_cast<float>(exact)));
+    CHECK(bf16.at<oip::bfloat16>(i) == oip::to_bfloat16(static_cast<float>(exact)));
+  }
 }
 
 TEST_CASE("FP16 and BF16 from JSON numbers, rounded to nearest even once") {

@@ -20,6 +20,11 @@ int compare_decimal_magnitude(std::string_view token, double value);
 half double_to_half(double value);
 bfloat16 double_to_bfloat16(double value);
 
+/// Whether `value` lies exactly halfway between two 16-bit neighbours, one of them `rounded` (its
+/// rounding): only then does correct_half_tie need the decimal's text.
+bool is_half_tie(half rounded, double value);
+bool is_half_tie(bfloat16 rounded, double value);
+
 /// `rounded` came from rounding `value` (the correctly rounded double of the decimal `token`). If
 /// `value` lies exactly halfway between two 16-bit neighbours, the decimal may lie just above or
 /// below it: the result is then decided by the decimal itself. Otherwise `rounded` is returned.
