@@ -435,39 +435,32 @@ __attribute__((target("avx512f,avx512dq"))) bool select_fp32_avx512(const std::b
     candidates.add(p, blk * fp32_step, block_reaching(p, blk * fp32_step, b));
   }
   std::size_t i = sampled_blocks * fp32_step;
-  if (count - i < fp32_step) {
-    // The last values, fewer than a block, join the candidates with the same bound.
-    if (candidates.count > fp32_candidates::flush_above) {
-      candidates.flush(top, bound);
-      b = _mm512_set1_ps(bound);
-    }
-    for (; i < count; i += 16) {
-      const std::size_t left = std::min<std::size_t>(count - i, 16);
-      const auto lanes_left = static_cast<__mmask16>((1U << left) - 1U);
-      const __m512 v = _mm512_maskz_loadu_ps(lanes_left, p + i * 4);
-      candidates.add(p, i, _mm512_mask_cmp_ps_mask(lanes_left, v, b, _CMP_GE_OQ));
-    }
+  if (count - i >= fp32_step) {
+    // Past the prefix, each block's candidates are offered as soon as it is tested.
     candidates.flush(top, bound);
-    return top.size == k;
-  }
-  candidates.flush(top, bound);
-  for (; i + fp32_step <= count; i += fp32_step) {
-    b = _mm512_set1_ps(bound);
-    const __m512 maxima = block_lane_maxima(p + i * 4, nan_seen);
-    if (nan_seen != 0) return false;
-    if (_mm512_cmp_ps_mask(maxima, b, _CMP_GE_OQ) != 0) {
-      candidates.add(p, i, block_reaching(p, i, b));
-      candidates.flush(top, bound);
+    for (; i + fp32_step <= count; i += fp32_step) {
+      b = _mm512_set1_ps(bound);
+      const __m512 maxima = block_lane_maxima(p + i * 4, nan_seen);
+      if (nan_seen != 0) return false;
+      if (_mm512_cmp_ps_mask(maxima, b, _CMP_GE_OQ) != 0) {
+        candidates.add(p, i, block_reaching(p, i, b));
+        candidates.flush(top, bound);
+      }
     }
+    b = _mm512_set1_ps(bound);
+  }
+  // The last values, fewer than a block, join the candidates.
+  if (candidates.count > fp32_candidates::flush_above) {
+    candidates.flush(top, bound);
+    b = _mm512_set1_ps(bound);
   }
   for (; i < count; i += 16) {
     const std::size_t left = std::min<std::size_t>(count - i, 16);
     const auto lanes_left = static_cast<__mmask16>((1U << left) - 1U);
     const __m512 v = _mm512_maskz_loadu_ps(lanes_left, p + i * 4);
-    const __mmask16 mask =
-        _mm512_mask_cmp_ps_mask(lanes_left, v, _mm512_set1_ps(bound), _CMP_GE_OQ);
-    offer_bits(p, i, mask, top, bound);
+    candidates.add(p, i, _mm512_mask_cmp_ps_mask(lanes_left, v, b, _CMP_GE_OQ));
   }
+  candidates.flush(top, bound);
   return top.size == k;
 }
 
