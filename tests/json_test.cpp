@@ -12,8 +12,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -127,6 +129,94 @@ TEST_CASE("integers are range-checked for their datatype, never narrowed") {
             .message() ==
         "unable to parse 'data' for input 'x': element 0 is 1e3, expected an "
         "unsigned integer for UINT64");
+}
+
+namespace {
+
+// An integer token's value by a reference reader (JSON's integer grammar, 128-bit arithmetic), or
+// nothing for a token that is no JSON integer.
+std::optional<__int128> reference_integer(const std::string& token) {
+  std::size_t at = token.size() > 0 && token[0] == '-' ? 1 : 0;
+  const std::size_t digits = token.size() - at;
+  if (digits == 0 || digits > 30 || (token[at] == '0' && digits > 1)) return std::nullopt;
+  __int128 value = 0;
+  for (; at < token.size(); ++at) {
+    if (token[at] < '0' || token[at] > '9') return std::nullopt;
+    value = value * 10 + (token[at] - '0');
+  }
+  return token[0] == '-' ? -value : value;
+}
+
+template <class T>
+void check_integer_tokens(const std::string& type, const std::vector<std::string>& tokens) {
+  for (const std::string& token : tokens) {
+    const std::optional<__int128> expected = reference_integer(token);
+    const bool fits = expected && *expected >= std::numeric_limits<T>::min() &&
+                      *expected <= std::numeric_limits<T>::max();
+    // Alone, between neighbours, with whitespace around, and nested: (shape, data, the token's
+    // index).
+    const std::vector<std::tuple<std::string, std::string, std::size_t>> forms{
+        {"[1]", "[" + token + "]", 0},
+        {"[3]", "[7," + token + ",7]", 1},
+        {"[2]", "[ " + token + " ,\n7]", 0},
+        {"[2,1]", "[[7],[" + token + "\t]]", 1}};
+    for (const auto& [shape, data, index] : forms) {
+      const std::string json = R"({"inputs":[{"name":"x","shape":)" + shape + R"(,"datatype":")" +
+                               type + R"(","data":)" + data + "}]}";
+      oip::result<oip::inference_request> r = oip::decode_request(body_of(json), std::nullopt);
+      INFO(type, " ", data);
+      REQUIRE(r.ok() == fits);
+      if (!fits) {
+        CHECK(r.error().code() == oip::errc::invalid_argument);
+        continue;
+      }
+      const std::vector<T> values = values_of<T>(r->inputs.at(0));
+      CHECK(static_cast<__int128>(values.at(index)) == *expected);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("integer data: exactly the integers that fit the datatype, from any token") {
+  std::vector<std::string> tokens{"0",   "-0",  "00", "01",  "-01", "-",  "+1", "1.0", "1e2",
+                                  "1E2", "0x1", "1-", "--1", "1a",  "1.", ".1", "-.5", "true"};
+  const auto add_around = [&tokens](__int128 centre) {
+    for (int delta = -2; delta <= 2; ++delta) {
+      __int128 v = centre + delta;
+      const bool negative = v < 0;
+      std::string digits;
+      if (v == 0) digits = "0";
+      for (; v != 0; v /= 10)
+        digits.insert(digits.begin(), static_cast<char>('0' + (negative ? -(v % 10) : v % 10)));
+      tokens.push_back((negative ? "-" : "") + digits);
+    }
+  };
+  __int128 power = 1;
+  for (int i = 0; i <= 22; ++i, power *= 10) {
+    add_around(power);
+    add_around(-power);
+  }
+  for (const __int128 limit :
+       {__int128{127}, __int128{255}, __int128{32767}, __int128{65535}, __int128{2147483647},
+        __int128{4294967295}, __int128{std::numeric_limits<std::int64_t>::max()},
+        __int128{std::numeric_limits<std::uint64_t>::max()}}) {
+    add_around(limit);
+    add_around(-limit - 1);
+  }
+  std::mt19937_64 rng{7};
+  for (int i = 0; i < 200; ++i) {
+    const std::uint64_t bits = rng() >> (rng() % 64);
+    add_around(i % 2 == 0 ? __int128{bits} : -__int128{bits});
+  }
+  check_integer_tokens<std::int8_t>("INT8", tokens);
+  check_integer_tokens<std::int16_t>("INT16", tokens);
+  check_integer_tokens<std::int32_t>("INT32", tokens);
+  check_integer_tokens<std::int64_t>("INT64", tokens);
+  check_integer_tokens<std::uint8_t>("UINT8", tokens);
+  check_integer_tokens<std::uint16_t>("UINT16", tokens);
+  check_integer_tokens<std::uint32_t>("UINT32", tokens);
+  check_integer_tokens<std::uint64_t>("UINT64", tokens);
 }
 
 TEST_CASE("FP32 is rounded once, straight from the decimal") {

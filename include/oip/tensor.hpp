@@ -106,6 +106,10 @@ class bytes_elements {
 ///   oip::result<oip::tensor> t = oip::tensor::from_values<std::int32_t>("INPUT0", {1, 16}, v);
 ///   std::int32_t first = t->at<std::int32_t>(0);
 /// \endcode
+namespace detail {
+struct checked_tensor_parts;  // the decoder's way to a tensor whose parts it has checked itself
+}  // namespace detail
+
 class OIP_EXPORT tensor {
  public:
   tensor() = default;
@@ -157,6 +161,7 @@ class OIP_EXPORT tensor {
   }
 
  private:
+  friend struct detail::checked_tensor_parts;
   // What make() builds once it has checked the parts (the default shape is not allocated first).
   tensor(std::string name, datatype type, shape_type shape, std::uint64_t element_count,
          buffer data) noexcept
