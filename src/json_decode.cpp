@@ -569,15 +569,6 @@ template <class T>
 struct integer_leaf {
   const document_context* doc;
   bool operator()(od::value& element, leaf_sink& sink) const {
-    // Most integers are short and stand alone in their token: read from the text, and left for
-    // the array iterator to step over, they cost half what simdjson's number parser and iterator
-    // steps cost. Anything else (whitespace before the comma, a value out of range) goes on.
-    T parsed;
-    if (bool out_of_range = false; parse_integer(element.raw_json_token(), parsed, out_of_range))
-        [[likely]] {
-      sink.put(parsed);
-      return true;
-    }
     if constexpr (std::is_signed_v<T>) {
       std::int64_t value = 0;
       if (element.get_int64().get(value) != error_code::SUCCESS) return slow(element, sink);
@@ -1361,70 +1352,6 @@ bool read_usual_shape(od::value& value, shape_type& shape) {
   return true;
 }
 
-// `data` of fixed-size leaves, flat or nested, read with no layer between the arrays and the
-// leaf reader: false at anything else (a wrong leaf, nesting deeper than the limit), which the
-// general reader then reads again and words.
-template <class Leaf>
-bool read_usual_leaves(od::value& value, std::size_t depth, std::size_t max_depth, leaf_sink& sink,
-                       const Leaf& leaf) {
-  od::array array;
-  if (depth > max_depth || value.get_array().get(array) != error_code::SUCCESS) return false;
-  for (auto element_result : array) {
-    if (element_result.error() != error_code::SUCCESS) return false;
-    od::value& element = element_result.value_unsafe();
-    if (leaf(element, sink)) [[likely]]
-      continue;
-    od::json_type type;
-    if (element.type().get(type) != error_code::SUCCESS || type != od::json_type::array ||
-        !read_usual_leaves(element, depth + 1, max_depth, sink, leaf)) {
-      return false;
-    }
-  }
-  return true;
-}
-
-// The tensor's data from `data` at depth 3, into a new buffer of `count` elements.
-bool read_usual_data(const document_context& doc, od::value& value, std::string_view name,
-                     datatype type, const shape_type& shape, std::uint64_t count,
-                     std::size_t json_size, buffer& data) {
-  if (type == datatype::bytes) {
-    result<buffer> decoded =
-        decode_data({&doc, "input", name, type}, value, 3, shape, count, json_size);
-    if (!decoded) return false;
-    data = std::move(*decoded);
-    return true;
-  }
-  // Each leaf takes at least one byte of JSON: more cannot be there.
-  if (count > json_size) return false;
-  result<mutable_buffer> storage = mutable_buffer::allocate(count * element_size(type));
-  if (!storage) return false;
-  leaf_sink sink{storage->data(), count, 0};
-  const std::size_t max_depth = doc.bounds->max_json_depth;
-  const auto read = [&](const auto& leaf) {
-    return read_usual_leaves(value, 3, max_depth, sink, leaf);
-  };
-  bool complete = false;
-  switch (type) {
-    case datatype::boolean: complete = read(bool_leaf{}); break;
-    case datatype::uint8: complete = read(integer_leaf<std::uint8_t>{&doc}); break;
-    case datatype::uint16: complete = read(integer_leaf<std::uint16_t>{&doc}); break;
-    case datatype::uint32: complete = read(integer_leaf<std::uint32_t>{&doc}); break;
-    case datatype::uint64: complete = read(integer_leaf<std::uint64_t>{&doc}); break;
-    case datatype::int8: complete = read(integer_leaf<std::int8_t>{&doc}); break;
-    case datatype::int16: complete = read(integer_leaf<std::int16_t>{&doc}); break;
-    case datatype::int32: complete = read(integer_leaf<std::int32_t>{&doc}); break;
-    case datatype::int64: complete = read(integer_leaf<std::int64_t>{&doc}); break;
-    case datatype::fp16: complete = read(half_leaf<half>{&doc}); break;
-    case datatype::bf16: complete = read(half_leaf<bfloat16>{&doc}); break;
-    case datatype::fp32: complete = read(fp32_leaf{&doc}); break;
-    case datatype::fp64: complete = read(fp64_leaf{&doc}); break;
-    case datatype::bytes: break;
-  }
-  if (!complete || sink.count != count) return false;
-  data = buffer{std::move(*storage)};
-  return true;
-}
-
 constexpr std::array<std::string_view, 5> tensor_keys{"name", "datatype", "shape", "parameters",
                                                       "data"};
 constexpr unsigned name_key = 1U;
@@ -1471,7 +1398,10 @@ bool read_usual_input(const document_context& doc, od::value& value, std::size_t
       if (!take_binary_data_size(params, "input", name, binary_size).ok()) return false;
     } else {  // data, after the datatype and shape that say how to read it
       if ((seen & (datatype_key | shape_key)) != (datatype_key | shape_key)) return false;
-      if (!read_usual_data(doc, v, name, type, shape, count, json_size, data)) return false;
+      const tensor_context t{&doc, "input", name, type};
+      result<buffer> decoded = decode_data(t, v, 3, shape, count, json_size);
+      if (!decoded) return false;
+      data = std::move(*decoded);
     }
   }
   if ((seen & (name_key | datatype_key | shape_key)) != (name_key | datatype_key | shape_key) ||
