@@ -384,6 +384,33 @@ TEST_CASE("keys and strings mean the same with or without escapes") {
   CHECK(decode_error("{\"inputs\":[],\"id\":\"a\x1f\"}").http_status() == 400);
 }
 
+TEST_CASE("strings of every length, with an escape or a control character at every place") {
+  // The scan for a string's end reads 16 bytes at a time: each length around those steps, each
+  // place of the stop inside them, and strings that end the document.
+  for (std::size_t length = 0; length <= 40; ++length) {
+    const std::string plain(length, 'n');
+    const oip::inference_request r = decode(R"({"inputs":[],"id":")" + plain + R"("})");
+    CHECK(r.id == plain);
+    for (std::size_t at = 0; at < length; ++at) {
+      CAPTURE(length);
+      CAPTURE(at);
+      std::string escaped = plain;
+      escaped.replace(at, 1, R"(\")");
+      std::string expected = plain;
+      expected[at] = '"';
+      CHECK(decode(R"({"inputs":[{"name":")" + escaped +
+                   R"(","shape":[1],"datatype":"INT8","data":[1]}]})")
+                .inputs.at(0)
+                .name() == expected);
+      std::string with_control = plain;
+      with_control[at] = '\x1f';
+      CHECK(decode_error(R"({"inputs":[],"id":")" + with_control + R"("})").http_status() == 400);
+      // Unterminated: the document ends inside the string.
+      CHECK(decode_error(R"({"inputs":[],"id":")" + plain.substr(0, at)).http_status() == 400);
+    }
+  }
+}
+
 // decode_request reads the usual form of a request (known keys, no escapes, datatype and shape
 // before data) with a direct reader and leaves everything else to the general one. An unknown key
 // first sends any document to the general reader: both must decode the same, or refuse alike.
