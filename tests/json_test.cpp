@@ -15,7 +15,6 @@
 #include <optional>
 #include <random>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -153,16 +152,25 @@ void check_integer_tokens(const std::string& type, const std::vector<std::string
     const std::optional<__int128> expected = reference_integer(token);
     const bool fits = expected && *expected >= std::numeric_limits<T>::min() &&
                       *expected <= std::numeric_limits<T>::max();
-    // Alone, between neighbours, with whitespace around, and nested: (shape, data, the token's
-    // index).
-    const std::vector<std::tuple<std::string, std::string, std::size_t>> forms{
-        {"[1]", "[" + token + "]", 0},
-        {"[3]", "[7," + token + ",7]", 1},
-        {"[2]", "[ " + token + " ,\n7]", 0},
-        {"[2,1]", "[[7],[" + token + "\t]]", 1}};
-    for (const auto& [shape, data, index] : forms) {
-      const std::string json = R"({"inputs":[{"name":"x","shape":)" + shape + R"(,"datatype":")" +
-                               type + R"(","data":)" + data + "}]}";
+    // Alone, between neighbours, with whitespace around, and nested.
+    struct form {
+      std::string shape;
+      std::string before;
+      std::string after;
+      std::size_t index = 0;  // of the token among the elements
+    };
+    for (const form& f : {form{"[1]", "[", "]", 0}, form{"[3]", "[7,", ",7]", 1},
+                          form{"[2]", "[ ", " ,\n7]", 0}, form{"[2,1]", "[[7],[", "\t]]", 1}}) {
+      std::string data = f.before;
+      data += token;
+      data += f.after;
+      std::string json = R"({"inputs":[{"name":"x","shape":)";
+      json += f.shape;
+      json += R"(,"datatype":")";
+      json += type;
+      json += R"(","data":)";
+      json += data;
+      json += "}]}";
       oip::result<oip::inference_request> r = oip::decode_request(body_of(json), std::nullopt);
       INFO(type, " ", data);
       REQUIRE(r.ok() == fits);
@@ -171,7 +179,7 @@ void check_integer_tokens(const std::string& type, const std::vector<std::string
         continue;
       }
       const std::vector<T> values = values_of<T>(r->inputs.at(0));
-      CHECK(static_cast<__int128>(values.at(index)) == *expected);
+      CHECK(static_cast<__int128>(values.at(f.index)) == *expected);
     }
   }
 }
