@@ -132,13 +132,15 @@ TEST_CASE("integers are range-checked for their datatype, never narrowed") {
 
 namespace {
 
+__extension__ using int128 = __int128;  // wide enough for every integer datatype and beyond
+
 // An integer token's value by a reference reader (JSON's integer grammar, 128-bit arithmetic), or
 // nothing for a token that is no JSON integer.
-std::optional<__int128> reference_integer(const std::string& token) {
+std::optional<int128> reference_integer(const std::string& token) {
   std::size_t at = token.size() > 0 && token[0] == '-' ? 1 : 0;
   const std::size_t digits = token.size() - at;
   if (digits == 0 || digits > 30 || (token[at] == '0' && digits > 1)) return std::nullopt;
-  __int128 value = 0;
+  int128 value = 0;
   for (; at < token.size(); ++at) {
     if (token[at] < '0' || token[at] > '9') return std::nullopt;
     value = value * 10 + (token[at] - '0');
@@ -149,7 +151,7 @@ std::optional<__int128> reference_integer(const std::string& token) {
 template <class T>
 void check_integer_tokens(const std::string& type, const std::vector<std::string>& tokens) {
   for (const std::string& token : tokens) {
-    const std::optional<__int128> expected = reference_integer(token);
+    const std::optional<int128> expected = reference_integer(token);
     const bool fits = expected && *expected >= std::numeric_limits<T>::min() &&
                       *expected <= std::numeric_limits<T>::max();
     // Alone, between neighbours, with whitespace around, and nested.
@@ -179,7 +181,7 @@ void check_integer_tokens(const std::string& type, const std::vector<std::string
         continue;
       }
       const std::vector<T> values = values_of<T>(r->inputs.at(0));
-      CHECK(static_cast<__int128>(values.at(f.index)) == *expected);
+      CHECK(static_cast<int128>(values.at(f.index)) == *expected);
     }
   }
 }
@@ -189,9 +191,9 @@ void check_integer_tokens(const std::string& type, const std::vector<std::string
 TEST_CASE("integer data: exactly the integers that fit the datatype, from any token") {
   std::vector<std::string> tokens{"0",   "-0",  "00", "01",  "-01", "-",  "+1", "1.0", "1e2",
                                   "1E2", "0x1", "1-", "--1", "1a",  "1.", ".1", "-.5", "true"};
-  const auto add_around = [&tokens](__int128 centre) {
+  const auto add_around = [&tokens](int128 centre) {
     for (int delta = -2; delta <= 2; ++delta) {
-      __int128 v = centre + delta;
+      int128 v = centre + delta;
       const bool negative = v < 0;
       std::string digits;
       if (v == 0) digits = "0";
@@ -200,22 +202,22 @@ TEST_CASE("integer data: exactly the integers that fit the datatype, from any to
       tokens.push_back((negative ? "-" : "") + digits);
     }
   };
-  __int128 power = 1;
+  int128 power = 1;
   for (int i = 0; i <= 22; ++i, power *= 10) {
     add_around(power);
     add_around(-power);
   }
-  for (const __int128 limit :
-       {__int128{127}, __int128{255}, __int128{32767}, __int128{65535}, __int128{2147483647},
-        __int128{4294967295}, __int128{std::numeric_limits<std::int64_t>::max()},
-        __int128{std::numeric_limits<std::uint64_t>::max()}}) {
+  for (const int128 limit :
+       {int128{127}, int128{255}, int128{32767}, int128{65535}, int128{2147483647},
+        int128{4294967295}, int128{std::numeric_limits<std::int64_t>::max()},
+        int128{std::numeric_limits<std::uint64_t>::max()}}) {
     add_around(limit);
     add_around(-limit - 1);
   }
   std::mt19937_64 rng{7};
   for (int i = 0; i < 200; ++i) {
     const std::uint64_t bits = rng() >> (rng() % 64);
-    add_around(i % 2 == 0 ? __int128{bits} : -__int128{bits});
+    add_around(i % 2 == 0 ? int128{bits} : -int128{bits});
   }
   check_integer_tokens<std::int8_t>("INT8", tokens);
   check_integer_tokens<std::int16_t>("INT16", tokens);
