@@ -96,6 +96,10 @@ class bytes_elements {
   std::span<const std::byte> data_;
 };
 
+namespace detail {
+struct checked_tensor_parts;  // the decoder's way to a tensor whose parts it has checked itself
+}  // namespace detail
+
 /// A named tensor: datatype, shape, parameters and bytes. A tensor is always consistent: its
 /// bytes match its shape (fixed-size types) or form exactly `element_count()` BYTES elements.
 /// Copies share the bytes.
@@ -106,10 +110,6 @@ class bytes_elements {
 ///   oip::result<oip::tensor> t = oip::tensor::from_values<std::int32_t>("INPUT0", {1, 16}, v);
 ///   std::int32_t first = t->at<std::int32_t>(0);
 /// \endcode
-namespace detail {
-struct checked_tensor_parts;  // the decoder's way to a tensor whose parts it has checked itself
-}  // namespace detail
-
 class OIP_EXPORT tensor {
  public:
   tensor() = default;
