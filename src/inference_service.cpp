@@ -26,6 +26,29 @@ std::uint64_t nanoseconds_between(clock::time_point from, clock::time_point to) 
       std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count());
 }
 
+// Triton's request-level scheduling parameters: `timeout` (microseconds, an int64) is applied;
+// `priority` (an integer) is accepted and ignored, since requests are served in arrival order.
+status check_scheduling_parameters(const parameters& params) {
+  const parameter_value* timeout = params.find("timeout");
+  if (timeout != nullptr && !std::holds_alternative<std::int64_t>(*timeout)) {
+    return status{errc::invalid_argument,
+                  "invalid value type for 'timeout' parameter, expected an int64 integer"};
+  }
+  if (timeout != nullptr && std::get<std::int64_t>(*timeout) < 0) {
+    return status{errc::invalid_argument,
+                  fmt::format("invalid value {} for 'timeout' parameter, expected microseconds "
+                              "(0 for none)",
+                              std::get<std::int64_t>(*timeout))};
+  }
+  const parameter_value* priority = params.find("priority");
+  if (priority != nullptr && !std::holds_alternative<std::int64_t>(*priority) &&
+      !std::holds_alternative<std::uint64_t>(*priority)) {
+    return status{errc::invalid_argument,
+                  "invalid value type for 'priority' parameter, expected an integer"};
+  }
+  return {};
+}
+
 model_metadata metadata_of(const model_config& config, const std::vector<std::uint64_t>& versions) {
   model_metadata m;
   m.name = config.name;
@@ -447,9 +470,15 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
       done(s);
     };
     if (status s = detail::validate_request(config, request); !s.ok()) return refuse(s);
+    if (status s = check_scheduling_parameters(request.parameters); !s.ok()) return refuse(s);
     if (const auto* timeout = request.parameters.get<std::int64_t>("timeout");
         timeout != nullptr && *timeout > 0) {
-      cancel.set_deadline(received + std::chrono::microseconds{*timeout});
+      // A timeout past what the clock can count (about 292 years) is no deadline at all.
+      const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
+          clock::time_point::max() - received);
+      if (std::chrono::microseconds{*timeout} < left) {
+        cancel.set_deadline(received + std::chrono::microseconds{*timeout});
+      }
     }
 
     auto pending = std::make_shared<pending_inference>();

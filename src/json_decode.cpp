@@ -3,6 +3,7 @@
 
 #include "detail/bytes_format.hpp"
 #include "detail/decimal.hpp"
+#include "detail/find_duplicate.hpp"
 
 #include <oip/json.hpp>
 
@@ -216,23 +217,6 @@ status check_depth(const document_context& doc, std::size_t depth, od::value& va
 
 status walk_value(const document_context& doc, od::value value, std::size_t depth);
 
-// A name that occurs twice in `names`, if any (reorders `names`).
-std::optional<std::string_view> find_duplicate(std::span<std::string_view> names) {
-  if (names.size() < 2) return std::nullopt;
-  if (names.size() <= 16) {  // a few names: comparing pairs beats sorting
-    for (std::size_t i = 1; i < names.size(); ++i) {
-      for (std::size_t j = 0; j < i; ++j) {
-        if (names[i] == names[j]) return names[i];
-      }
-    }
-    return std::nullopt;
-  }
-  std::sort(names.begin(), names.end());
-  const auto twin = std::adjacent_find(names.begin(), names.end());
-  if (twin == names.end()) return std::nullopt;
-  return *twin;
-}
-
 // The names seen in one object or array, checked for duplicates at the end: the first few live
 // inline (no allocation for the usual small objects), the rest in a vector. Names point into the
 // parser's string buffer or into decoded values, valid until the check.
@@ -251,8 +235,8 @@ class name_set {
     more_.push_back(name);
   }
   std::optional<std::string_view> duplicate() {
-    if (more_.empty()) return find_duplicate(std::span(inline_names_, inline_count_));
-    return find_duplicate(more_);
+    if (more_.empty()) return detail::find_duplicate(std::span(inline_names_, inline_count_));
+    return detail::find_duplicate(more_);
   }
 
  private:
@@ -1352,6 +1336,9 @@ bool read_usual_shape(od::value& value, shape_type& shape) {
   return true;
 }
 
+// The most inputs, and requested outputs, that the usual reader takes.
+constexpr std::size_t usual_tensor_count = 16;
+
 constexpr std::array<std::string_view, 5> tensor_keys{"name", "datatype", "shape", "parameters",
                                                       "data"};
 constexpr unsigned name_key = 1U;
@@ -1365,6 +1352,8 @@ constexpr unsigned data_key = 16U;
 bool read_usual_input(const document_context& doc, od::value& value, std::size_t json_size,
                       const buffer& binary, std::size_t& binary_offset,
                       std::vector<tensor>& inputs) {
+  // Names are checked against each earlier one: more tensors go to the general reader.
+  if (inputs.size() == usual_tensor_count) return false;
   od::object object;
   if (value.get_object().get(object) != error_code::SUCCESS) return false;
   unsigned seen = 0;
@@ -1441,6 +1430,7 @@ bool read_usual_output(const document_context& doc, od::value& value,
                        std::vector<requested_output>& outputs) {
   constexpr std::array<std::string_view, 2> keys{"name", "parameters"};
   constexpr unsigned output_name_key = 1U;
+  if (outputs.size() == usual_tensor_count) return false;  // as for inputs
   od::object object;
   if (value.get_object().get(object) != error_code::SUCCESS) return false;
   unsigned seen = 0;

@@ -13,6 +13,26 @@ namespace oip {
 
 namespace {
 
+// A line as it goes to stderr: control characters escaped, so that what a client sent (a model
+// name, a request id) cannot start a forged line of its own or hide the rest of one.
+std::string printable(std::string_view line) {
+  std::string out;
+  out.reserve(line.size());
+  for (const char c : line) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (byte < 0x20U || byte == 0x7FU) {
+      out += fmt::format("\\x{:02x}", byte);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 // Triton's (glog's) shape: E1122 21:30:02.123456 oip] message
 class stderr_sink final : public log_sink {
  public:
@@ -29,7 +49,7 @@ class stderr_sink final : public log_sink {
       const std::string text =
           fmt::format("{}{:02}{:02} {:02}:{:02}:{:02}.{:06} oip] {}\n",
                       letters[static_cast<std::size_t>(level)], local.tm_mon + 1, local.tm_mday,
-                      local.tm_hour, local.tm_min, local.tm_sec, micros, line);
+                      local.tm_hour, local.tm_min, local.tm_sec, micros, printable(line));
       std::fwrite(text.data(), 1, text.size(), stderr);  // one write: lines do not interleave
     } catch (...) {  // NOLINT(bugprone-empty-catch): a line that cannot be formatted is dropped
     }

@@ -242,3 +242,33 @@ TEST_CASE("bad requests: a 400 with the tensor named and what was expected") {
     CHECK(r.error().grpc_status() == oip::grpc_code::resource_exhausted);
   }
 }
+
+TEST_CASE("requests of very many names: all decoded, a duplicate found wherever it stands") {
+  // The names are compared as a sorted set, not each against every earlier one, so these sizes
+  // decode at once; pairwise checks would take seconds of a server's CPU for a request this size.
+  constexpr int many = 50'000;
+  inference::ModelInferRequest m = one_input("INT32", {0});
+  m.set_id(std::string(1000, 'r'));  // an id is echoed, never limited (Triton sets no limit)
+  for (int i = 1; i < many; ++i) {
+    auto* input = m.add_inputs();
+    input->set_name("IN" + std::to_string(i));
+    input->set_datatype("INT32");
+    input->add_shape(0);
+    m.add_outputs()->set_name("OUT" + std::to_string(i));
+    (*m.mutable_parameters())["p" + std::to_string(i)].set_int64_param(i);
+  }
+  oip::result<oip::inference_request> r = oip::grpc::decode_request(m);
+  REQUIRE(r);
+  CHECK(r->id == std::string(1000, 'r'));
+  CHECK(r->inputs.size() == static_cast<std::size_t>(many));
+  CHECK(r->outputs.size() == static_cast<std::size_t>(many - 1));
+  CHECK(r->parameters.size() == static_cast<std::size_t>(many - 1));
+  REQUIRE(r->parameters.get<std::int64_t>("p4242") != nullptr);
+  CHECK(*r->parameters.get<std::int64_t>("p4242") == 4242);
+
+  m.mutable_inputs(many - 1)->set_name("IN7");
+  CHECK(error_of(m) == "duplicate input name 'IN7'");
+  m.mutable_inputs(many - 1)->set_name("LAST");
+  m.add_outputs()->set_name("OUT1");
+  CHECK(error_of(m) == "duplicate requested output name 'OUT1'");
+}

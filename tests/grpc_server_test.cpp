@@ -128,6 +128,18 @@ TEST_CASE("errors carry the status mapping's gRPC code") {
   s = f.stub->ModelInfer(&c2, both, &r2);
   CHECK(s.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);
 
+  // A message repeating a long client string is cut, so that its trailer stays within what the
+  // client accepts: the client sees the status, not RESOURCE_EXHAUSTED.
+  inference::ModelInferRequest long_name = simple_request(true);
+  long_name.set_model_name(std::string(20'000, 'm') + "\u00e9");
+  ::grpc::ClientContext c4;
+  inference::ModelInferResponse r4;
+  s = f.stub->ModelInfer(&c4, long_name, &r4);
+  CHECK(s.error_code() == ::grpc::StatusCode::NOT_FOUND);
+  CHECK(s.error_message().rfind("Request for unknown model: 'mmmm", 0) == 0);
+  CHECK(s.error_message().size() == 2048 + 3);
+  CHECK(s.error_message().ends_with("mmm..."));
+
   ::grpc::ClientContext c3;
   inference::ModelReadyRequest ready;
   ready.set_name("missing");

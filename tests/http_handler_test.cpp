@@ -365,6 +365,49 @@ TEST_CASE("the executor's full queue is a 503; cancellation reaches a running mo
   CHECK(expired.body().find("timeout") != std::string::npos);
 }
 
+TEST_CASE("the scheduling parameters: timeout an int64, priority an integer, else a 400") {
+  server s;
+  const auto with_parameter = [](std::string_view name, std::string_view value) {
+    std::string body = R"({"parameters":{")";
+    body.append(name).append(R"(":)").append(value).append("},").append(simple_body, 1);
+    return body;
+  };
+  CHECK(s.send("POST", "/v2/models/simple/infer", with_parameter("timeout", "60000000")).status ==
+        200);
+  // Timeouts beyond what the clock counts are no deadline, not an overflow into the past.
+  for (const char* long_wait : {"10000000000000000", "9223372036854775807", "0"}) {
+    CAPTURE(long_wait);
+    CHECK(s.send("POST", "/v2/models/simple/infer", with_parameter("timeout", long_wait)).status ==
+          200);
+  }
+  const http_response negative =
+      s.send("POST", "/v2/models/simple/infer", with_parameter("timeout", "-1"));
+  CHECK(negative.status == 400);
+  CHECK(
+      negative.body() ==
+      R"x({"error":"invalid value -1 for 'timeout' parameter, expected microseconds (0 for none)"})x");
+  CHECK(s.send("POST", "/v2/models/simple/infer", with_parameter("priority", "1")).status == 200);
+  CHECK(
+      s.send("POST", "/v2/models/simple/infer", with_parameter("priority", "18446744073709551615"))
+          .status == 200);
+  for (const char* wrong : {"\"1000\"", "1.5", "true", "18446744073709551615"}) {
+    CAPTURE(wrong);
+    const http_response r =
+        s.send("POST", "/v2/models/simple/infer", with_parameter("timeout", wrong));
+    CHECK(r.status == 400);
+    CHECK(r.body() ==
+          R"({"error":"invalid value type for 'timeout' parameter, expected an int64 integer"})");
+  }
+  for (const char* wrong : {"\"high\"", "0.5", "false"}) {
+    CAPTURE(wrong);
+    const http_response r =
+        s.send("POST", "/v2/models/simple/infer", with_parameter("priority", wrong));
+    CHECK(r.status == 400);
+    CHECK(r.body() ==
+          R"({"error":"invalid value type for 'priority' parameter, expected an integer"})");
+  }
+}
+
 TEST_CASE("statistics and configuration in Triton's shapes") {
   server s;
   REQUIRE(s.send("POST", "/v2/models/simple/infer", simple_body).status == 200);

@@ -180,6 +180,23 @@ TEST_CASE("keep-alive: several requests on one connection") {
   CHECK(inferred->body.find(R"("name":"OUTPUT0")") != std::string::npos);
 }
 
+TEST_CASE("an HTTP/1.0 client that asks to keep the connection is told it is kept") {
+  fixture f;
+  connection c{f.port};
+  for (int i = 0; i < 2; ++i) {
+    c.send("GET /v2/health/live HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    const std::optional<reply> r = c.read_reply();
+    REQUIRE(r.has_value());
+    CHECK(r->status == 200);
+    CHECK(r->has_header("Connection: keep-alive"));
+  }
+  c.send("GET /v2/health/live HTTP/1.0\r\n\r\n");
+  const std::optional<reply> last = c.read_reply();
+  REQUIRE(last.has_value());
+  CHECK(last->has_header("Connection: close"));
+  CHECK(c.closed_by_server());
+}
+
 TEST_CASE("pipelined requests are answered in order") {
   fixture f;
   connection c{f.port};
@@ -225,6 +242,60 @@ TEST_CASE("chunked bodies and Expect: 100-continue") {
   const std::optional<reply> done = c.read_reply();
   REQUIRE(done.has_value());
   CHECK(done->status == 200);
+}
+
+TEST_CASE("transfer codings other than chunked are refused; chunk framing is bounded") {
+  fixture f;
+  // A body whose end cannot be found must not be read as the next request (RFC 9112, 6.3).
+  for (const char* coding :
+       {"chunked, identity", "gzip", "identity", "xchunked", "gzip, chunked", "chunked, chunked"}) {
+    CAPTURE(coding);
+    connection c{f.port};
+    c.send(std::string{"POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "} +
+           coding + "\r\n\r\nGET /v2/models/SMUGGLED HTTP/1.1\r\nHost: x\r\n\r\n");
+    const std::optional<reply> r = c.read_reply();
+    REQUIRE(r.has_value());
+    CHECK(r->status == 400);
+    CHECK(r->body.find("only chunked is accepted") != std::string::npos);
+    CHECK_FALSE(c.read_reply().has_value());  // closed: the smuggled request is never answered
+  }
+  {
+    connection c{f.port};
+    c.send(
+        "POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+        "Content-Length: 5\r\n\r\n0\r\n\r\n");
+    const std::optional<reply> r = c.read_reply();
+    REQUIRE(r.has_value());
+    CHECK(r->status == 400);
+  }
+  // Chunk extensions and trailers beyond the read buffer end the request (a 431, or a reset when
+  // the server closes with the rest unread), where they used to be held in memory whole.
+  const auto chunk_of = [](const std::string& body) {
+    char size[16];
+    std::snprintf(size, sizeof size, "%zx", body.size());
+    return std::string{size};
+  };
+  const std::string head =
+      "POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (const bool in_trailer : {false, true}) {
+    CAPTURE(in_trailer);
+    connection c{f.port};
+    const std::string filler(std::size_t{512} << 10U, 'a');
+    if (in_trailer) {
+      c.send(head + chunk_of(simple_body) + "\r\n" + simple_body + "\r\n0\r\nX-Trailer: " + filler +
+             "\r\n\r\n");
+    } else {
+      c.send(head + chunk_of(simple_body) + ";x=" + filler + "\r\n" + simple_body +
+             "\r\n0\r\n\r\n");
+    }
+    const std::optional<reply> r = c.read_reply();
+    if (r.has_value()) CHECK(r->status == 431);
+  }
+  connection after{f.port};
+  after.send("GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n");
+  const std::optional<reply> live = after.read_reply();
+  REQUIRE(live.has_value());
+  CHECK(live->status == 200);
 }
 
 TEST_CASE("limits: bodies over the limit 413 before reading, huge headers 431") {

@@ -765,3 +765,30 @@ TEST_CASE("client side: requests encode, responses decode, with the same library
   CHECK(binary->json.find(R"("parameters":{"binary_data_size":64})") != std::string::npos);
   CHECK(binary->size() == binary->json.size() + 64);
 }
+
+TEST_CASE("requests of many tensors: all read, a duplicate name found wherever it stands") {
+  // More inputs and requested outputs than the usual reader checks pairwise go to the general
+  // reader, whose names are checked as a sorted set.
+  const auto request_of = [](int count, const std::string& last_name) {
+    std::string json = R"({"inputs":[)";
+    std::string outputs;
+    for (int i = 0; i < count; ++i) {
+      const std::string name = i + 1 == count ? last_name : "IN" + std::to_string(i);
+      const std::string comma = i == 0 ? "" : ",";
+      json += comma + R"({"name":")" + name + R"(","shape":[1],"datatype":"INT32","data":[)" +
+              std::to_string(i) + "]}";
+      outputs += comma + R"({"name":"OUT)" + std::to_string(i) + R"("})";
+    }
+    return json + R"(],"outputs":[)" + outputs + "]}";
+  };
+  for (const int count : {15, 16, 17, 40, 5000}) {
+    CAPTURE(count);
+    const oip::inference_request r = decode(request_of(count, "LAST"));
+    REQUIRE(r.inputs.size() == static_cast<std::size_t>(count));
+    CHECK(r.outputs.size() == static_cast<std::size_t>(count));
+    CHECK(r.inputs.back().name() == "LAST");
+    CHECK(values_of<std::int32_t>(r.inputs.back()) == std::vector<std::int32_t>{count - 1});
+    CHECK(decode_error(request_of(count, "IN3")).message() ==
+          "input 'IN3' already exists in request");
+  }
+}

@@ -6,11 +6,15 @@
 #include <oip/http_handler.hpp>
 #include <oip/log.hpp>
 
+#include <algorithm>
+#include <cstdio>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include <doctest/doctest.h>
+
+#include <unistd.h>
 
 namespace {
 
@@ -106,4 +110,26 @@ TEST_CASE("a model's failure is an error line; a success is a verbose line") {
         "model 'broken' version 1 request 'r-4': the engine fell over (500)");
   CHECK(scope.sink->lines[1].first == oip::log_level::verbose);
   CHECK(scope.sink->lines[1].second.starts_with("model 'simple' version 1 request 'r-5': ok in "));
+}
+
+TEST_CASE("the default sink escapes control characters: a client cannot forge a line") {
+  // stderr is sent to a file for the length of the test.
+  std::FILE* file = std::tmpfile();
+  REQUIRE(file != nullptr);
+  std::fflush(stderr);
+  const int saved = ::dup(STDERR_FILENO);
+  REQUIRE(saved >= 0);
+  REQUIRE(::dup2(::fileno(file), STDERR_FILENO) >= 0);
+  oip::set_log_sink(nullptr);
+  oip::log(oip::log_level::error, "unknown model 'x\nE1124 00:00:00.000000 oip] FAKE\r\x01\x7f'");
+  std::fflush(stderr);
+  ::dup2(saved, STDERR_FILENO);
+  ::close(saved);
+  std::rewind(file);
+  std::string written(4096, '\0');
+  written.resize(std::fread(written.data(), 1, written.size(), file));
+  std::fclose(file);
+  CHECK(std::count(written.begin(), written.end(), '\n') == 1);
+  CHECK(
+      written.ends_with("oip] unknown model 'x\\nE1124 00:00:00.000000 oip] FAKE\\r\\x01\\x7f'\n"));
 }

@@ -1,3 +1,5 @@
+#include "detail/find_duplicate.hpp"
+
 #include <oip/grpc/codec.hpp>
 #include <oip/tensor.hpp>
 
@@ -250,17 +252,18 @@ result<std::vector<tensor>> decode_tensors(const Tensors& messages,
     return invalid(fmt::format("expected {} raw_{}_contents, one for each {}, got {}",
                                messages.size(), role, role, raw.size()));
   }
+  std::vector<std::string_view> names;
+  names.reserve(static_cast<std::size_t>(messages.size()));
+  for (const auto& message : messages) names.push_back(message.name());
+  if (const std::optional<std::string_view> twin = detail::find_duplicate(names)) {
+    return invalid(fmt::format("duplicate {} name '{}'", role, *twin));
+  }
   std::vector<tensor> out;
   out.reserve(static_cast<std::size_t>(messages.size()));
   for (int i = 0; i < messages.size(); ++i) {
     std::string* bytes = raw.empty() ? nullptr : raw.Mutable(i);
     result<tensor> t = decode_tensor(messages.Get(i), bytes, role, model, bounds);
     if (!t) return std::move(t).error();
-    for (const tensor& earlier : out) {
-      if (earlier.name() == t->name()) {
-        return invalid(fmt::format("duplicate {} name '{}'", role, t->name()));
-      }
-    }
     out.push_back(std::move(*t));
   }
   return out;
@@ -287,17 +290,20 @@ void encode_parameters(const parameters& in, parameter_map& out) {
 }
 
 result<parameters> decode_parameters(const parameter_map& in, std::string_view where) {
+  // A protobuf map's keys are unique.
   parameters out;
   for (const auto& [name, value] : in) {
+    parameter_value decoded;
     switch (value.parameter_choice_case()) {
-      case inference::InferParameter::kBoolParam: out.set(name, value.bool_param()); break;
-      case inference::InferParameter::kInt64Param: out.set(name, value.int64_param()); break;
-      case inference::InferParameter::kUint64Param: out.set(name, value.uint64_param()); break;
-      case inference::InferParameter::kDoubleParam: out.set(name, value.double_param()); break;
-      case inference::InferParameter::kStringParam: out.set(name, value.string_param()); break;
+      case inference::InferParameter::kBoolParam: decoded = value.bool_param(); break;
+      case inference::InferParameter::kInt64Param: decoded = value.int64_param(); break;
+      case inference::InferParameter::kUint64Param: decoded = value.uint64_param(); break;
+      case inference::InferParameter::kDoubleParam: decoded = value.double_param(); break;
+      case inference::InferParameter::kStringParam: decoded = value.string_param(); break;
       case inference::InferParameter::PARAMETER_CHOICE_NOT_SET:
         return invalid(fmt::format("parameter '{}' of {} has no value", name, where));
     }
+    out.append_unchecked(name, std::move(decoded));
   }
   return out;
 }
@@ -306,10 +312,6 @@ result<inference_request> decode_request(inference::ModelInferRequest& message,
                                          const limits& bounds) {
   inference_request request;
   const std::string& model = message.model_name();
-  if (message.id().size() > bounds.max_string_id_length) {
-    return invalid(fmt::format("request id of {} characters is longer than the limit of {}",
-                               message.id().size(), bounds.max_string_id_length));
-  }
   if (!message.id().empty()) request.id = message.id();
   result<parameters> params = decode_parameters(message.parameters(), "the request");
   if (!params) return std::move(params).error();
@@ -318,12 +320,14 @@ result<inference_request> decode_request(inference::ModelInferRequest& message,
       message.inputs(), *message.mutable_raw_input_contents(), "input", model, bounds);
   if (!inputs) return std::move(inputs).error();
   request.inputs = std::move(*inputs);
+  std::vector<std::string_view> names;
+  names.reserve(static_cast<std::size_t>(message.outputs().size()));
+  for (const auto& output : message.outputs()) names.push_back(output.name());
+  if (const std::optional<std::string_view> twin = detail::find_duplicate(names)) {
+    return invalid(fmt::format("duplicate requested output name '{}'", *twin));
+  }
+  request.outputs.reserve(names.size());
   for (const auto& output : message.outputs()) {
-    for (const requested_output& earlier : request.outputs) {
-      if (earlier.name == output.name()) {
-        return invalid(fmt::format("duplicate requested output name '{}'", output.name()));
-      }
-    }
     result<parameters> output_params = decode_parameters(output.parameters(), output.name());
     if (!output_params) return std::move(output_params).error();
     request.outputs.push_back({output.name(), std::move(*output_params)});

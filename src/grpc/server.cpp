@@ -25,9 +25,18 @@ namespace {
 using ::grpc::CallbackServerContext;
 using ::grpc::ServerUnaryReactor;
 
+// A status message travels percent-encoded in a trailer, and clients refuse trailers above 8 to
+// 16 KiB, which would replace the error with RESOURCE_EXHAUSTED. Messages repeat what the client
+// sent (names, shapes), so a long one is cut, at a UTF-8 character boundary.
+constexpr std::size_t max_status_message_bytes = 2048;
+
 ::grpc::Status to_grpc(const status& s) {
   if (s.ok()) return ::grpc::Status::OK;
-  return ::grpc::Status{static_cast<::grpc::StatusCode>(s.grpc_status()), s.message()};
+  const auto code = static_cast<::grpc::StatusCode>(s.grpc_status());
+  if (s.message().size() <= max_status_message_bytes) return ::grpc::Status{code, s.message()};
+  std::size_t cut = max_status_message_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(s.message()[cut]) & 0xC0U) == 0x80U) --cut;
+  return ::grpc::Status{code, s.message().substr(0, cut) + "..."};
 }
 
 ServerUnaryReactor* finish(CallbackServerContext* context, const status& s) {

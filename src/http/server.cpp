@@ -38,6 +38,9 @@ constexpr std::size_t chunked_step = std::size_t{64} << 10U;
 // simdjson reads up to 64 bytes past the JSON; a body allocated with this padding is decoded in
 // place.
 constexpr std::size_t body_padding = 64;
+// What a connection's read buffer holds beyond the headers: Beast reads 64 KiB at a time, and a
+// chunk's size line and the trailers must fit in it whole, so they are bounded by it.
+constexpr std::size_t read_ahead_bytes = std::size_t{128} << 10U;
 
 }  // namespace
 
@@ -82,7 +85,10 @@ struct detail::server_state {
 class session : public std::enable_shared_from_this<session> {
  public:
   session(tcp::socket socket, detail::server_state* server)
-      : stream_{std::move(socket)}, probe_{stream_.get_executor()}, server_{server} {}
+      : stream_{std::move(socket)},
+        probe_{stream_.get_executor()},
+        server_{server},
+        buffer_{server->options.max_header_bytes + read_ahead_bytes} {}
 
   ~session() { server_->on_session_end(this); }
 
@@ -137,6 +143,7 @@ class session : public std::enable_shared_from_this<session> {
                          fmt::format("the request has {} header fields, above the limit of {}",
                                      fields, options().max_header_count)});
     }
+    if (status framing = check_transfer_encoding(request); !framing.ok()) return fail(framing);
     if (const auto length = parser_->content_length(); length && *length > body_limit()) {
       return fail(status{errc::payload_too_large,
                          fmt::format("the request body is {} bytes, above the limit of {}", *length,
@@ -153,6 +160,32 @@ class session : public std::enable_shared_from_this<session> {
       return;
     }
     read_body();
+  }
+
+  // "chunked" is the one transfer coding read here. With any other, or with chunked not last, a
+  // body's end is unknown (RFC 9112, 6.3): the request is refused and the connection closed, so
+  // that the body is never read as the next request.
+  status check_transfer_encoding(const bhttp::request<bhttp::buffer_body>& request) const {
+    std::size_t codings = 0;
+    bool only_chunked = true;
+    for (auto it = request.find(bhttp::field::transfer_encoding);
+         it != request.end() && it->name() == bhttp::field::transfer_encoding; ++it) {
+      for (const auto& coding : bhttp::token_list{it->value()}) {
+        ++codings;
+        only_chunked = only_chunked && beast::iequals(coding, "chunked");
+      }
+    }
+    if (codings == 0) return {};
+    if (codings != 1 || !only_chunked || !parser_->chunked()) {
+      return status{errc::invalid_argument,
+                    fmt::format("unsupported Transfer-Encoding '{}': only chunked is accepted",
+                                as_view(request[bhttp::field::transfer_encoding]).substr(0, 64))};
+    }
+    if (request.find(bhttp::field::content_length) != request.end()) {
+      return status{errc::invalid_argument,
+                    "a request may not have both Transfer-Encoding and Content-Length"};
+    }
+    return {};
   }
 
   void read_body() {
@@ -222,6 +255,7 @@ class session : public std::enable_shared_from_this<session> {
       request.body = buffer::from_string(std::move(chunked_));
     }
     keep_alive_ = in.keep_alive() && !server_->stopping.load();
+    http_1_0_ = in.version() == 10;
     head_only_ = in.method() == bhttp::verb::head;
 
     cancellation cancel;
@@ -269,7 +303,11 @@ class session : public std::enable_shared_from_this<session> {
     for (const http_header& h : reply_.headers)
       header_ += fmt::format("{}: {}\r\n", h.name, h.value);
     header_ += fmt::format("Content-Length: {}\r\n", reply_.body_size());
-    if (!keep_alive_) header_ += "Connection: close\r\n";
+    if (!keep_alive_) {
+      header_ += "Connection: close\r\n";
+    } else if (http_1_0_) {
+      header_ += "Connection: keep-alive\r\n";  // HTTP/1.0 closes unless told otherwise
+    }
     header_ += "\r\n";
     // Scatter/gather: the status line and headers, the JSON, then each tensor's own bytes.
     std::vector<net::const_buffer> buffers;
@@ -297,6 +335,13 @@ class session : public std::enable_shared_from_this<session> {
       return fail(status{errc::header_fields_too_large,
                          fmt::format("the request's headers are above the limit of {} bytes",
                                      options().max_header_bytes)});
+    }
+    if (ec == bhttp::error::buffer_overflow) {
+      // Chunk extensions or trailers that do not fit the connection's read buffer.
+      return fail(status{errc::header_fields_too_large,
+                         fmt::format("the request's chunk framing or trailers are above the limit "
+                                     "of {} bytes",
+                                     buffer_.max_size())});
     }
     if (ec == bhttp::error::body_limit) {
       return fail(
@@ -344,6 +389,7 @@ class session : public std::enable_shared_from_this<session> {
   bool busy_ = false;
   bool keep_alive_ = true;
   bool head_only_ = false;
+  bool http_1_0_ = false;
 };
 
 void detail::server_state::accept() {
