@@ -7,11 +7,13 @@
 
 #include <any>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include <doctest/doctest.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 using namespace std::chrono_literals;
@@ -50,6 +52,7 @@ struct fixture {
   oip::inference_service service{models, workers};
   std::shared_ptr<oip::testing::waiter> waiter = std::make_shared<oip::testing::waiter>();
   oip::grpc::server server{service, {"127.0.0.1", 0}};
+  std::shared_ptr<::grpc::Channel> channel;
   std::unique_ptr<inference::GRPCInferenceService::Stub> stub;
 
   fixture() {
@@ -58,8 +61,9 @@ struct fixture {
     REQUIRE(models.add(waiter).ok());
     oip::result<std::uint16_t> port = server.start();
     REQUIRE(port);
-    stub = inference::GRPCInferenceService::NewStub(::grpc::CreateChannel(
-        "127.0.0.1:" + std::to_string(*port), ::grpc::InsecureChannelCredentials()));
+    channel = ::grpc::CreateChannel("127.0.0.1:" + std::to_string(*port),
+                                    ::grpc::InsecureChannelCredentials());
+    stub = inference::GRPCInferenceService::NewStub(channel);
   }
 };
 
@@ -146,6 +150,71 @@ TEST_CASE("errors carry the status mapping's gRPC code") {
   inference::ModelReadyResponse ready_response;
   REQUIRE(f.stub->ModelReady(&c3, ready, &ready_response).ok());
   CHECK_FALSE(ready_response.ready());
+}
+
+// Field `number` set to bytes that are not valid UTF-8, where the message declares a string:
+// protobuf writes unknown fields as they are, and the server's parser then meets them as that
+// string field.
+template <class Message>
+void set_invalid_utf8(Message& message, int number) {
+  message.GetReflection()->MutableUnknownFields(&message)->AddLengthDelimited(number, "ab\xff\xfe");
+}
+
+TEST_CASE("a message protobuf cannot parse is INVALID_ARGUMENT; a stream answers it and goes on") {
+  fixture f;
+  const std::string invalid_infer =
+      "the request is not a valid inference.ModelInferRequest message: protobuf cannot parse it "
+      "(a malformed field, or a string field that is not valid UTF-8)";
+
+  inference::ModelInferRequest bad_name = simple_request(true);
+  bad_name.clear_model_name();
+  set_invalid_utf8(bad_name, 1);  // model_name
+  ::grpc::ClientContext c1;
+  inference::ModelInferResponse r1;
+  ::grpc::Status s = f.stub->ModelInfer(&c1, bad_name, &r1);
+  CHECK(s.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(s.error_message() == invalid_infer);
+
+  inference::ModelMetadataRequest metadata;
+  set_invalid_utf8(metadata, 1);  // name
+  ::grpc::ClientContext c2;
+  inference::ModelMetadataResponse r2;
+  s = f.stub->ModelMetadata(&c2, metadata, &r2);
+  CHECK(s.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(s.error_message().find("inference.ModelMetadataRequest") != std::string::npos);
+
+  // A message cut short in the middle of a field, sent as bytes.
+  std::string truncated;
+  REQUIRE(simple_request(true).SerializeToString(&truncated));
+  truncated.resize(truncated.size() - 3);
+  ::grpc::Slice slice{truncated};
+  const ::grpc::ByteBuffer request_bytes{&slice, 1};
+  ::grpc::ByteBuffer reply_bytes;
+  ::grpc::GenericStub generic{f.channel};
+  ::grpc::ClientContext c3;
+  std::promise<::grpc::Status> done;
+  generic.UnaryCall(&c3, "/inference.GRPCInferenceService/ModelInfer", ::grpc::StubOptions{},
+                    &request_bytes, &reply_bytes,
+                    [&done](::grpc::Status st) { done.set_value(st); });
+  s = done.get_future().get();
+  CHECK(s.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(s.error_message() == invalid_infer);
+
+  // On a stream: an error reply, and the requests after it are answered.
+  ::grpc::ClientContext c4;
+  auto stream = f.stub->ModelStreamInfer(&c4);
+  REQUIRE(stream->Write(bad_name));
+  REQUIRE(stream->Write(simple_request(true)));
+  stream->WritesDone();
+  inference::ModelStreamInferResponse reply;
+  REQUIRE(stream->Read(&reply));
+  CHECK(reply.error_message() == invalid_infer);
+  REQUIRE(stream->Read(&reply));
+  CHECK(reply.error_message().empty());
+  CHECK(reply.infer_response().id() == "7");
+  CHECK(reply.infer_response().raw_output_contents_size() == 2);
+  CHECK_FALSE(stream->Read(&reply));
+  CHECK(stream->Finish().ok());
 }
 
 TEST_CASE("a stream keeps a sequence in order and stays open after an error") {

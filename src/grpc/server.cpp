@@ -2,6 +2,11 @@
 // model. Unary RPCs finish from the model's completion; ModelStreamInfer reads one request at a
 // time, dispatches it, and writes replies in the order their models complete (a sequence's
 // replies in its order, which the sequence manager keeps).
+//
+// Every method takes its request as bytes and parses it here: grpc++ answers a typed method's
+// message that protobuf cannot parse (a truncated field, a string that is not valid UTF-8) with
+// UNIMPLEMENTED and no message, and ends a stream as if the client had closed it. A client's
+// malformed message is its mistake: INVALID_ARGUMENT, and on a stream an error reply.
 
 #include "detail/sequence_controls.hpp"
 
@@ -14,6 +19,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
@@ -43,6 +49,37 @@ ServerUnaryReactor* finish(CallbackServerContext* context, const status& s) {
   ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(to_grpc(s));
   return reactor;
+}
+
+template <class Message>
+status parse(const ::grpc::ByteBuffer& bytes, Message& message) {
+  ::grpc::ByteBuffer shared{bytes};  // shares the slices: Deserialize consumes its buffer
+  if (::grpc::SerializationTraits<Message>::Deserialize(&shared, &message).ok()) return {};
+  return status{errc::invalid_argument,
+                fmt::format("the request is not a valid {} message: protobuf cannot parse it (a "
+                            "malformed field, or a string field that is not valid UTF-8)",
+                            Message::descriptor()->full_name())};
+}
+
+template <class Message>
+status serialize(const Message& message, ::grpc::ByteBuffer& out) {
+  bool own_buffer = false;
+  if (::grpc::SerializationTraits<Message>::Serialize(message, &out, &own_buffer).ok()) return {};
+  return status{errc::internal,
+                fmt::format("cannot serialize the {} message ({} bytes)",
+                            Message::descriptor()->full_name(), message.ByteSizeLong())};
+}
+
+// A unary RPC answered at once: `handle(request, response)` runs on a parsed request.
+template <class Request, class Response, class Handler>
+ServerUnaryReactor* answer(CallbackServerContext* context, const ::grpc::ByteBuffer* in,
+                           ::grpc::ByteBuffer* out, Handler&& handle) {
+  Request request;
+  Response response;
+  status s = parse(*in, request);
+  if (s.ok()) s = std::forward<Handler>(handle)(std::as_const(request), response);
+  if (s.ok()) s = serialize(response, *out);
+  return finish(context, s);
 }
 
 // "" is the version policy's choice; anything else must be a positive integer.
@@ -202,8 +239,7 @@ class infer_reactor final : public ServerUnaryReactor {
 
 // --- ModelStreamInfer ----------------------------------------------------------------------------
 
-using stream_reactor_base =
-    ::grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>;
+using stream_reactor_base = ::grpc::ServerBidiReactor<::grpc::ByteBuffer, ::grpc::ByteBuffer>;
 
 class stream_reactor;
 
@@ -211,8 +247,8 @@ class stream_reactor;
 struct stream_state {
   // Recursive: grpc++ may run a reaction inline from a Start call made under this lock.
   std::recursive_mutex mutex;
-  stream_reactor* reactor = nullptr;  // null once the stream is done
-  std::deque<inference::ModelStreamInferResponse> replies;
+  stream_reactor* reactor = nullptr;       // null once the stream is done
+  std::deque<::grpc::ByteBuffer> replies;  // serialized ModelStreamInferResponse messages
   bool writing = false;
   bool reads_done = false;
   bool reading_paused = false;
@@ -243,8 +279,16 @@ class stream_reactor final : public stream_reactor_base {
       const std::lock_guard lock{shared_->mutex};
       if (shared_->finished) return;  // cancelled meanwhile: a late request is not run
     }
-    dispatch(incoming_);
+    inference::ModelInferRequest message;
+    const status parsed = parse(incoming_, message);
     incoming_.Clear();
+    if (parsed.ok()) {
+      dispatch(message);
+    } else {
+      ::grpc::ByteBuffer error = error_reply(parsed, "");
+      const std::lock_guard lock{shared_->mutex};
+      reply(std::move(error));
+    }
     const std::lock_guard lock{shared_->mutex};
     if (shared_->finished) return;
     if (shared_->running + shared_->replies.size() < max_outstanding_per_stream) {
@@ -283,8 +327,8 @@ class stream_reactor final : public stream_reactor_base {
     delete this;
   }
 
-  // Queues a reply (from any thread); the caller holds the shared mutex.
-  void reply(inference::ModelStreamInferResponse message) {
+  // Queues a serialized reply (from any thread); the caller holds the shared mutex.
+  void reply(::grpc::ByteBuffer message) {
     if (shared_->finished) return;
     shared_->replies.push_back(std::move(message));
     write_next();
@@ -297,8 +341,9 @@ class stream_reactor final : public stream_reactor_base {
     std::string id = message.id();
     result<admitted_request> admitted = admit(service_, message, received);
     if (!admitted) {
+      ::grpc::ByteBuffer error = error_reply(admitted.error(), id);
       const std::lock_guard lock{shared_->mutex};
-      reply(error_reply(admitted.error(), id));
+      reply(std::move(error));
       return;
     }
     {
@@ -312,22 +357,28 @@ class stream_reactor final : public stream_reactor_base {
           status encoded =
               response ? encode_response(*response, raw, *reply_message.mutable_infer_response())
                        : response.error();
-          if (!encoded.ok()) reply_message = error_reply(encoded, id);
+          ::grpc::ByteBuffer bytes;
+          if (encoded.ok()) encoded = serialize(reply_message, bytes);
+          if (!encoded.ok()) bytes = error_reply(encoded, id);
           const std::lock_guard lock{shared->mutex};
           --shared->running;
           if (shared->reactor == nullptr) return;
-          shared->reactor->reply(std::move(reply_message));
+          shared->reactor->reply(std::move(bytes));
           shared->reactor->resume_reading();
           shared->reactor->finish_if_done();
         },
         received);
   }
 
-  static inference::ModelStreamInferResponse error_reply(const status& s, const std::string& id) {
+  // An error message cannot fail to serialize: the service's messages are short, and the id is
+  // the client's own, which arrived in a message of the same limit.
+  static ::grpc::ByteBuffer error_reply(const status& s, const std::string& id) {
     inference::ModelStreamInferResponse message;
     message.set_error_message(s.message());
     message.mutable_infer_response()->set_id(id);
-    return message;
+    ::grpc::ByteBuffer bytes;
+    (void)serialize(message, bytes);
+    return bytes;
   }
 
   // The callers below hold the shared mutex.
@@ -359,73 +410,99 @@ class stream_reactor final : public stream_reactor_base {
 
   inference_service& service_;
   std::shared_ptr<stream_state> shared_;
-  inference::ModelInferRequest incoming_;
+  ::grpc::ByteBuffer incoming_;
 };
 
 // --- the service ---------------------------------------------------------------------------------
 
-class service_impl final : public inference::GRPCInferenceService::CallbackService {
+using svc = inference::GRPCInferenceService;
+using raw_service = svc::WithRawCallbackMethod_ServerLive<
+    svc::WithRawCallbackMethod_ServerReady<svc::WithRawCallbackMethod_ModelReady<
+        svc::WithRawCallbackMethod_ServerMetadata<svc::WithRawCallbackMethod_ModelMetadata<
+            svc::WithRawCallbackMethod_ModelInfer<svc::WithRawCallbackMethod_ModelStreamInfer<
+                svc::WithRawCallbackMethod_ModelConfig<svc::WithRawCallbackMethod_ModelStatistics<
+                    svc::WithRawCallbackMethod_RepositoryIndex<
+                        svc::WithRawCallbackMethod_RepositoryModelLoad<
+                            svc::WithRawCallbackMethod_RepositoryModelUnload<
+                                svc::Service>>>>>>>>>>>>;
+
+using ::grpc::ByteBuffer;
+
+class service_impl final : public raw_service {
  public:
   explicit service_impl(inference_service& service) : service_{service} {}
 
-  ServerUnaryReactor* ServerLive(CallbackServerContext* context,
-                                 const inference::ServerLiveRequest* /*request*/,
-                                 inference::ServerLiveResponse* response) override {
-    response->set_live(true);
-    return finish(context, {});
+  ServerUnaryReactor* ServerLive(CallbackServerContext* context, const ByteBuffer* in,
+                                 ByteBuffer* out) override {
+    return answer<inference::ServerLiveRequest, inference::ServerLiveResponse>(
+        context, in, out, [](const auto& /*request*/, auto& response) {
+          response.set_live(true);
+          return status{};
+        });
   }
 
-  ServerUnaryReactor* ServerReady(CallbackServerContext* context,
-                                  const inference::ServerReadyRequest* /*request*/,
-                                  inference::ServerReadyResponse* response) override {
-    response->set_ready(service_.ready());
-    return finish(context, {});
+  ServerUnaryReactor* ServerReady(CallbackServerContext* context, const ByteBuffer* in,
+                                  ByteBuffer* out) override {
+    return answer<inference::ServerReadyRequest, inference::ServerReadyResponse>(
+        context, in, out, [this](const auto& /*request*/, auto& response) {
+          response.set_ready(service_.ready());
+          return status{};
+        });
   }
 
-  ServerUnaryReactor* ModelReady(CallbackServerContext* context,
-                                 const inference::ModelReadyRequest* request,
-                                 inference::ModelReadyResponse* response) override {
-    result<std::optional<std::uint64_t>> version = parse_version(request->version());
-    if (!version) return finish(context, version.error());
-    // An unknown model is not ready: tritonclient's is_model_ready expects a plain false.
-    result<bool> ready = service_.ready(request->name(), *version);
-    response->set_ready(ready && *ready);
-    return finish(context, {});
+  ServerUnaryReactor* ModelReady(CallbackServerContext* context, const ByteBuffer* in,
+                                 ByteBuffer* out) override {
+    return answer<inference::ModelReadyRequest, inference::ModelReadyResponse>(
+        context, in, out, [this](const auto& request, auto& response) {
+          result<std::optional<std::uint64_t>> version = parse_version(request.version());
+          if (!version) return version.error();
+          // An unknown model is not ready: tritonclient's is_model_ready expects a plain false.
+          result<bool> ready = service_.ready(request.name(), *version);
+          response.set_ready(ready && *ready);
+          return status{};
+        });
   }
 
-  ServerUnaryReactor* ServerMetadata(CallbackServerContext* context,
-                                     const inference::ServerMetadataRequest* /*request*/,
-                                     inference::ServerMetadataResponse* response) override {
-    const server_metadata m = service_.metadata();
-    response->set_name(m.name);
-    response->set_version(m.version);
-    for (const std::string& e : m.extensions) response->add_extensions(e);
-    return finish(context, {});
+  ServerUnaryReactor* ServerMetadata(CallbackServerContext* context, const ByteBuffer* in,
+                                     ByteBuffer* out) override {
+    return answer<inference::ServerMetadataRequest, inference::ServerMetadataResponse>(
+        context, in, out, [this](const auto& /*request*/, auto& response) {
+          const server_metadata m = service_.metadata();
+          response.set_name(m.name);
+          response.set_version(m.version);
+          for (const std::string& e : m.extensions) response.add_extensions(e);
+          return status{};
+        });
   }
 
-  ServerUnaryReactor* ModelMetadata(CallbackServerContext* context,
-                                    const inference::ModelMetadataRequest* request,
-                                    inference::ModelMetadataResponse* response) override {
-    result<std::optional<std::uint64_t>> version = parse_version(request->version());
-    if (!version) return finish(context, version.error());
-    result<model_metadata> m = service_.metadata(request->name(), *version);
-    if (!m) return finish(context, m.error());
-    response->set_name(m->name);
-    for (const std::string& v : m->versions) response->add_versions(v);
-    response->set_platform(m->platform);
-    for (const tensor_metadata& t : m->inputs) to_message(t, *response->add_inputs());
-    for (const tensor_metadata& t : m->outputs) to_message(t, *response->add_outputs());
-    return finish(context, {});
+  ServerUnaryReactor* ModelMetadata(CallbackServerContext* context, const ByteBuffer* in,
+                                    ByteBuffer* out) override {
+    return answer<inference::ModelMetadataRequest, inference::ModelMetadataResponse>(
+        context, in, out, [this](const auto& request, auto& response) {
+          result<std::optional<std::uint64_t>> version = parse_version(request.version());
+          if (!version) return version.error();
+          result<model_metadata> m = service_.metadata(request.name(), *version);
+          if (!m) return m.error();
+          response.set_name(m->name);
+          for (const std::string& v : m->versions) response.add_versions(v);
+          response.set_platform(m->platform);
+          for (const tensor_metadata& t : m->inputs) to_message(t, *response.add_inputs());
+          for (const tensor_metadata& t : m->outputs) to_message(t, *response.add_outputs());
+          return status{};
+        });
   }
 
-  ServerUnaryReactor* ModelInfer(CallbackServerContext* /*context*/,
-                                 const inference::ModelInferRequest* request,
-                                 inference::ModelInferResponse* response) override {
+  ServerUnaryReactor* ModelInfer(CallbackServerContext* /*context*/, const ByteBuffer* in,
+                                 ByteBuffer* out) override {
     auto* reactor = new infer_reactor;
     const auto received = inference_service::clock::now();
-    // grpc++ allocates the request as a mutable message and keeps it until the RPC is done: its
-    // raw contents are moved into the tensors rather than copied.
-    auto& message = const_cast<inference::ModelInferRequest&>(*request);
+    // The message's raw contents move into the request's tensors rather than being copied.
+    inference::ModelInferRequest message;
+    status parsed = parse(*in, message);
+    if (!parsed.ok()) {
+      reactor->Finish(to_grpc(parsed));
+      return reactor;
+    }
     const bool raw = message.raw_input_contents_size() > 0;
     result<admitted_request> admitted = admit(service_, message, received);
     if (!admitted) {
@@ -434,67 +511,81 @@ class service_impl final : public inference::GRPCInferenceService::CallbackServi
     }
     service_.infer(
         std::move(admitted->lease), std::move(admitted->request), reactor->cancel(),
-        [reactor, response, raw](result<inference_response> outcome) {
+        [reactor, out, raw](result<inference_response> outcome) {
           if (!outcome) return reactor->Finish(to_grpc(outcome.error()));
-          reactor->Finish(to_grpc(encode_response(*outcome, raw, *response)));
+          inference::ModelInferResponse response;
+          status s = encode_response(*outcome, raw, response);
+          if (s.ok()) s = serialize(response, *out);
+          reactor->Finish(to_grpc(s));
         },
         received);
     return reactor;
   }
 
-  ::grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
-  ModelStreamInfer(CallbackServerContext* /*context*/) override {
+  ::grpc::ServerBidiReactor<ByteBuffer, ByteBuffer>* ModelStreamInfer(
+      CallbackServerContext* /*context*/) override {
     return new stream_reactor(service_);
   }
 
-  ServerUnaryReactor* ModelConfig(CallbackServerContext* context,
-                                  const inference::ModelConfigRequest* request,
-                                  inference::ModelConfigResponse* response) override {
-    result<std::optional<std::uint64_t>> version = parse_version(request->version());
-    if (!version) return finish(context, version.error());
-    result<model_config> config = service_.configuration(request->name(), *version);
-    if (!config) return finish(context, config.error());
-    to_message(*config, *response->mutable_config());
-    return finish(context, {});
+  ServerUnaryReactor* ModelConfig(CallbackServerContext* context, const ByteBuffer* in,
+                                  ByteBuffer* out) override {
+    return answer<inference::ModelConfigRequest, inference::ModelConfigResponse>(
+        context, in, out, [this](const auto& request, auto& response) {
+          result<std::optional<std::uint64_t>> version = parse_version(request.version());
+          if (!version) return version.error();
+          result<model_config> config = service_.configuration(request.name(), *version);
+          if (!config) return config.error();
+          to_message(*config, *response.mutable_config());
+          return status{};
+        });
   }
 
-  ServerUnaryReactor* ModelStatistics(CallbackServerContext* context,
-                                      const inference::ModelStatisticsRequest* request,
-                                      inference::ModelStatisticsResponse* response) override {
-    result<std::optional<std::uint64_t>> version = parse_version(request->version());
-    if (!version) return finish(context, version.error());
-    std::optional<std::string_view> name;
-    if (!request->name().empty()) name = request->name();
-    result<std::vector<statistics_snapshot>> all = service_.statistics(name, *version);
-    if (!all) return finish(context, all.error());
-    for (const statistics_snapshot& s : *all) to_message(s, *response->add_model_stats());
-    return finish(context, {});
+  ServerUnaryReactor* ModelStatistics(CallbackServerContext* context, const ByteBuffer* in,
+                                      ByteBuffer* out) override {
+    return answer<inference::ModelStatisticsRequest, inference::ModelStatisticsResponse>(
+        context, in, out, [this](const auto& request, auto& response) {
+          result<std::optional<std::uint64_t>> version = parse_version(request.version());
+          if (!version) return version.error();
+          std::optional<std::string_view> name;
+          if (!request.name().empty()) name = request.name();
+          result<std::vector<statistics_snapshot>> all = service_.statistics(name, *version);
+          if (!all) return all.error();
+          for (const statistics_snapshot& s : *all) to_message(s, *response.add_model_stats());
+          return status{};
+        });
   }
 
-  ServerUnaryReactor* RepositoryIndex(CallbackServerContext* context,
-                                      const inference::RepositoryIndexRequest* request,
-                                      inference::RepositoryIndexResponse* response) override {
-    for (const model_index_entry& entry : service_.repository_index()) {
-      if (request->ready() && entry.state != "READY") continue;
-      inference::RepositoryIndexResponse::ModelIndex* index = response->add_models();
-      index->set_name(entry.name);
-      if (entry.version != 0) index->set_version(std::to_string(entry.version));
-      index->set_state(entry.state);
-      index->set_reason(entry.reason);
-    }
-    return finish(context, {});
+  ServerUnaryReactor* RepositoryIndex(CallbackServerContext* context, const ByteBuffer* in,
+                                      ByteBuffer* out) override {
+    return answer<inference::RepositoryIndexRequest, inference::RepositoryIndexResponse>(
+        context, in, out, [this](const auto& request, auto& response) {
+          for (const model_index_entry& entry : service_.repository_index()) {
+            if (request.ready() && entry.state != "READY") continue;
+            inference::RepositoryIndexResponse::ModelIndex* index = response.add_models();
+            index->set_name(entry.name);
+            if (entry.version != 0) index->set_version(std::to_string(entry.version));
+            index->set_state(entry.state);
+            index->set_reason(entry.reason);
+          }
+          return status{};
+        });
   }
 
-  ServerUnaryReactor* RepositoryModelLoad(
-      CallbackServerContext* context, const inference::RepositoryModelLoadRequest* request,
-      inference::RepositoryModelLoadResponse* /*response*/) override {
-    return finish(context, service_.load(request->model_name()));
+  ServerUnaryReactor* RepositoryModelLoad(CallbackServerContext* context, const ByteBuffer* in,
+                                          ByteBuffer* out) override {
+    return answer<inference::RepositoryModelLoadRequest, inference::RepositoryModelLoadResponse>(
+        context, in, out, [this](const auto& request, auto& /*response*/) {
+          return service_.load(request.model_name());
+        });
   }
 
-  ServerUnaryReactor* RepositoryModelUnload(
-      CallbackServerContext* context, const inference::RepositoryModelUnloadRequest* request,
-      inference::RepositoryModelUnloadResponse* /*response*/) override {
-    return finish(context, service_.unload(request->model_name()));
+  ServerUnaryReactor* RepositoryModelUnload(CallbackServerContext* context, const ByteBuffer* in,
+                                            ByteBuffer* out) override {
+    return answer<inference::RepositoryModelUnloadRequest,
+                  inference::RepositoryModelUnloadResponse>(
+        context, in, out, [this](const auto& request, auto& /*response*/) {
+          return service_.unload(request.model_name());
+        });
   }
 
  private:
