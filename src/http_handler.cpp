@@ -85,11 +85,6 @@ result<std::uint64_t> parse_version(std::string_view text) {
   return version;
 }
 
-status method_not_allowed(std::string_view method, std::string_view allowed) {
-  return status{errc::method_not_allowed,
-                fmt::format("method {} is not allowed here; use {}", method, allowed)};
-}
-
 // --- Triton-shaped JSON for the extensions -------------------------------------------------------
 
 std::string quoted(std::string_view text) {
@@ -237,9 +232,24 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     return json_reply(200, out + "]}");
   }
 
-  http_response repository_index_reply() const {
+  // The request's body with its Content-Encoding undone, within the body limit.
+  result<buffer> plain_body(const http_request& request) const {
+    result<detail::content_coding> coding =
+        detail::parse_content_encoding(request.header("Content-Encoding").value_or(""));
+    if (!coding) return std::move(coding).error();
+    return detail::decompress(request.body, *coding, options.bounds.max_body_bytes);
+  }
+
+  http_response repository_index_reply(const http_request& request) const {
+    result<buffer> body = plain_body(request);
+    if (!body) return error_reply(body.error());
+    const std::span<const std::byte> bytes = body->bytes();
+    result<repository_index_request> filter = decode_repository_index_request(
+        {reinterpret_cast<const char*>(bytes.data()), bytes.size()});
+    if (!filter) return error_reply(filter.error());
     std::string out = "[";
     for (const model_index_entry& entry : service.repository_index()) {
+      if (filter->ready && entry.state != "READY") continue;
       if (out.size() > 1) out += ',';
       if (entry.version == 0) {  // one the loader could load
         out += fmt::format(R"({{"name":{},"state":{},"reason":{}}})", quoted(entry.name),
@@ -281,10 +291,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     };
     const model_config& config = lease->get().config();
 
-    result<detail::content_coding> coding =
-        detail::parse_content_encoding(request.header("Content-Encoding").value_or(""));
-    if (!coding) return refuse(coding.error());
-    result<buffer> body = detail::decompress(request.body, *coding, options.bounds.max_body_bytes);
+    result<buffer> body = plain_body(request);
     if (!body) return refuse(body.error());
 
     std::optional<std::size_t> header_length;
@@ -357,12 +364,21 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     const std::string& method = request.method;
     const bool get = method == "GET" || method == "HEAD";
     const bool post = method == "POST";
+    // RFC 9110: a 405 names the methods the route takes. HEAD goes wherever GET does.
+    const auto refuse_method = [&](std::string_view allowed) {
+      const status s{errc::method_not_allowed,
+                     fmt::format("method {} is not allowed here; use {}", method, allowed)};
+      log_request_failure(s, fmt::format("{} {}", method, request.target));
+      http_response r = error_reply(s);
+      r.headers.push_back({"Allow", allowed == "GET" ? "GET, HEAD" : std::string{allowed}});
+      reply(std::move(r));
+    };
     const auto not_found = [&] {
       fail(status{errc::not_found,
                   fmt::format("no route for {} {}", method, request.target.substr(0, 200))});
     };
     if (routes.metrics && path.size() == 1 && path[0] == "metrics") {
-      if (!get) return fail(method_not_allowed(method, "GET"));
+      if (!get) return refuse_method("GET");
       http_response r;
       r.headers.push_back({"Content-Type", prometheus_content_type});
       r.head = prometheus_text(service, routes.gauges);
@@ -371,18 +387,18 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     if (!routes.protocol || path.empty() || path[0] != "v2") return not_found();
 
     if (path.size() == 1) {
-      return get ? reply(server_metadata_reply()) : fail(method_not_allowed(method, "GET"));
+      return get ? reply(server_metadata_reply()) : refuse_method("GET");
     }
     if (path[1] == "health" && path.size() == 3 && (path[2] == "live" || path[2] == "ready")) {
       return get ? reply(health_reply(path[2] == "ready"))
-                 : fail(method_not_allowed(method, "GET"));
+                 : refuse_method("GET");
     }
     if (path[1] == "repository") {
       if (path.size() == 3 && path[2] == "index") {
-        return post ? reply(repository_index_reply()) : fail(method_not_allowed(method, "POST"));
+        return post ? reply(repository_index_reply(request)) : refuse_method("POST");
       }
       if (path.size() == 5 && path[2] == "models" && (path[4] == "load" || path[4] == "unload")) {
-        if (!post) return fail(method_not_allowed(method, "POST"));
+        if (!post) return refuse_method("POST");
         return reply(path[4] == "load" ? load_reply(path[3]) : unload_reply(path[3]));
       }
       return not_found();
@@ -390,7 +406,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     if (path[1] != "models" || path.size() < 3) return not_found();
     if (path.size() == 3 && path[2] == "stats") {
       return get ? reply(statistics_reply(std::nullopt, std::nullopt))
-                 : fail(method_not_allowed(method, "GET"));
+                 : refuse_method("GET");
     }
 
     // /v2/models/<m>[/versions/<v>][/ready|/infer|/stats|/config]
@@ -407,20 +423,20 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     const std::string_view action = path.size() == next ? std::string_view{} : path[next];
     if (action.empty()) {
       return get ? reply(model_metadata_reply(name, version))
-                 : fail(method_not_allowed(method, "GET"));
+                 : refuse_method("GET");
     }
     if (action == "ready") {
       return get ? reply(model_ready_reply(name, version))
-                 : fail(method_not_allowed(method, "GET"));
+                 : refuse_method("GET");
     }
     if (action == "config") {
-      return get ? reply(config_reply(name, version)) : fail(method_not_allowed(method, "GET"));
+      return get ? reply(config_reply(name, version)) : refuse_method("GET");
     }
     if (action == "stats") {
-      return get ? reply(statistics_reply(name, version)) : fail(method_not_allowed(method, "GET"));
+      return get ? reply(statistics_reply(name, version)) : refuse_method("GET");
     }
     if (action == "infer") {
-      if (!post) return fail(method_not_allowed(method, "POST"));
+      if (!post) return refuse_method("POST");
       return infer(request, name, version, reply_coding, done, cancel);
     }
     return not_found();

@@ -1775,6 +1775,20 @@ result<model_ready> decode_model_ready(std::string_view json) {
   return out;
 }
 
+result<repository_index_request> decode_repository_index_request(std::string_view json) {
+  repository_index_request out;
+  if (json.find_first_not_of(" \t\r\n") == std::string_view::npos) return out;
+  const limits bounds;
+  status s = decode_small(json, "repository index request", bounds, [&](auto& doc, auto&& fields) {
+    return fields([&](std::string_view key, od::value v) {
+      if (key == "ready") return read_bool(doc, v, "ready", out.ready);
+      return walk_value(doc, v, 1);
+    });
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
 status decode_error(std::string_view json, int http_status) {
   std::string message;
   bool found = false;

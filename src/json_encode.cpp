@@ -413,6 +413,10 @@ std::string encode(const server_ready& ready) {
   return ready.ready ? R"({"ready":true})" : R"({"ready":false})";
 }
 
+std::string encode(const repository_index_request& request) {
+  return request.ready ? R"({"ready":true})" : "{}";
+}
+
 std::string encode(const model_ready& ready) {
   std::string text;
   json_out out{text};

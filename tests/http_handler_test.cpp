@@ -129,9 +129,14 @@ TEST_CASE("routing: unknown routes 404, wrong methods 405, the query is ignored"
   CHECK(s.send("GET", "/v3").status == 404);
   CHECK(s.send("GET", "/v2/models/simple/explode").status == 404);
   CHECK(s.send("GET", "/").status == 404);
-  CHECK(s.send("POST", "/v2/health/live").status == 405);
-  CHECK(s.send("GET", "/v2/models/simple/infer").status == 405);
-  CHECK(s.send("DELETE", "/v2/models/simple").status == 405);
+  const http_response post_to_get = s.send("POST", "/v2/health/live");
+  CHECK(post_to_get.status == 405);
+  CHECK(post_to_get.header("Allow") == "GET, HEAD");
+  CHECK(post_to_get.body() == R"({"error":"method POST is not allowed here; use GET"})");
+  const http_response get_to_post = s.send("GET", "/v2/models/simple/infer");
+  CHECK(get_to_post.status == 405);
+  CHECK(get_to_post.header("Allow") == "POST");
+  CHECK(s.send("DELETE", "/v2/models/simple").header("Allow") == "GET, HEAD");
   CHECK(s.send("GET", "/v2/health/live?verbose=1").status == 200);
   CHECK(s.send("GET", "/v2/models/sim%70le").status == 200);  // percent-decoded
   CHECK(s.send("GET", "/v2/models/sim%7").status == 400);
@@ -467,6 +472,32 @@ TEST_CASE("repository extension: index, load, unload") {
   CHECK(client.send("GET", "/v2/models/simple").status == 404);
   CHECK(client.send("POST", "/v2/repository/models/simple/unload").status == 404);
   CHECK(client.send("GET", "/v2/repository/index").status == 405);
+}
+
+TEST_CASE("repository index: the ready filter of the body, and bodies that are not one") {
+  oip::model_repository repository;
+  oip::executor workers{{1, 8}};
+  oip::http_handler handler{repository, workers};
+  oip::in_process_client client{handler};
+  repository.set_loader(std::make_shared<loader>());
+  REQUIRE(client.send("POST", "/v2/repository/models/scores/load").status == 200);
+  const std::string scores = R"({"name":"scores","version":"1","state":"READY","reason":""})";
+  const std::string simple = R"({"name":"simple","state":"UNAVAILABLE","reason":"unloaded"})";
+  CHECK(client.send("POST", "/v2/repository/index", R"({"ready":true})").body() ==
+        "[" + scores + "]");
+  for (const char* every : {"", " \n", "{}", R"({"ready":false})", R"({"other":[1,{"x":2}]})"}) {
+    CAPTURE(every);
+    const std::string listed = client.send("POST", "/v2/repository/index", every).body();
+    CHECK(listed.find(scores) != std::string::npos);
+    CHECK(listed.find(simple) != std::string::npos);
+  }
+  for (const char* bad : {"{", "[]", R"({"ready":"yes"})", R"({"ready":1})",
+                          R"({"ready":true,"ready":false})", R"({"ready":true} x)", "tru"}) {
+    CAPTURE(bad);
+    const http_response r = client.send("POST", "/v2/repository/index", bad);
+    CHECK(r.status == 400);
+    CHECK(r.body().find("repository index request") != std::string::npos);
+  }
 }
 
 TEST_CASE("the in-process client: the whole protocol path in a few lines") {

@@ -737,6 +737,18 @@ TEST_CASE("metadata, health and error objects, both directions") {
   CHECK(ready->name == "m");
   CHECK(ready->ready);
 
+  for (const bool only_ready : {false, true}) {
+    const std::string body = oip::encode(oip::repository_index_request{only_ready});
+    CHECK(body == (only_ready ? R"({"ready":true})" : "{}"));
+    CHECK(oip::decode_repository_index_request(body)->ready == only_ready);
+  }
+  CHECK_FALSE(oip::decode_repository_index_request("")->ready);
+  const oip::result<oip::repository_index_request> not_bool =
+      oip::decode_repository_index_request(R"({"ready":"true"})");
+  REQUIRE_FALSE(not_bool.ok());
+  CHECK(not_bool.error().code() == oip::errc::invalid_argument);
+  CHECK(not_bool.error().message().find("'ready'") != std::string::npos);
+
   const oip::status error =
       oip::decode_error(R"({"error":"Request for unknown model: 'x' is not found"})", 404);
   CHECK(error.code() == oip::errc::not_found);

@@ -94,6 +94,7 @@ struct request_format {
 [[nodiscard]] OIP_EXPORT std::string encode(const server_live& live);
 [[nodiscard]] OIP_EXPORT std::string encode(const server_ready& ready);
 [[nodiscard]] OIP_EXPORT std::string encode(const model_ready& ready);
+[[nodiscard]] OIP_EXPORT std::string encode(const repository_index_request& request);
 
 [[nodiscard]] OIP_EXPORT result<server_metadata> decode_server_metadata(std::string_view json,
                                                                         const limits& bounds = {});
@@ -102,6 +103,10 @@ struct request_format {
 [[nodiscard]] OIP_EXPORT result<server_live> decode_server_live(std::string_view json);
 [[nodiscard]] OIP_EXPORT result<server_ready> decode_server_ready(std::string_view json);
 [[nodiscard]] OIP_EXPORT result<model_ready> decode_model_ready(std::string_view json);
+/// An empty (or all-blank) body is the default request; `ready`, when present, must be a bool;
+/// other keys are ignored.
+[[nodiscard]] OIP_EXPORT result<repository_index_request> decode_repository_index_request(
+    std::string_view json);
 
 /// The status that an error reply reports: the code follows `http_status`, the message is the
 /// body's "error" (or says what is wrong with a body that is not `{"error": "..."}`).

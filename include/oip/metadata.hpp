@@ -58,6 +58,14 @@ struct server_ready {
   friend bool operator==(const server_ready&, const server_ready&) = default;
 };
 
+/// The body of Triton's `POST /v2/repository/index`: with `ready`, only the models that are ready
+/// are listed. An empty body asks for every model.
+struct repository_index_request {
+  bool ready = false;
+  friend bool operator==(const repository_index_request&,
+                         const repository_index_request&) = default;
+};
+
 /// `$ready_model_response`.
 struct model_ready {
   std::string name;
