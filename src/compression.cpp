@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -38,30 +40,53 @@ result<content_coding> parse_content_encoding(std::string_view value) {
       fmt::format("unsupported Content-Encoding '{}': gzip, deflate or identity", coding)};
 }
 
+namespace {
+
+// A qvalue (RFC 9110 12.4.2): 0 to 1 with at most three decimals; anything else is not one.
+std::optional<double> parse_qvalue(std::string_view text) {
+  if (text.empty() || text.size() > 5 || (text[0] != '0' && text[0] != '1')) return std::nullopt;
+  if (text.size() > 1 && text[1] != '.') return std::nullopt;
+  double q = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), q);
+  if (ec != std::errc{} || end != text.data() + text.size() || q > 1) return std::nullopt;
+  return q;
+}
+
+}  // namespace
+
 content_coding choose_response_coding(std::string_view accept_encoding) {
-  bool gzip = false;
-  bool deflate = false;
+  // The q of each coding named (or of `*`, for those not named); -1: not mentioned.
+  double gzip = -1;
+  double deflate = -1;
+  double identity = -1;
+  double any = -1;
   while (!accept_encoding.empty()) {
     const std::size_t comma = accept_encoding.find(',');
     std::string_view item = accept_encoding.substr(0, comma);
     accept_encoding = comma == std::string_view::npos ? "" : accept_encoding.substr(comma + 1);
-    double q = 1.0;
+    std::optional<double> q = 1.0;
     if (const std::size_t semicolon = item.find(';'); semicolon != std::string_view::npos) {
-      std::string_view parameter = trim(item.substr(semicolon + 1));
+      const std::string_view parameter = trim(item.substr(semicolon + 1));
       item = item.substr(0, semicolon);
-      if (parameter.size() > 2 && (parameter[0] == 'q' || parameter[0] == 'Q') &&
+      if (parameter.size() >= 2 && (parameter[0] == 'q' || parameter[0] == 'Q') &&
           parameter[1] == '=') {
-        q = std::strtod(std::string(parameter.substr(2)).c_str(), nullptr);
+        q = parse_qvalue(parameter.substr(2));
       }
     }
+    if (!q) continue;  // a malformed qvalue: the member is dropped
     item = trim(item);
-    if (q <= 0) continue;
-    if (equals_ignoring_case(item, "gzip") || equals_ignoring_case(item, "x-gzip")) gzip = true;
-    if (equals_ignoring_case(item, "deflate")) deflate = true;
+    if (equals_ignoring_case(item, "gzip") || equals_ignoring_case(item, "x-gzip")) gzip = *q;
+    if (equals_ignoring_case(item, "deflate")) deflate = *q;
+    if (equals_ignoring_case(item, "identity")) identity = *q;
+    if (item == "*") any = *q;
   }
-  if (gzip) return content_coding::gzip;
-  if (deflate) return content_coding::deflate;
-  return content_coding::identity;
+  if (gzip < 0) gzip = any;
+  if (deflate < 0) deflate = any;
+  // Uncompressed is always possible; it is chosen over a coding only when the client ranks it
+  // higher, or accepts no coding.
+  const double best = std::max(gzip, deflate);
+  if (best <= 0 || identity > best) return content_coding::identity;
+  return gzip >= deflate ? content_coding::gzip : content_coding::deflate;
 }
 
 std::string_view coding_name(content_coding coding) noexcept {

@@ -390,8 +390,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
       return get ? reply(server_metadata_reply()) : refuse_method("GET");
     }
     if (path[1] == "health" && path.size() == 3 && (path[2] == "live" || path[2] == "ready")) {
-      return get ? reply(health_reply(path[2] == "ready"))
-                 : refuse_method("GET");
+      return get ? reply(health_reply(path[2] == "ready")) : refuse_method("GET");
     }
     if (path[1] == "repository") {
       if (path.size() == 3 && path[2] == "index") {
@@ -405,8 +404,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     }
     if (path[1] != "models" || path.size() < 3) return not_found();
     if (path.size() == 3 && path[2] == "stats") {
-      return get ? reply(statistics_reply(std::nullopt, std::nullopt))
-                 : refuse_method("GET");
+      return get ? reply(statistics_reply(std::nullopt, std::nullopt)) : refuse_method("GET");
     }
 
     // /v2/models/<m>[/versions/<v>][/ready|/infer|/stats|/config]
@@ -422,12 +420,10 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     if (path.size() > next + 1) return not_found();
     const std::string_view action = path.size() == next ? std::string_view{} : path[next];
     if (action.empty()) {
-      return get ? reply(model_metadata_reply(name, version))
-                 : refuse_method("GET");
+      return get ? reply(model_metadata_reply(name, version)) : refuse_method("GET");
     }
     if (action == "ready") {
-      return get ? reply(model_ready_reply(name, version))
-                 : refuse_method("GET");
+      return get ? reply(model_ready_reply(name, version)) : refuse_method("GET");
     }
     if (action == "config") {
       return get ? reply(config_reply(name, version)) : refuse_method("GET");

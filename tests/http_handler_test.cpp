@@ -304,6 +304,31 @@ TEST_CASE("compression: gzip and deflate requests, compressed replies, 415, bomb
   CHECK(plain.status == 200);
   CHECK_FALSE(plain.header("Content-Encoding").has_value());
 
+  // The reply's coding follows the q-values: the highest accepted, gzip on a tie, none when the
+  // client ranks identity first or accepts no coding; a malformed qvalue drops its member.
+  const std::pair<const char*, const char*> choices[] = {
+      {"deflate;q=1, gzip;q=0.5", "deflate"},
+      {"gzip;q=0.5, deflate;q=0.5", "gzip"},
+      {"gzip;q=0.8, identity;q=0.9", ""},
+      {"identity, gzip;q=0.9", ""},
+      {"*", "gzip"},
+      {"*;q=0.5, gzip;q=0", "deflate"},
+      {"deflate;q=0.001", "deflate"},
+      {"gzip;q=0", ""},
+      {"gzip;q=2", ""},
+      {"gzip;q=nan", ""},
+      {"gzip;q=0.1234", ""},
+      {"br, GZIP ; q=0.7", "gzip"},
+      {"", ""},
+  };
+  for (const auto& [accept, coding] : choices) {
+    CAPTURE(accept);
+    const http_response r =
+        s.send("POST", "/v2/models/simple/infer", simple_body, {{"Accept-Encoding", accept}});
+    CHECK(r.status == 200);
+    CHECK(r.header("Content-Encoding").value_or("") == coding);
+  }
+
   check_error(s.send("POST", "/v2/models/simple/infer", simple_body, {{"Content-Encoding", "br"}}),
               415, "unsupported Content-Encoding 'br': gzip, deflate or identity");
   CHECK(s.send("POST", "/v2/models/simple/infer", "not gzip", {{"Content-Encoding", "gzip"}})

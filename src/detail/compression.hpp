@@ -17,8 +17,9 @@ enum class content_coding { identity, gzip, deflate };
 /// The coding named by a Content-Encoding value; 415 for anything but gzip, deflate, identity.
 [[nodiscard]] result<content_coding> parse_content_encoding(std::string_view value);
 
-/// The coding to answer with for an Accept-Encoding value: gzip, else deflate, when accepted
-/// (q > 0); identity otherwise.
+/// The coding to answer with for an Accept-Encoding value: the accepted coding (q > 0, named or
+/// covered by `*`) of the highest q, gzip on a tie; identity when none is accepted or the client
+/// ranks identity above them.
 [[nodiscard]] content_coding choose_response_coding(std::string_view accept_encoding);
 
 [[nodiscard]] std::string_view coding_name(content_coding coding) noexcept;
