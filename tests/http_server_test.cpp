@@ -298,6 +298,30 @@ TEST_CASE("transfer codings other than chunked are refused; chunk framing is bou
   CHECK(live->status == 200);
 }
 
+TEST_CASE("an HTTP/1.1 request without one Host field is a 400 that closes the connection") {
+  fixture f;
+  const std::pair<const char*, const char*> requests[] = {
+      {"GET /v2/health/live HTTP/1.1\r\n\r\n", "must have a Host"},
+      {"GET /v2/health/live HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", "more than one Host"},
+      {"GET /v2/health/live HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n", "more than one Host"},
+  };
+  for (const auto& [request, message] : requests) {
+    CAPTURE(request);
+    connection c{f.port};
+    c.send(std::string{request} + "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n");
+    const std::optional<reply> r = c.read_reply();
+    REQUIRE(r.has_value());
+    CHECK(r->status == 400);
+    CHECK(r->body.find(message) != std::string::npos);
+    CHECK_FALSE(c.read_reply().has_value());
+  }
+  connection c{f.port};
+  c.send("GET /v2/health/live HTTP/1.0\r\n\r\n");  // HTTP/1.0 needs none
+  const std::optional<reply> r = c.read_reply();
+  REQUIRE(r.has_value());
+  CHECK(r->status == 200);
+}
+
 TEST_CASE("limits: bodies over the limit 413 before reading, huge headers 431") {
   fixture f;
   {

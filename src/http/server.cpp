@@ -143,6 +143,7 @@ class session : public std::enable_shared_from_this<session> {
                          fmt::format("the request has {} header fields, above the limit of {}",
                                      fields, options().max_header_count)});
     }
+    if (status host = check_host(request); !host.ok()) return fail(host);
     if (status framing = check_transfer_encoding(request); !framing.ok()) return fail(framing);
     if (const auto length = parser_->content_length(); length && *length > body_limit()) {
       return fail(status{errc::payload_too_large,
@@ -160,6 +161,16 @@ class session : public std::enable_shared_from_this<session> {
       return;
     }
     read_body();
+  }
+
+  // RFC 9112, 3.2: an HTTP/1.1 request carries exactly one Host field (HTTP/1.0 predates it), and
+  // a server answers 400 to one that does not.
+  static status check_host(const bhttp::request<bhttp::buffer_body>& request) {
+    const std::size_t hosts = request.count(bhttp::field::host);
+    if (hosts == 1 || (hosts == 0 && request.version() < 11)) return {};
+    return status{errc::invalid_argument,
+                  hosts == 0 ? "an HTTP/1.1 request must have a Host header field"
+                             : "a request must not have more than one Host header field"};
   }
 
   // "chunked" is the one transfer coding read here. With any other, or with chunked not last, a
