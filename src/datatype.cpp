@@ -26,21 +26,31 @@ constexpr std::uint64_t packed_name(std::string_view name) noexcept {
   return packed;
 }
 
-constexpr auto packed_names = [] {
-  std::array<std::uint64_t, all_datatypes.size()> names{};
-  for (std::size_t i = 0; i < all_datatypes.size(); ++i) {
-    names[i] = packed_name(detail::traits(all_datatypes[i]).name);
-  }
-  return names;
-}();
+constexpr std::uint64_t packed(datatype type) noexcept {
+  return packed_name(detail::traits(type).name);
+}
 
 }  // namespace
 
 result<datatype> parse_datatype(std::string_view name) {
+  // A switch: the compiler searches the fourteen constants in a few comparisons.
   if (name.size() <= 7) {
-    const std::uint64_t packed = packed_name(name);
-    for (std::size_t i = 0; i < packed_names.size(); ++i) {
-      if (packed_names[i] == packed) return all_datatypes[i];
+    switch (packed_name(name)) {
+      case packed(datatype::boolean): return datatype::boolean;
+      case packed(datatype::uint8): return datatype::uint8;
+      case packed(datatype::uint16): return datatype::uint16;
+      case packed(datatype::uint32): return datatype::uint32;
+      case packed(datatype::uint64): return datatype::uint64;
+      case packed(datatype::int8): return datatype::int8;
+      case packed(datatype::int16): return datatype::int16;
+      case packed(datatype::int32): return datatype::int32;
+      case packed(datatype::int64): return datatype::int64;
+      case packed(datatype::fp16): return datatype::fp16;
+      case packed(datatype::bf16): return datatype::bf16;
+      case packed(datatype::fp32): return datatype::fp32;
+      case packed(datatype::fp64): return datatype::fp64;
+      case packed(datatype::bytes): return datatype::bytes;
+      default: break;
     }
   }
   return find_datatype(name, &detail::datatype_traits::name, "datatype");

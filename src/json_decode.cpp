@@ -1276,12 +1276,14 @@ status read_tensors(const document_context& doc, od::value value, std::string_vi
 
 namespace detail {
 struct checked_tensor_parts {
-  // Parts that tensor::make would accept: `count` is the shape's element count, and `data` holds
-  // that many elements of the fixed-size `type`.
-  static tensor make(std::string name, datatype type, shape_type shape, std::uint64_t count,
-                     buffer data) noexcept {
+  // Appends a tensor of parts that tensor::make would accept: `count` is the shape's element
+  // count, and `data` holds that many elements of the fixed-size `type`. Built in place: no
+  // temporary tensor is moved into the vector.
+  static void append(std::vector<tensor>& tensors, std::string_view name, datatype type,
+                     shape_type&& shape, std::uint64_t count, buffer&& data, parameters&& params) {
     assert(!is_bytes(type) && data.size() == count * element_size(type));
-    return tensor{std::move(name), type, std::move(shape), count, std::move(data)};
+    tensors.emplace_back(checked_parts_key{}, name, type, std::move(shape), count, std::move(data),
+                         std::move(params));
   }
 };
 }  // namespace detail
@@ -1325,15 +1327,20 @@ template <std::size_t n>
   return bit;
 }
 
-bool read_usual_shape(od::value& value, shape_type& shape) {
+// The shape and its element count; false for a negative dimension or a count that overflows
+// (which the general reader words).
+bool read_usual_shape(od::value& value, shape_type& shape, std::uint64_t& count) {
   od::array array;
   if (value.get_array().get(array) != error_code::SUCCESS) return false;
+  count = 1;
+  bool overflow = false;
   for (auto dim_result : array) {
     std::int64_t dim = 0;
     if (dim_result.get_int64().get(dim) != error_code::SUCCESS || dim < 0) return false;
+    overflow = __builtin_mul_overflow(count, static_cast<std::uint64_t>(dim), &count) || overflow;
     shape.push_back(dim);
   }
-  return true;
+  return !overflow;
 }
 
 // The most inputs, and requested outputs, that the usual reader takes.
@@ -1378,10 +1385,7 @@ bool read_usual_input(const document_context& doc, od::value& value, std::size_t
       type = *parsed;
     } else if (key == shape_key) {
       shape.reserve(4);
-      if (!read_usual_shape(v, shape)) return false;
-      result<std::uint64_t> elements = element_count(shape);
-      if (!elements || *elements > doc.bounds->max_elements) return false;
-      count = *elements;
+      if (!read_usual_shape(v, shape, count) || count > doc.bounds->max_elements) return false;
     } else if (key == parameters_key) {
       if (!read_parameters(doc, v, 3, params).ok()) return false;
       if (!take_binary_data_size(params, "input", name, binary_size).ok()) return false;
@@ -1420,9 +1424,8 @@ bool read_usual_input(const document_context& doc, od::value& value, std::size_t
     return true;
   }
   // Fixed-size data was sized from the shape just read (JSON) or checked against it (binary).
-  inputs.push_back(detail::checked_tensor_parts::make(std::string{name}, type, std::move(shape),
-                                                      count, std::move(data)));
-  inputs.back().parameters() = std::move(params);
+  detail::checked_tensor_parts::append(inputs, name, type, std::move(shape), count, std::move(data),
+                                       std::move(params));
   return true;
 }
 

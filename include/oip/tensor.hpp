@@ -98,6 +98,13 @@ class bytes_elements {
 
 namespace detail {
 struct checked_tensor_parts;  // the decoder's way to a tensor whose parts it has checked itself
+
+/// The key to `tensor`'s constructor from checked parts: only the decoder can make one, so that it
+/// can build a tensor in place in a vector (`emplace_back` needs a public constructor).
+class checked_parts_key {
+  friend struct checked_tensor_parts;
+  checked_parts_key() = default;
+};
 }  // namespace detail
 
 /// A named tensor: datatype, shape, parameters and bytes. A tensor is always consistent: its
@@ -113,6 +120,18 @@ struct checked_tensor_parts;  // the decoder's way to a tensor whose parts it ha
 class OIP_EXPORT tensor {
  public:
   tensor() = default;
+
+  /// The decoder's constructor, from parts it has checked: `count` is the shape's element count
+  /// and `data` holds that many elements of the fixed-size `type`. Not for other callers (its key
+  /// cannot be made elsewhere): use `make`.
+  tensor(detail::checked_parts_key /*key*/, std::string_view name, datatype type,
+         shape_type&& shape, std::uint64_t count, buffer&& data, oip::parameters&& parameters)
+      : name_{name},
+        type_{type},
+        shape_{std::move(shape)},
+        element_count_{count},
+        parameters_{std::move(parameters)},
+        data_{std::move(data)} {}
 
   /// A tensor over `data`, which is not copied. Fails with `errc::invalid_argument` when the shape
   /// is invalid or the bytes do not match it.
@@ -161,7 +180,6 @@ class OIP_EXPORT tensor {
   }
 
  private:
-  friend struct detail::checked_tensor_parts;
   // What make() builds once it has checked the parts (the default shape is not allocated first).
   tensor(std::string name, datatype type, shape_type shape, std::uint64_t element_count,
          buffer data) noexcept
