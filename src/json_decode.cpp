@@ -803,9 +803,10 @@ status element_count_mismatch(const tensor_context& t, const shape_type& shape,
                             t.role, t.name, to_string(shape), expected, actual)};
 }
 
-// Decodes `data` into a new buffer of `expected` elements of t.type.
-result<buffer> decode_data(const tensor_context& t, od::value data, std::size_t depth,
-                           const shape_type& shape, std::uint64_t expected, std::size_t json_size) {
+// Decodes `data` into `out`, a new buffer of `expected` elements of t.type.
+status decode_data(const tensor_context& t, od::value data, std::size_t depth,
+                   const shape_type& shape, std::uint64_t expected, std::size_t json_size,
+                   buffer& out) {
   if (t.type == datatype::bytes) {
     // Elements are appended in the BYTES format as they are read; the string becomes the buffer.
     std::string elements;
@@ -824,7 +825,8 @@ result<buffer> decode_data(const tensor_context& t, od::value data, std::size_t 
     if (status s = read_leaves(t, data, depth, counter, read_string_leaf); !s.ok()) return s;
     const std::uint64_t count = counter.count;
     if (count != expected) return element_count_mismatch(t, shape, expected, count);
-    return buffer::from_string(std::move(elements));
+    out = buffer::from_string(std::move(elements));
+    return {};
   }
   // Each leaf takes at least one byte of JSON: more elements than JSON bytes cannot match, so
   // count them without allocating.
@@ -834,7 +836,8 @@ result<buffer> decode_data(const tensor_context& t, od::value data, std::size_t 
   leaf_sink sink{storage->data(), capacity, 0};
   if (status s = decode_leaves(t, data, depth, sink); !s.ok()) return s;
   if (sink.count != expected) return element_count_mismatch(t, shape, expected, sink.count);
-  return buffer{std::move(*storage)};
+  out = buffer{std::move(*storage)};
+  return {};
 }
 
 // --- tensors in a request or response
@@ -945,10 +948,7 @@ status read_tensor(const document_context& doc, od::value value, std::size_t dep
         result<std::uint64_t> count = element_count(*out.shape);
         if (!count) return status{};                             // reported with the shape below
         if (*count > doc.bounds->max_elements) return status{};  // reported below
-        result<buffer> data = decode_data(t, v, depth + 1, *out.shape, *count, json_size);
-        if (!data) return std::move(data).error();
-        out.data = std::move(*data);
-        return status{};
+        return decode_data(t, v, depth + 1, *out.shape, *count, json_size, out.data);
       }
       od::array array;
       if (error_code e = v.get_array().get(array)) return malformed_at(doc, e, v);
@@ -1155,10 +1155,10 @@ result<buffer> decode_deferred_data(const tensor_context& t, std::string_view ra
   od::value root;
   if (error_code e = doc.get_value().get(root)) return malformed(*t.doc, e, raw.data());
   // Offsets in messages stay relative to the outer document.
-  result<buffer> data = decode_data(t, root, 1, shape, expected, raw.size());
-  if (const char* trailing = nullptr;
-      data && doc.current_location().get(trailing) == error_code::SUCCESS) {
-    data = malformed(*t.doc, error_code::TRAILING_CONTENT, trailing);
+  buffer data;
+  if (status s = decode_data(t, root, 1, shape, expected, raw.size(), data); !s.ok()) return s;
+  if (const char* trailing = nullptr; doc.current_location().get(trailing) == error_code::SUCCESS) {
+    return malformed(*t.doc, error_code::TRAILING_CONTENT, trailing);
   }
   return data;
 }
@@ -1392,9 +1392,7 @@ bool read_usual_input(const document_context& doc, od::value& value, std::size_t
     } else {  // data, after the datatype and shape that say how to read it
       if ((seen & (datatype_key | shape_key)) != (datatype_key | shape_key)) return false;
       const tensor_context t{&doc, "input", name, type};
-      result<buffer> decoded = decode_data(t, v, 3, shape, count, json_size);
-      if (!decoded) return false;
-      data = std::move(*decoded);
+      if (!decode_data(t, v, 3, shape, count, json_size, data).ok()) return false;
     }
   }
   if ((seen & (name_key | datatype_key | shape_key)) != (name_key | datatype_key | shape_key) ||
