@@ -1553,9 +1553,11 @@ result<body_parts> split_body(const buffer& body, std::optional<std::size_t> hea
 
 }  // namespace
 
-result<inference_request> decode_request(const buffer& body,
-                                         std::optional<std::size_t> header_length,
-                                         const limits& bounds, std::string_view model_name) {
+namespace {
+
+status decode_request_into(const buffer& body, std::optional<std::size_t> header_length,
+                           const limits& bounds, std::string_view model_name,
+                           inference_request& request) {
   if (header_length && *header_length == 0) {
     return status{errc::invalid_argument,
                   "a raw binary request (Inference-Header-Content-Length: 0) needs the model's "
@@ -1567,8 +1569,7 @@ result<inference_request> decode_request(const buffer& body,
   const padded_json json{parts->json, parts->json_size, parts->readable_after};
   const char* document_end = json.data + json.size;
 
-  inference_request request;
-  if (read_usual_request(doc, json, parts->binary, request)) return request;
+  if (read_usual_request(doc, json, parts->binary, request)) return {};
   request = inference_request{};
   std::vector<parsed_tensor> inputs;
   bool has_inputs = false;
@@ -1591,7 +1592,20 @@ result<inference_request> decode_request(const buffer& body,
   result<std::vector<tensor>> tensors = assemble_tensors(doc, "input", inputs, parts->binary);
   if (!tensors) return std::move(tensors).error();
   request.inputs = std::move(*tensors);
-  return request;
+  return {};
+}
+
+}  // namespace
+
+result<inference_request> decode_request(const buffer& body,
+                                         std::optional<std::size_t> header_length,
+                                         const limits& bounds, std::string_view model_name) {
+  // Decoded in place in the result that is returned (one object, so no move of the request).
+  result<inference_request> decoded{inference_request{}};
+  if (status s = decode_request_into(body, header_length, bounds, model_name, *decoded); !s.ok()) {
+    decoded = std::move(s);
+  }
+  return decoded;
 }
 
 result<inference_response> decode_response(const buffer& body,
