@@ -1478,9 +1478,16 @@ bool read_usual_request(document_context& doc, const padded_json& json, const bu
   constexpr unsigned inputs_key = 4U;
   constexpr unsigned outputs_key = 8U;
   const parser_lease parser{0, json.size};
+  doc.begin = json.data;
+  doc.end = json.data + json.size;
   od::document document;
   od::object root;
-  if (!open_document(doc, json, parser.get(), document, root).ok()) return false;
+  // The document's get_object() checks that the root object is closed (see open_document).
+  if (parser.get().iterate(json.data, json.size, json.capacity).get(document) !=
+          error_code::SUCCESS ||
+      document.get_object().get(root) != error_code::SUCCESS) {
+    return false;
+  }
   unsigned seen = 0;
   std::size_t binary_offset = 0;
   for (auto field_result : root) {
