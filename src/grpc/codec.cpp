@@ -18,6 +18,15 @@ using contents_message = inference::InferTensorContents;
 
 status invalid(std::string message) { return status{errc::invalid_argument, std::move(message)}; }
 
+// The first name that two of `messages` (tensors or requested outputs) share, if any.
+template <class Messages>
+std::optional<std::string_view> repeated_name(const Messages& messages) {
+  std::vector<std::string_view> names;
+  names.reserve(static_cast<std::size_t>(messages.size()));
+  for (const auto& message : messages) names.push_back(message.name());
+  return detail::find_duplicate(names);
+}
+
 // --- parameters ----------------------------------------------------------------------------------
 
 inference::InferParameter to_message(const parameter_value& value) {
@@ -252,10 +261,7 @@ result<std::vector<tensor>> decode_tensors(const Tensors& messages,
     return invalid(fmt::format("expected {} raw_{}_contents, one for each {}, got {}",
                                messages.size(), role, role, raw.size()));
   }
-  std::vector<std::string_view> names;
-  names.reserve(static_cast<std::size_t>(messages.size()));
-  for (const auto& message : messages) names.push_back(message.name());
-  if (const std::optional<std::string_view> twin = detail::find_duplicate(names)) {
+  if (const std::optional<std::string_view> twin = repeated_name(messages)) {
     return invalid(fmt::format("duplicate {} name '{}'", role, *twin));
   }
   std::vector<tensor> out;
@@ -320,13 +326,10 @@ result<inference_request> decode_request(inference::ModelInferRequest& message,
       message.inputs(), *message.mutable_raw_input_contents(), "input", model, bounds);
   if (!inputs) return std::move(inputs).error();
   request.inputs = std::move(*inputs);
-  std::vector<std::string_view> names;
-  names.reserve(static_cast<std::size_t>(message.outputs().size()));
-  for (const auto& output : message.outputs()) names.push_back(output.name());
-  if (const std::optional<std::string_view> twin = detail::find_duplicate(names)) {
+  if (const std::optional<std::string_view> twin = repeated_name(message.outputs())) {
     return invalid(fmt::format("duplicate requested output name '{}'", *twin));
   }
-  request.outputs.reserve(names.size());
+  request.outputs.reserve(static_cast<std::size_t>(message.outputs().size()));
   for (const auto& output : message.outputs()) {
     result<parameters> output_params = decode_parameters(output.parameters(), output.name());
     if (!output_params) return std::move(output_params).error();
