@@ -65,9 +65,15 @@ content_coding choose_response_coding(std::string_view accept_encoding) {
     std::string_view item = accept_encoding.substr(0, comma);
     accept_encoding = comma == std::string_view::npos ? "" : accept_encoding.substr(comma + 1);
     std::optional<double> q = 1.0;
+    std::string_view parameters;
     if (const std::size_t semicolon = item.find(';'); semicolon != std::string_view::npos) {
-      const std::string_view parameter = trim(item.substr(semicolon + 1));
+      parameters = item.substr(semicolon + 1);
       item = item.substr(0, semicolon);
+    }
+    while (!parameters.empty()) {  // the q among the member's parameters; the others are ignored
+      const std::size_t semicolon = parameters.find(';');
+      const std::string_view parameter = trim(parameters.substr(0, semicolon));
+      parameters = semicolon == std::string_view::npos ? "" : parameters.substr(semicolon + 1);
       if (parameter.size() >= 2 && (parameter[0] == 'q' || parameter[0] == 'Q') &&
           parameter[1] == '=') {
         q = parse_qvalue(parameter.substr(2));

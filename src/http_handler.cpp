@@ -245,7 +245,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     if (!body) return error_reply(body.error());
     const std::span<const std::byte> bytes = body->bytes();
     result<repository_index_request> filter = decode_repository_index_request(
-        {reinterpret_cast<const char*>(bytes.data()), bytes.size()});
+        {reinterpret_cast<const char*>(bytes.data()), bytes.size()}, options.bounds);
     if (!filter) return error_reply(filter.error());
     std::string out = "[";
     for (const model_index_entry& entry : service.repository_index()) {

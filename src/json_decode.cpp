@@ -1327,8 +1327,8 @@ template <std::size_t n>
   return bit;
 }
 
-// The shape and its element count; false for a negative dimension or a count that overflows
-// (which the general reader words).
+// The shape and its element count; false for a negative dimension or a product that overflows
+// (the general reader then decides: a zero dimension makes the count 0, else it is an error).
 bool read_usual_shape(od::value& value, shape_type& shape, std::uint64_t& count) {
   od::array array;
   if (value.get_array().get(array) != error_code::SUCCESS) return false;
@@ -1797,10 +1797,10 @@ result<model_ready> decode_model_ready(std::string_view json) {
   return out;
 }
 
-result<repository_index_request> decode_repository_index_request(std::string_view json) {
+result<repository_index_request> decode_repository_index_request(std::string_view json,
+                                                                 const limits& bounds) {
   repository_index_request out;
   if (json.find_first_not_of(" \t\r\n") == std::string_view::npos) return out;
-  const limits bounds;
   status s = decode_small(json, "repository index request", bounds, [&](auto& doc, auto&& fields) {
     return fields([&](std::string_view key, od::value v) {
       if (key == "ready") return read_bool(doc, v, "ready", out.ready);

@@ -137,6 +137,7 @@ TEST_CASE("routing: unknown routes 404, wrong methods 405, the query is ignored"
   CHECK(get_to_post.status == 405);
   CHECK(get_to_post.header("Allow") == "POST");
   CHECK(s.send("DELETE", "/v2/models/simple").header("Allow") == "GET, HEAD");
+  CHECK(s.send("HEAD", "/v2/models/simple/infer").header("Allow") == "POST");
   CHECK(s.send("GET", "/v2/health/live?verbose=1").status == 200);
   CHECK(s.send("GET", "/v2/models/sim%70le").status == 200);  // percent-decoded
   CHECK(s.send("GET", "/v2/models/sim%7").status == 400);
@@ -319,6 +320,10 @@ TEST_CASE("compression: gzip and deflate requests, compressed replies, 415, bomb
       {"gzip;q=nan", ""},
       {"gzip;q=0.1234", ""},
       {"br, GZIP ; q=0.7", "gzip"},
+      {"gzip;q=0.5;x=1, deflate;q=0.4", "gzip"},
+      {"gzip;x=1;q=0.3, deflate;q=0.4", "deflate"},
+      {"*;q=0, gzip", "gzip"},
+      {"identity;q=0.5, gzip;q=0.5", "gzip"},
       {"", ""},
   };
   for (const auto& [accept, coding] : choices) {
@@ -510,6 +515,10 @@ TEST_CASE("repository index: the ready filter of the body, and bodies that are n
   const std::string simple = R"({"name":"simple","state":"UNAVAILABLE","reason":"unloaded"})";
   CHECK(client.send("POST", "/v2/repository/index", R"({"ready":true})").body() ==
         "[" + scores + "]");
+  CHECK(client
+            .send("POST", "/v2/repository/index", gzip(R"({"ready":true})"),
+                  {{"Content-Encoding", "gzip"}})
+            .body() == "[" + scores + "]");
   for (const char* every : {"", " \n", "{}", R"({"ready":false})", R"({"other":[1,{"x":2}]})"}) {
     CAPTURE(every);
     const std::string listed = client.send("POST", "/v2/repository/index", every).body();

@@ -474,7 +474,11 @@ TEST_CASE("the usual form and the general reader decode alike") {
           R"({"inputs":[{"name":"\u0078","shape":[1],"datatype":"INT32","data":[1]}]})",
           R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[1],"extra":[1]}]})",
           R"({"inputs":[{"name":"x","shape":[1],"datatype":"UINT8","data":[-0]}]})",
+          // a product that overflows before a zero dimension: no elements
+          R"({"inputs":[{"name":"z","shape":[4294967296,4294967296,0],"datatype":"INT32","data":[]}]})",
           // refused by both
+          R"({"inputs":[{"name":"z","shape":[4294967296,4294967296,-1],"datatype":"INT32","data":[]}]})",
+          R"({"inputs":[{"name":"z","shape":[4294967296,4294967296],"datatype":"INT32","data":[]}]})",
           R"({})",
           R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3]}]})",
           R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3,4,5]}]})",
@@ -500,6 +504,13 @@ TEST_CASE("the usual form and the general reader decode alike") {
       }) {
     check_both_readers_agree(json);
   }
+  const oip::result<oip::inference_request> no_elements = oip::decode_request(
+      body_of(R"({"inputs":[{"name":"z","shape":[4294967296,4294967296,0],"datatype":"INT32",)"
+              R"("data":[]}]})"),
+      std::nullopt);
+  REQUIRE(no_elements.ok());
+  CHECK(no_elements->inputs[0].element_count() == 0);
+  CHECK(no_elements->inputs[0].data().size() == 0);
 
   // Integer data at the edges of each type's range and of the JSON number grammar.
   for (const auto& [type, data] : std::vector<std::pair<std::string, std::string>>{

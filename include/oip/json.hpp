@@ -106,7 +106,7 @@ struct request_format {
 /// An empty (or all-blank) body is the default request; `ready`, when present, must be a bool;
 /// other keys are ignored.
 [[nodiscard]] OIP_EXPORT result<repository_index_request> decode_repository_index_request(
-    std::string_view json);
+    std::string_view json, const limits& bounds = {});
 
 /// The status that an error reply reports: the code follows `http_status`, the message is the
 /// body's "error" (or says what is wrong with a body that is not `{"error": "..."}`).

@@ -287,7 +287,7 @@ class stream_reactor final : public stream_reactor_base {
     } else {
       ::grpc::ByteBuffer error = error_reply(parsed, "");
       const std::lock_guard lock{shared_->mutex};
-      reply(std::move(error));
+      reply(error);
     }
     const std::lock_guard lock{shared_->mutex};
     if (shared_->finished) return;
@@ -327,10 +327,11 @@ class stream_reactor final : public stream_reactor_base {
     delete this;
   }
 
-  // Queues a serialized reply (from any thread); the caller holds the shared mutex.
-  void reply(::grpc::ByteBuffer message) {
+  // Queues a serialized reply (from any thread), taking its contents; the caller holds the shared
+  // mutex. (grpc++'s ByteBuffer has no move operations: a "move" would copy it.)
+  void reply(::grpc::ByteBuffer& message) {
     if (shared_->finished) return;
-    shared_->replies.push_back(std::move(message));
+    shared_->replies.emplace_back().Swap(&message);
     write_next();
   }
 
@@ -343,7 +344,7 @@ class stream_reactor final : public stream_reactor_base {
     if (!admitted) {
       ::grpc::ByteBuffer error = error_reply(admitted.error(), id);
       const std::lock_guard lock{shared_->mutex};
-      reply(std::move(error));
+      reply(error);
       return;
     }
     {
@@ -359,11 +360,14 @@ class stream_reactor final : public stream_reactor_base {
                        : response.error();
           ::grpc::ByteBuffer bytes;
           if (encoded.ok()) encoded = serialize(reply_message, bytes);
-          if (!encoded.ok()) bytes = error_reply(encoded, id);
+          if (!encoded.ok()) {
+            ::grpc::ByteBuffer error = error_reply(encoded, id);
+            bytes.Swap(&error);
+          }
           const std::lock_guard lock{shared->mutex};
           --shared->running;
           if (shared->reactor == nullptr) return;
-          shared->reactor->reply(std::move(bytes));
+          shared->reactor->reply(bytes);
           shared->reactor->resume_reading();
           shared->reactor->finish_if_done();
         },

@@ -91,7 +91,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   timeval wait{10, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
   send_all(fd, data, size);
-  constexpr std::string_view last = "GET /v2/health/live HTTP/1.1\r\nConnection: close\r\n\r\n";
+  constexpr std::string_view last =
+      "GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
   send_all(fd, reinterpret_cast<const std::uint8_t*>(last.data()), last.size());
   std::string reply;
   char chunk[4096];
