@@ -1277,11 +1277,12 @@ status read_tensors(const document_context& doc, od::value value, std::string_vi
 namespace detail {
 struct checked_tensor_parts {
   // Appends a tensor of parts that tensor::make would accept: `count` is the shape's element
-  // count, and `data` holds that many elements of the fixed-size `type`. Built in place: no
-  // temporary tensor is moved into the vector.
+  // count, and `data` holds that many elements of `type` (BYTES elements validated). Built in
+  // place: no temporary tensor is moved into the vector.
   static void append(std::vector<tensor>& tensors, std::string_view name, datatype type,
                      shape_type&& shape, std::uint64_t count, buffer&& data, parameters&& params) {
-    assert(!is_bytes(type) && data.size() == count * element_size(type));
+    assert(is_bytes(type) ? validate_bytes_elements(data.bytes(), count, name).ok()
+                          : data.size() == count * element_size(type));
     tensors.emplace_back(checked_parts_key{}, name, type, std::move(shape), count, std::move(data),
                          std::move(params));
   }
@@ -1414,14 +1415,9 @@ bool read_usual_input(const document_context& doc, od::value& value, std::size_t
   for (const tensor& earlier : inputs) {
     if (earlier.name() == name) return false;
   }
-  if (is_bytes(type)) {
-    result<tensor> made = tensor::make(std::string{name}, type, std::move(shape), std::move(data));
-    if (!made) return false;
-    made->parameters() = std::move(params);
-    inputs.push_back(std::move(*made));
-    return true;
-  }
-  // Fixed-size data was sized from the shape just read (JSON) or checked against it (binary).
+  // Fixed-size data was sized from the shape just read (JSON) or checked against it (binary);
+  // BYTES data must hold exactly `count` elements.
+  if (is_bytes(type) && !validate_bytes_elements(data.bytes(), count, name).ok()) return false;
   detail::checked_tensor_parts::append(inputs, name, type, std::move(shape), count, std::move(data),
                                        std::move(params));
   return true;
