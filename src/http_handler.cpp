@@ -243,9 +243,8 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
   http_response repository_index_reply(const http_request& request) const {
     result<buffer> body = plain_body(request);
     if (!body) return error_reply(body.error());
-    const std::span<const std::byte> bytes = body->bytes();
-    result<repository_index_request> filter = decode_repository_index_request(
-        {reinterpret_cast<const char*>(bytes.data()), bytes.size()}, options.bounds);
+    result<repository_index_request> filter =
+        decode_repository_index_request(body->as_string_view(), options.bounds);
     if (!filter) return error_reply(filter.error());
     std::string out = "[";
     for (const model_index_entry& entry : service.repository_index()) {

@@ -122,8 +122,8 @@ class OIP_EXPORT tensor {
   tensor() = default;
 
   /// The decoder's constructor, from parts it has checked: `count` is the shape's element count
-  /// and `data` holds that many elements of the fixed-size `type`. Not for other callers (its key
-  /// cannot be made elsewhere): use `make`.
+  /// and `data` holds that many elements of `type` (valid BYTES elements for BYTES). Not for other
+  /// callers (its key cannot be made elsewhere): use `make`.
   tensor(detail::checked_parts_key /*key*/, std::string_view name, datatype type,
          shape_type&& shape, std::uint64_t count, buffer&& data, oip::parameters&& parameters)
       : name_{name},
