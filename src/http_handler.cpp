@@ -7,6 +7,7 @@
 #include <oip/http_handler.hpp>
 #include <oip/json.hpp>
 #include <oip/log.hpp>
+#include <oip/shared_memory.hpp>
 #include <oip/version.hpp>
 
 #include <algorithm>
@@ -267,6 +268,65 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     return json_reply(200, "{}");
   }
 
+  // --- the system shared-memory extension (and CUDA's, which oip does not offer) ----------------
+
+  // /v2/systemsharedmemory[/region/<name>]/(status|register|unregister)
+  http_response system_shared_memory_reply(const http_request& request,
+                                           std::optional<std::string_view> region,
+                                           std::string_view action) const {
+    shared_memory_registry* regions = service.shared_memory();
+    if (regions == nullptr) return error_reply(shared_memory_off());
+    if (action == "status") {
+      result<std::vector<shared_memory_region>> found = regions->regions(region);
+      if (!found) return error_reply(found.error());
+      return json_reply(200, encode(*found));
+    }
+    if (action == "unregister") {
+      if (region) {
+        regions->unregister(*region);
+      } else {
+        regions->unregister_all();
+      }
+      return json_reply(200, "");
+    }
+    if (!region) {
+      return error_reply(
+          status{errc::invalid_argument,
+                 "'region name' is necessary to register system shared memory region"});
+    }
+    result<buffer> body = plain_body(request);
+    if (!body) return error_reply(body.error());
+    result<shared_memory_region> wanted =
+        decode_shared_memory_register(body->as_string_view(), std::string{*region}, options.bounds);
+    if (!wanted) return error_reply(wanted.error());
+    if (status s = regions->register_region(std::move(wanted->name), std::move(wanted->key),
+                                            wanted->offset, wanted->byte_size);
+        !s.ok()) {
+      return error_reply(s);
+    }
+    return json_reply(200, "");
+  }
+
+  // CUDA shared memory needs a device handle from the client's process: no region can be
+  // registered, so the status is empty and unregistering succeeds (perf_analyzer unregisters
+  // every region, CUDA's included, before it starts).
+  static http_response cuda_shared_memory_reply(std::optional<std::string_view> region,
+                                                std::string_view action) {
+    if (action == "status") {
+      if (!region) return json_reply(200, "[]");
+      return error_reply(status{
+          errc::not_found, fmt::format("Unable to find cuda shared memory region: '{}'", *region)});
+    }
+    if (action == "unregister") return json_reply(200, "");
+    return error_reply(status{errc::not_implemented,
+                              "CUDA shared memory is not supported by this server; use system "
+                              "shared memory"});
+  }
+
+  static status shared_memory_off() {
+    return status{errc::not_found, "this server does not offer the system shared-memory extension"};
+  }
+
   http_response unload_reply(const std::string& name) const {
     if (status s = service.unload(name); !s.ok()) return error_reply(s);
     return json_reply(200, "{}");
@@ -313,17 +373,40 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
           *body, raw_input_spec{input.name, input.type, input.shape, config.max_batch_size > 0},
           options.bounds);
     } else {
-      decoded = decode_request(*body, header_length, options.bounds, name);
+      decoded = decode_request(*body, header_length, options.bounds, name, service.shared_memory());
     }
     if (!decoded) return refuse(decoded.error());
+    result<std::vector<shared_memory_output>> to_shared_memory =
+        take_shared_memory_outputs(*decoded);
+    if (!to_shared_memory) return refuse(to_shared_memory.error());
+    if (!to_shared_memory->empty() && service.shared_memory() == nullptr) {
+      return refuse(status{
+          errc::invalid_argument,
+          fmt::format("output '{}' names shared memory region '{}', but this "
+                      "server does not offer the shared-memory extension",
+                      to_shared_memory->front().name, to_shared_memory->front().place.region)});
+    }
     result<response_format> format = response_format::from_request(*decoded);
     if (!format) return refuse(format.error());
     if (raw) format->binary_by_default = true;
+    for (const shared_memory_output& output : *to_shared_memory) {
+      format->shared_memory_outputs.push_back(output.name);
+    }
 
     service.infer(
         std::move(*lease), std::move(*decoded), cancel,
         [self = shared_from_this(), format = std::move(*format), reply_coding,
+         to_shared_memory = std::move(*to_shared_memory),
          done = std::move(done)](const result<inference_response>& response) {
+          if (response && !to_shared_memory.empty()) {
+            const status written =
+                self->service.shared_memory()->write_outputs(to_shared_memory, *response);
+            if (!written.ok()) {
+              log_request_failure(written, fmt::format("model '{}'", response->model_name),
+                                  response->id.value_or(""));
+              return done(self->finish_reply(error_reply(written), reply_coding));
+            }
+          }
           done(self->finish_reply(reply_of(response, format), reply_coding));
         },
         received);
@@ -400,6 +483,21 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
         return reply(path[4] == "load" ? load_reply(path[3]) : unload_reply(path[3]));
       }
       return not_found();
+    }
+    if (path[1] == "systemsharedmemory" || path[1] == "cudasharedmemory") {
+      // [/region/<name>]/(status|register|unregister)
+      const bool named = path.size() == 5 && path[2] == "region";
+      if (!(named || path.size() == 3)) return not_found();
+      const std::string& action = path.back();
+      if (action != "status" && action != "register" && action != "unregister") {
+        return not_found();
+      }
+      if (action == "status" ? !get : !post)
+        return refuse_method(action == "status" ? "GET" : "POST");
+      const std::optional<std::string_view> region =
+          named ? std::optional<std::string_view>{path[3]} : std::nullopt;
+      if (path[1] == "cudasharedmemory") return reply(cuda_shared_memory_reply(region, action));
+      return reply(system_shared_memory_reply(request, region, action));
     }
     if (path[1] != "models" || path.size() < 3) return not_found();
     if (path.size() == 3 && path[2] == "stats") {

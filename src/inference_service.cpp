@@ -376,10 +376,12 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   };
   std::mutex extras_mutex;
   std::map<const model*, model_extras> extras;
+  std::unique_ptr<shared_memory_registry> regions;  // when the extension is offered
 
   state(model_repository& r, executor& w, server_options o)
       : repository{r}, workers{w}, options{std::move(o)} {
     if (options.version.empty()) options.version = std::string{oip::version_string};
+    if (options.shared_memory) regions = std::make_unique<shared_memory_registry>();
   }
 
   // The extras of the lease's model, made by `make` when it has none yet.
@@ -688,7 +690,12 @@ server_metadata inference_service::metadata() const {
   m.version = state_->options.version;
   m.extensions = {"binary_tensor_data", "classification", "model_configuration", "model_repository",
                   "parameters",         "sequence",       "sequence(string_id)", "statistics"};
+  if (state_->regions) m.extensions.emplace_back("system_shared_memory");
   return m;
+}
+
+shared_memory_registry* inference_service::shared_memory() const noexcept {
+  return state_->regions.get();
 }
 
 bool inference_service::ready() const { return state_->repository.all_ready(); }

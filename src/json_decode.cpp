@@ -6,6 +6,7 @@
 #include "detail/find_duplicate.hpp"
 
 #include <oip/json.hpp>
+#include <oip/shared_memory.hpp>
 
 #include <algorithm>
 #include <array>
@@ -46,6 +47,7 @@ struct document_context {
   const limits* bounds = nullptr;
   std::string_view what = "request";  // "request", "response", "model metadata", ...
   std::string_view model_name;        // for messages, may be empty
+  const shared_memory_registry* shared_memory = nullptr;  // where inputs may name regions
 
   [[nodiscard]] std::string for_model() const {
     return model_name.empty() ? std::string{} : fmt::format(" for model '{}'", model_name);
@@ -850,6 +852,7 @@ struct parsed_tensor {
   std::optional<shape_type> shape;
   oip::parameters parameters;
   std::optional<std::int64_t> binary_size;
+  std::optional<shared_memory_reference> shared_memory;
   bool has_data = false;
   buffer data;
   // "data" seen before "datatype"/"shape": its raw text, decoded once the object is complete.
@@ -931,6 +934,12 @@ status read_tensor(const document_context& doc, od::value value, std::size_t dep
     }
     if (key == "parameters") {
       if (status s = read_parameters(doc, v, depth + 1, out.parameters); !s.ok()) return s;
+      if (role == "input") {
+        result<std::optional<shared_memory_reference>> place =
+            take_shared_memory_reference(out.parameters, role, name_for_messages);
+        if (!place) return std::move(place).error();
+        out.shared_memory = std::move(*place);
+      }
       return take_binary_data_size(out.parameters, role, name_for_messages, out.binary_size);
     }
     if (key == "data") {
@@ -974,12 +983,21 @@ status read_tensor(const document_context& doc, od::value value, std::size_t dep
                   fmt::format("{} '{}' has {} elements, above the limit of {}", role, out.name,
                               *count, doc.bounds->max_elements)};
   }
-  if (out.has_data == out.binary_size.has_value()) {
-    return status{errc::invalid_argument,
-                  fmt::format("{} '{}' must set only one of the following fields: 'data', "
-                              "'binary_data_size' in 'parameters'. But {}",
-                              role, out.name,
-                              out.has_data ? "set 'data' 'binary_data_size'" : "no field is set")};
+  const int sources =
+      (out.has_data ? 1 : 0) + (out.binary_size ? 1 : 0) + (out.shared_memory ? 1 : 0);
+  if (sources != 1) {
+    std::string set = "no field is set";
+    if (sources > 1) {
+      set = fmt::format("set{}{}{}", out.has_data ? " 'data'" : "",
+                        out.binary_size ? " 'binary_data_size'" : "",
+                        out.shared_memory ? " 'shared_memory_region'" : "");
+    }
+    return status{
+        errc::invalid_argument,
+        fmt::format("{} '{}' must set only one of the following fields: 'data', "
+                    "'binary_data_size' in 'parameters'{}. But {}",
+                    role, out.name,
+                    role == "input" ? ", 'shared_memory_region' in 'parameters'" : "", set)};
   }
   if (!out.deferred_data.empty()) {
     const tensor_context t{&doc, role, out.name, *out.type};
@@ -987,6 +1005,43 @@ status read_tensor(const document_context& doc, od::value value, std::size_t dep
         decode_deferred_data(t, out.deferred_data, *out.shape, *count, document_end);
     if (!data) return std::move(data).error();
     out.data = std::move(*data);
+  }
+  return {};
+}
+
+// A fixed-size tensor's bytes (binary data, or a shared-memory range) against its shape.
+status check_byte_size(const document_context& doc, std::string_view role, const parsed_tensor& t,
+                       std::uint64_t size) {
+  if (is_bytes(*t.type)) return {};  // its elements are checked when the tensor is made
+  // Fails only where a host's element limit lets the byte size pass 2^64.
+  const result<std::uint64_t> expected = byte_size(*t.type, *t.shape);
+  if (!expected) {
+    return status{errc::invalid_argument, fmt::format("unable to parse 'shape' for {} '{}': {}",
+                                                      role, t.name, expected.error().message())};
+  }
+  if (size != *expected) {
+    return status{errc::invalid_argument,
+                  fmt::format("{} byte size mismatch for {} '{}'{}. Expected {}, got {}", role,
+                              role, t.name, doc.for_model(), *expected, size)};
+  }
+  return {};
+}
+
+// Places inputs that name a shared-memory region: views into the region.
+status place_shared_memory(const document_context& doc, std::vector<parsed_tensor>& tensors) {
+  for (parsed_tensor& t : tensors) {
+    if (!t.shared_memory) continue;
+    const shared_memory_reference& place = *t.shared_memory;
+    if (doc.shared_memory == nullptr) {
+      return status{errc::invalid_argument,
+                    fmt::format("input '{}' names shared memory region '{}', but this server "
+                                "does not offer the shared-memory extension",
+                                t.name, place.region)};
+    }
+    if (status s = check_byte_size(doc, "input", t, place.byte_size); !s.ok()) return s;
+    result<buffer> bytes = doc.shared_memory->bytes(place.region, place.offset, place.byte_size);
+    if (!bytes) return std::move(bytes).error();
+    t.data = std::move(*bytes);
   }
   return {};
 }
@@ -1006,20 +1061,7 @@ status place_binary(const document_context& doc, std::string_view role,
     result<buffer> slice = binary.slice(offset, static_cast<std::size_t>(size));
     if (!slice) return slice.error();
     offset += static_cast<std::size_t>(size);
-    if (!is_bytes(*t.type)) {
-      // Fails only where a host's element limit lets the byte size pass 2^64.
-      const result<std::uint64_t> expected = byte_size(*t.type, *t.shape);
-      if (!expected) {
-        return status{errc::invalid_argument,
-                      fmt::format("unable to parse 'shape' for {} '{}': {}", role, t.name,
-                                  expected.error().message())};
-      }
-      if (size != *expected) {
-        return status{errc::invalid_argument,
-                      fmt::format("{} byte size mismatch for {} '{}'{}. Expected {}, got {}", role,
-                                  role, t.name, doc.for_model(), *expected, size)};
-      }
-    }
+    if (status s = check_byte_size(doc, role, t, size); !s.ok()) return s;
     t.data = std::move(*slice);
   }
   if (offset != binary.size()) {
@@ -1046,6 +1088,7 @@ result<tensor> finish_tensor(const document_context& doc, parsed_tensor&& t) {
 result<std::vector<tensor>> assemble_tensors(const document_context& doc, std::string_view role,
                                              std::vector<parsed_tensor>& parsed,
                                              const buffer& binary) {
+  if (status s = place_shared_memory(doc, parsed); !s.ok()) return s;
   if (status s = place_binary(doc, role, parsed, binary); !s.ok()) return s;
   std::vector<tensor> tensors;
   tensors.reserve(parsed.size());
@@ -1389,6 +1432,12 @@ bool read_usual_input(const document_context& doc, od::value& value, std::size_t
       if (!read_usual_shape(v, shape, count) || count > doc.bounds->max_elements) return false;
     } else if (key == parameters_key) {
       if (!read_parameters(doc, v, 3, params).ok()) return false;
+      // Shared memory is for the general reader.
+      if (params.contains(parameter_names::shared_memory_region) ||
+          params.contains(parameter_names::shared_memory_offset) ||
+          params.contains(parameter_names::shared_memory_byte_size)) {
+        return false;
+      }
       if (!take_binary_data_size(params, "input", name, binary_size).ok()) return false;
     } else {  // data, after the datatype and shape that say how to read it
       if ((seen & (datatype_key | shape_key)) != (datatype_key | shape_key)) return false;
@@ -1560,6 +1609,7 @@ namespace {
 
 status decode_request_into(const buffer& body, std::optional<std::size_t> header_length,
                            const limits& bounds, std::string_view model_name,
+                           const shared_memory_registry* shared_memory,
                            inference_request& request) {
   if (header_length && *header_length == 0) {
     return status{errc::invalid_argument,
@@ -1568,7 +1618,7 @@ status decode_request_into(const buffer& body, std::optional<std::size_t> header
   }
   result<body_parts> parts = split_body(body, header_length, bounds, "request");
   if (!parts) return std::move(parts).error();
-  document_context doc{nullptr, nullptr, &bounds, "request", model_name};
+  document_context doc{nullptr, nullptr, &bounds, "request", model_name, shared_memory};
   const padded_json json{parts->json, parts->json_size, parts->readable_after};
   const char* document_end = json.data + json.size;
 
@@ -1602,10 +1652,13 @@ status decode_request_into(const buffer& body, std::optional<std::size_t> header
 
 result<inference_request> decode_request(const buffer& body,
                                          std::optional<std::size_t> header_length,
-                                         const limits& bounds, std::string_view model_name) {
+                                         const limits& bounds, std::string_view model_name,
+                                         const shared_memory_registry* shared_memory) {
   // Decoded in place in the result that is returned (one object, so no move of the request).
   result<inference_request> decoded{inference_request{}};
-  if (status s = decode_request_into(body, header_length, bounds, model_name, *decoded); !s.ok()) {
+  if (status s =
+          decode_request_into(body, header_length, bounds, model_name, shared_memory, *decoded);
+      !s.ok()) {
     decoded = std::move(s);
   }
   return decoded;
@@ -1804,6 +1857,46 @@ result<repository_index_request> decode_repository_index_request(std::string_vie
     });
   });
   if (!s.ok()) return s;
+  return out;
+}
+
+result<shared_memory_region> decode_shared_memory_register(std::string_view json, std::string name,
+                                                           const limits& bounds) {
+  shared_memory_region out;
+  out.name = std::move(name);
+  bool has_key = false;
+  bool has_byte_size = false;
+  const auto read_size = [](const document_context& doc, od::value v, std::string_view field,
+                            std::uint64_t& size) {
+    if (v.get_uint64().get(size) != error_code::SUCCESS) {
+      if (status walked = walk_value(doc, v, 0); !walked.ok()) return walked;
+      return wrong_type(doc, field, "a non-negative integer");
+    }
+    return status{};
+  };
+  status s =
+      decode_small(json, "shared memory register request", bounds, [&](auto& doc, auto&& fields) {
+        return fields([&](std::string_view key, od::value v) {
+          if (key == "key") {
+            has_key = true;
+            return read_string(doc, v, "key", out.key);
+          }
+          if (key == "offset") return read_size(doc, v, "offset", out.offset);
+          if (key == "byte_size") {
+            has_byte_size = true;
+            return read_size(doc, v, "byte_size", out.byte_size);
+          }
+          return walk_value(doc, v, 1);
+        });
+      });
+  if (!s.ok()) return s;
+  if (!has_key) {
+    return status{errc::invalid_argument, "Shared memory register request has no 'key' field"};
+  }
+  if (!has_byte_size) {
+    return status{errc::invalid_argument,
+                  "Shared memory register request has no 'byte_size' field"};
+  }
   return out;
 }
 

@@ -229,9 +229,11 @@ void write_shape(json_out& out, const shape_type& shape) {
   text.resize(static_cast<std::size_t>(at - text.data()));
 }
 
+enum class tensor_placement : std::uint8_t { json, binary, shared_memory };
+
 // One tensor object: name, datatype, shape, parameters, then data (JSON) or its bytes appended to
-// `body.binary` (binary).
-status write_tensor(json_out& out, encoded_body& body, const tensor& t, bool binary,
+// `body.binary` (binary); only the name, datatype and shape for a tensor in shared memory.
+status write_tensor(json_out& out, encoded_body& body, const tensor& t, tensor_placement placement,
                     std::string_view role, bool non_finite_as_null) {
   out.raw('{');
   out.key<"name">();
@@ -241,7 +243,10 @@ status write_tensor(json_out& out, encoded_body& body, const tensor& t, bool bin
   out.string(to_string(t.type()));
   out.raw(',');
   write_shape(out, t.shape());
-  if (binary) {
+  if (placement == tensor_placement::shared_memory) {
+    // Triton's shape: no parameters either (its C++ client reads `binary_data_size` from any
+    // output that has them).
+  } else if (placement == tensor_placement::binary) {
     write_parameters(out, t.parameters(), true, {true, t.data().size()});
     body.binary.push_back(t.data());
     body.uses_binary = true;
@@ -282,8 +287,11 @@ result<encoded_body> encode_response(const inference_response& response,
   for (std::size_t i = 0; i < response.outputs.size(); ++i) {
     if (i != 0) out.raw(',');
     const tensor& t = response.outputs[i];
-    if (status s = write_tensor(out, body, t, format.is_binary(t.name()), "output",
-                                format.non_finite_as_null);
+    const tensor_placement placement = format.in_shared_memory(t.name())
+                                           ? tensor_placement::shared_memory
+                                       : format.is_binary(t.name()) ? tensor_placement::binary
+                                                                    : tensor_placement::json;
+    if (status s = write_tensor(out, body, t, placement, "output", format.non_finite_as_null);
         !s.ok()) {
       return s;
     }
@@ -310,7 +318,9 @@ result<encoded_body> encode_request(const inference_request& request,
   out.raw('[');
   for (std::size_t i = 0; i < request.inputs.size(); ++i) {
     if (i != 0) out.raw(',');
-    if (status s = write_tensor(out, body, request.inputs[i], format.binary_inputs, "input",
+    const tensor_placement placement =
+        format.binary_inputs ? tensor_placement::binary : tensor_placement::json;
+    if (status s = write_tensor(out, body, request.inputs[i], placement, "input",
                                 format.non_finite_as_null);
         !s.ok()) {
       return s;
@@ -415,6 +425,35 @@ std::string encode(const server_ready& ready) {
 
 std::string encode(const repository_index_request& request) {
   return request.ready ? R"({"ready":true})" : "{}";
+}
+
+std::string encode_shared_memory_register(const shared_memory_region& region) {
+  std::string text;
+  json_out out{text};
+  out.raw('{');
+  out.key<"key">();
+  out.string(region.key);
+  out.raw(fmt::format(R"(,"offset":{},"byte_size":{}}})", region.offset, region.byte_size));
+  return text;
+}
+
+std::string encode(const std::vector<shared_memory_region>& regions) {
+  std::string text;
+  json_out out{text};
+  out.raw('[');
+  for (std::size_t i = 0; i < regions.size(); ++i) {
+    if (i != 0) out.raw(',');
+    out.raw('{');
+    out.key<"name">();
+    out.string(regions[i].name);
+    out.raw(',');
+    out.key<"key">();
+    out.string(regions[i].key);
+    out.raw(
+        fmt::format(R"(,"offset":{},"byte_size":{}}})", regions[i].offset, regions[i].byte_size));
+  }
+  out.raw(']');
+  return text;
 }
 
 std::string encode(const model_ready& ready) {

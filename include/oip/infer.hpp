@@ -23,6 +23,11 @@ inline constexpr std::string_view binary_data = "binary_data";
 inline constexpr std::string_view binary_data_output = "binary_data_output";
 /// On a requested output: return the top N classes instead of the tensor (int).
 inline constexpr std::string_view classification = "classification";
+/// On an input or requested output: the registered shared-memory region that holds its bytes
+/// (string), where they start in it (int, default 0) and the room they have there (int).
+inline constexpr std::string_view shared_memory_region = "shared_memory_region";
+inline constexpr std::string_view shared_memory_offset = "shared_memory_offset";
+inline constexpr std::string_view shared_memory_byte_size = "shared_memory_byte_size";
 }  // namespace parameter_names
 
 /// An entry of a request's "outputs": which output the client wants, and how.

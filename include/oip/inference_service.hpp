@@ -11,6 +11,7 @@
 #include <oip/metadata.hpp>
 #include <oip/model.hpp>
 #include <oip/repository.hpp>
+#include <oip/shared_memory.hpp>
 #include <oip/status.hpp>
 
 #include <chrono>
@@ -32,6 +33,11 @@ struct server_options {
   limits bounds;
   bool compress_responses = true;
   std::size_t compression_threshold = 1024;  ///< smaller HTTP replies are never compressed
+  /// Offer Triton's system shared-memory extension: clients register regions of POSIX shared
+  /// memory by name, and inputs and outputs pass through them. Off by default: a client that
+  /// registers a region maps any shared-memory object it can name that this process may open,
+  /// so turn it on only where every client is trusted (as Triton's `--allow-client-shm`).
+  bool shared_memory = false;
 };
 
 /// A model's statistics at one moment, in the shape of Triton's statistics extension.
@@ -101,6 +107,10 @@ class OIP_EXPORT inference_service {
   /// 400 when the host set no loader.
   [[nodiscard]] status load(const std::string& model);
   [[nodiscard]] status unload(const std::string& model);
+
+  // --- the system shared-memory extension ------------------------------------------------------
+  /// The registered regions, or null when `server_options::shared_memory` is off.
+  [[nodiscard]] shared_memory_registry* shared_memory() const noexcept;
 
   // --- inference -------------------------------------------------------------------------------
   /// A lease on the model that a request names (404, or 503 while it drains or is not ready).

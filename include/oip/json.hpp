@@ -17,6 +17,7 @@
 #include <oip/infer.hpp>
 #include <oip/limits.hpp>
 #include <oip/metadata.hpp>
+#include <oip/shared_memory.hpp>
 #include <oip/status.hpp>
 
 #include <optional>
@@ -33,8 +34,18 @@ struct response_format {
   bool binary_by_default = false;
   /// Per-output choices (from each requested output's `binary_data`).
   std::vector<std::pair<std::string, bool>> binary_outputs;
+  /// Outputs whose bytes went to a shared-memory region: only their name, datatype and shape are
+  /// written (as Triton does).
+  std::vector<std::string> shared_memory_outputs;
   /// Write NaN and infinities as `null` instead of `NaN`, `Infinity`, `-Infinity`.
   bool non_finite_as_null = false;
+
+  [[nodiscard]] bool in_shared_memory(std::string_view output_name) const noexcept {
+    for (const std::string& name : shared_memory_outputs) {
+      if (name == output_name) return true;
+    }
+    return false;
+  }
 
   [[nodiscard]] bool is_binary(std::string_view output_name) const noexcept {
     for (const auto& [name, binary] : binary_outputs) {
@@ -71,9 +82,14 @@ struct request_format {
 ///   oip::result<oip::inference_request> r = oip::decode_request(body, std::nullopt);
 ///   if (!r) return reply(r.error().http_status(), r.error().to_json());
 /// \endcode
+///
+/// With `shared_memory`, an input may name a registered region instead of carrying data
+/// (`shared_memory_region`, `shared_memory_offset`, `shared_memory_byte_size` in its parameters,
+/// which are then taken out of them): its tensor is a view into the region. Without, such an input
+/// is a 400.
 [[nodiscard]] OIP_EXPORT result<inference_request> decode_request(
     const buffer& body, std::optional<std::size_t> header_length, const limits& bounds = {},
-    std::string_view model_name = {});
+    std::string_view model_name = {}, const shared_memory_registry* shared_memory = nullptr);
 
 /// Encodes `$inference_request` (the client side).
 [[nodiscard]] OIP_EXPORT result<encoded_body> encode_request(const inference_request& request,
@@ -107,6 +123,19 @@ struct request_format {
 /// other keys are ignored.
 [[nodiscard]] OIP_EXPORT result<repository_index_request> decode_repository_index_request(
     std::string_view json, const limits& bounds = {});
+
+// --- the system shared-memory extension -------------------------------------------------------
+
+/// The body of `POST /v2/systemsharedmemory/region/<name>/register`: `key`, `offset` and
+/// `byte_size` (the name is the route's).
+[[nodiscard]] OIP_EXPORT std::string encode_shared_memory_register(
+    const shared_memory_region& region);
+/// Reads that body for region `name`: `key` (a string) and `byte_size` are required, `offset`
+/// defaults to 0; other keys are ignored. 400 otherwise.
+[[nodiscard]] OIP_EXPORT result<shared_memory_region> decode_shared_memory_register(
+    std::string_view json, std::string name, const limits& bounds = {});
+/// The status routes' reply: `[{"name", "key", "offset", "byte_size"}, ...]`.
+[[nodiscard]] OIP_EXPORT std::string encode(const std::vector<shared_memory_region>& regions);
 
 /// The status that an error reply reports: the code follows `http_status`, the message is the
 /// body's "error" (or says what is wrong with a body that is not `{"error": "..."}`).

@@ -1,0 +1,110 @@
+#pragma once
+/// \file
+/// Triton's system shared-memory extension: regions of POSIX shared memory (`shm_open`) that a
+/// client on the same host registers by name, so that tensors pass through them instead of the
+/// request and response bodies.
+
+#include <oip/buffer.hpp>
+#include <oip/export.hpp>
+#include <oip/infer.hpp>
+#include <oip/parameters.hpp>
+#include <oip/status.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace oip {
+
+/// A registered region, as the status routes report it.
+struct shared_memory_region {
+  std::string name;
+  std::string key;  ///< the shared-memory object's name, as passed to `shm_open`
+  std::uint64_t offset = 0;
+  std::uint64_t byte_size = 0;
+
+  friend bool operator==(const shared_memory_region&, const shared_memory_region&) = default;
+};
+
+/// Where a tensor's bytes lie in a region: its `shared_memory_*` parameters.
+struct shared_memory_reference {
+  std::string region;
+  std::uint64_t offset = 0;     ///< within the region
+  std::uint64_t byte_size = 0;  ///< the bytes (an input) or the room (an output)
+};
+
+/// The reference that a tensor's parameters hold, if any, taken out of them. 400 when the region
+/// is not a string, an offset or byte size not a non-negative integer, or an offset or byte size
+/// comes without a region. `role` ("input" or "output") and `tensor` name it in messages.
+[[nodiscard]] OIP_EXPORT result<std::optional<shared_memory_reference>>
+take_shared_memory_reference(parameters& params, std::string_view role, std::string_view tensor);
+
+/// A requested output that goes to a region.
+struct shared_memory_output {
+  std::string name;
+  shared_memory_reference place;
+};
+
+/// The request's outputs that go to shared memory, their references taken out of their
+/// parameters. 400 for a malformed reference, or one on an output that also asks for
+/// `classification` or `binary_data: true` (as Triton).
+[[nodiscard]] OIP_EXPORT result<std::vector<shared_memory_output>> take_shared_memory_outputs(
+    inference_request& request);
+
+/// The regions registered with one server. Each is mapped once, at registration; a tensor read
+/// from a region is a view that keeps the mapping alive, so unregistering a region while a request
+/// uses it is safe (the mapping goes when the request is done). Thread-safe.
+///
+/// Example:
+/// \code
+///   oip::shared_memory_registry regions;
+///   oip::status s = regions.register_region("input0", "/input0_data", 0, 64);
+///   oip::result<oip::buffer> bytes = regions.bytes("input0", 0, 64);  // a view, no copy
+/// \endcode
+class OIP_EXPORT shared_memory_registry {
+ public:
+  shared_memory_registry();
+  shared_memory_registry(const shared_memory_registry&) = delete;
+  shared_memory_registry& operator=(const shared_memory_registry&) = delete;
+  ~shared_memory_registry();
+
+  /// Maps `byte_size` bytes at `offset` of the object `key`. 400 when the name is taken, the
+  /// object cannot be opened, or it is smaller than `offset + byte_size`.
+  [[nodiscard]] status register_region(std::string name, std::string key, std::uint64_t offset,
+                                       std::uint64_t byte_size);
+  /// An unknown name is not an error (as in Triton).
+  void unregister(std::string_view name);
+  void unregister_all();
+
+  /// Every region (no name) in name order, or the one named (404 when unknown).
+  [[nodiscard]] result<std::vector<shared_memory_region>> regions(
+      std::optional<std::string_view> name = std::nullopt) const;
+
+  /// The bytes [offset, offset + byte_size) of region `name` (offsets within the region), as a
+  /// buffer that keeps the mapping alive. 404 for an unknown region, 400 when the range is not
+  /// inside it.
+  [[nodiscard]] result<buffer> bytes(std::string_view name, std::uint64_t offset,
+                                     std::uint64_t byte_size) const;
+
+  /// Copies `data` into region `name` at `offset`; `byte_size` is the room the client gave it.
+  /// 404 for an unknown region, 400 when the range is not inside it or `data` does not fit it
+  /// (`tensor` names the tensor in that message).
+  [[nodiscard]] status write(std::string_view name, std::uint64_t offset, std::uint64_t byte_size,
+                             std::span<const std::byte> data, std::string_view tensor) const;
+
+  /// Writes each output of `response` that `outputs` names into its region; an output the
+  /// response lacks is skipped. The first failure is returned.
+  [[nodiscard]] status write_outputs(const std::vector<shared_memory_output>& outputs,
+                                     const inference_response& response) const;
+
+ private:
+  struct state;
+  std::unique_ptr<state> state_;
+};
+
+}  // namespace oip

@@ -1,0 +1,291 @@
+#include <oip/shared_memory.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <utility>
+#include <variant>
+
+#include <fmt/format.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace oip {
+
+namespace {
+
+// One region's mapping; unmapped when the registry and every tensor viewing it let go of it.
+struct mapping {
+  void* base = MAP_FAILED;
+  std::size_t length = 0;
+  std::byte* data = nullptr;  // the region's first byte (mmap's offset is page-aligned)
+
+  mapping() = default;
+  mapping(const mapping&) = delete;
+  mapping& operator=(const mapping&) = delete;
+  ~mapping() {
+    if (base != MAP_FAILED) munmap(base, length);
+  }
+};
+
+struct registered {
+  shared_memory_region info;
+  std::shared_ptr<mapping> map;
+};
+
+result<std::shared_ptr<mapping>> map_region(const shared_memory_region& region) {
+  const auto cannot = [&](std::string_view why) {
+    return status{
+        errc::invalid_argument,
+        fmt::format("failed to register shared memory region '{}': {}", region.name, why)};
+  };
+  if (region.byte_size == 0) return cannot("byte_size must be at least 1");
+  if (region.offset > UINT64_MAX - region.byte_size) return cannot("offset + byte_size overflows");
+  const int fd = shm_open(region.key.c_str(), O_RDWR, 0);
+  if (fd < 0) {
+    return status{errc::invalid_argument,
+                  fmt::format("Unable to open shared memory region: '{}' ({})", region.key,
+                              std::strerror(errno))};
+  }
+  struct stat file {};
+  const bool sized = fstat(fd, &file) == 0;
+  const auto object_size = sized ? static_cast<std::uint64_t>(file.st_size) : 0;
+  if (!sized || region.offset + region.byte_size > object_size) {
+    close(fd);
+    return cannot(
+        fmt::format("invalid args: offset {} + byte_size {} is past the end of '{}' ({} "
+                    "bytes)",
+                    region.offset, region.byte_size, region.key, object_size));
+  }
+  const auto page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+  const std::uint64_t start = region.offset / page * page;
+  auto map = std::make_shared<mapping>();
+  map->length = static_cast<std::size_t>(region.offset - start + region.byte_size);
+  map->base =
+      mmap(nullptr, map->length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(start));
+  const int map_error = errno;
+  close(fd);
+  if (map->base == MAP_FAILED) {
+    return cannot(fmt::format("unable to process address space ({})", std::strerror(map_error)));
+  }
+  map->data = static_cast<std::byte*>(map->base) + (region.offset - start);
+  return map;
+}
+
+// A non-negative integer parameter, if present.
+result<std::optional<std::uint64_t>> take_size(parameters& params, std::string_view key,
+                                               std::string_view role, std::string_view tensor) {
+  const parameter_value* value = params.find(key);
+  if (value == nullptr) return std::optional<std::uint64_t>{};
+  std::optional<std::uint64_t> out;
+  if (const auto* as_int = std::get_if<std::int64_t>(value); as_int != nullptr && *as_int >= 0) {
+    out = static_cast<std::uint64_t>(*as_int);
+  } else if (const auto* as_uint = std::get_if<std::uint64_t>(value)) {
+    out = *as_uint;
+  } else {
+    return status{errc::invalid_argument,
+                  fmt::format("invalid value for '{}' of {} '{}': expected a non-negative integer",
+                              key, role, tensor)};
+  }
+  params.erase(key);
+  return out;
+}
+
+}  // namespace
+
+result<std::optional<shared_memory_reference>> take_shared_memory_reference(
+    parameters& params, std::string_view role, std::string_view tensor) {
+  namespace names = parameter_names;
+  const parameter_value* region = params.find(names::shared_memory_region);
+  if (region == nullptr) {
+    for (const std::string_view key :
+         {names::shared_memory_offset, names::shared_memory_byte_size}) {
+      if (params.find(key) != nullptr) {
+        return status{errc::invalid_argument,
+                      fmt::format("'{}' can not be specified without 'shared_memory_region' "
+                                  "parameter for {} '{}'",
+                                  key, role, tensor)};
+      }
+    }
+    return std::optional<shared_memory_reference>{};
+  }
+  const auto* region_name = std::get_if<std::string>(region);
+  if (region_name == nullptr) {
+    return status{errc::invalid_argument,
+                  fmt::format("invalid value for 'shared_memory_region' of {} '{}': expected a "
+                              "string",
+                              role, tensor)};
+  }
+  shared_memory_reference out{*region_name, 0, 0};
+  result<std::optional<std::uint64_t>> offset =
+      take_size(params, names::shared_memory_offset, role, tensor);
+  if (!offset) return std::move(offset).error();
+  result<std::optional<std::uint64_t>> byte_size =
+      take_size(params, names::shared_memory_byte_size, role, tensor);
+  if (!byte_size) return std::move(byte_size).error();
+  out.offset = offset->value_or(0);
+  out.byte_size = byte_size->value_or(0);
+  params.erase(names::shared_memory_region);
+  return std::optional<shared_memory_reference>{std::move(out)};
+}
+
+result<std::vector<shared_memory_output>> take_shared_memory_outputs(inference_request& request) {
+  std::vector<shared_memory_output> out;
+  for (requested_output& output : request.outputs) {
+    result<std::optional<shared_memory_reference>> place =
+        take_shared_memory_reference(output.parameters, "output", output.name);
+    if (!place) return std::move(place).error();
+    if (!*place) continue;
+    if (output.parameters.contains(parameter_names::classification)) {
+      return status{errc::invalid_argument,
+                    fmt::format("Output can't set both 'shared_memory_region' and "
+                                "'classification' (output '{}')",
+                                output.name)};
+    }
+    if (const parameter_value* binary = output.parameters.find(parameter_names::binary_data)) {
+      if (const bool* flag = std::get_if<bool>(binary); flag != nullptr && *flag) {
+        return status{errc::invalid_argument,
+                      fmt::format("Output can't set both 'shared_memory_region' and "
+                                  "'binary_data' (output '{}')",
+                                  output.name)};
+      }
+    }
+    out.push_back({output.name, std::move(**place)});
+  }
+  return out;
+}
+
+struct shared_memory_registry::state {
+  mutable std::mutex mutex;
+  std::map<std::string, registered, std::less<>> regions;
+
+  // The region's mapping and the range's start in it, checked.
+  result<std::pair<std::shared_ptr<mapping>, std::byte*>> locate(std::string_view name,
+                                                                 std::uint64_t offset,
+                                                                 std::uint64_t byte_size) const {
+    const std::lock_guard lock{mutex};
+    const auto found = regions.find(name);
+    if (found == regions.end()) {
+      return status{errc::not_found,
+                    fmt::format("Unable to find shared memory region: '{}'", name)};
+    }
+    const shared_memory_region& info = found->second.info;
+    if (offset >= info.byte_size && !(offset == 0 && byte_size == 0)) {
+      return status{errc::invalid_argument,
+                    fmt::format("Invalid offset for shared memory region: '{}' (offset {}, the "
+                                "region has {} bytes)",
+                                name, offset, info.byte_size)};
+    }
+    if (byte_size > info.byte_size - offset) {
+      return status{errc::invalid_argument,
+                    fmt::format("Invalid offset + byte size for shared memory region: '{}' "
+                                "(offset {} + byte_size {}, the region has {} bytes)",
+                                name, offset, byte_size, info.byte_size)};
+    }
+    return std::pair{found->second.map, found->second.map->data + offset};
+  }
+};
+
+shared_memory_registry::shared_memory_registry() : state_{std::make_unique<state>()} {}
+shared_memory_registry::~shared_memory_registry() = default;
+
+status shared_memory_registry::register_region(std::string name, std::string key,
+                                               std::uint64_t offset, std::uint64_t byte_size) {
+  if (name.empty()) {
+    return status{errc::invalid_argument,
+                  "'region name' is necessary to register system shared memory region"};
+  }
+  {
+    const std::lock_guard lock{state_->mutex};
+    if (state_->regions.count(name) != 0) {
+      return status{errc::invalid_argument,
+                    fmt::format("shared memory region '{}' already in manager", name)};
+    }
+  }
+  shared_memory_region info{std::move(name), std::move(key), offset, byte_size};
+  result<std::shared_ptr<mapping>> map = map_region(info);
+  if (!map) return std::move(map).error();
+  const std::lock_guard lock{state_->mutex};
+  // Registered by another thread while this one mapped: the first stays.
+  if (state_->regions.count(info.name) != 0) {
+    return status{errc::invalid_argument,
+                  fmt::format("shared memory region '{}' already in manager", info.name)};
+  }
+  std::string key_name = info.name;
+  state_->regions.emplace(std::move(key_name), registered{std::move(info), std::move(*map)});
+  return {};
+}
+
+void shared_memory_registry::unregister(std::string_view name) {
+  const std::lock_guard lock{state_->mutex};
+  const auto found = state_->regions.find(name);
+  if (found != state_->regions.end()) state_->regions.erase(found);
+}
+
+void shared_memory_registry::unregister_all() {
+  const std::lock_guard lock{state_->mutex};
+  state_->regions.clear();
+}
+
+result<std::vector<shared_memory_region>> shared_memory_registry::regions(
+    std::optional<std::string_view> name) const {
+  const std::lock_guard lock{state_->mutex};
+  std::vector<shared_memory_region> out;
+  if (name) {
+    const auto found = state_->regions.find(*name);
+    if (found == state_->regions.end()) {
+      return status{errc::not_found,
+                    fmt::format("Unable to find system shared memory region: '{}'", *name)};
+    }
+    out.push_back(found->second.info);
+    return out;
+  }
+  for (const auto& [region_name, region] : state_->regions) out.push_back(region.info);
+  return out;
+}
+
+result<buffer> shared_memory_registry::bytes(std::string_view name, std::uint64_t offset,
+                                             std::uint64_t byte_size) const {
+  auto located = state_->locate(name, offset, byte_size);
+  if (!located) return std::move(located).error();
+  auto& [map, at] = *located;
+  return buffer::view({at, static_cast<std::size_t>(byte_size)}, std::move(map));
+}
+
+status shared_memory_registry::write(std::string_view name, std::uint64_t offset,
+                                     std::uint64_t byte_size, std::span<const std::byte> data,
+                                     std::string_view tensor) const {
+  auto located = state_->locate(name, offset, byte_size);
+  if (!located) return std::move(located).error();
+  if (data.size() > byte_size) {
+    return status{errc::invalid_argument,
+                  fmt::format("shared memory size specified with the request for output '{}' ({} "
+                              "bytes) should be at least {} bytes to hold the results",
+                              tensor, byte_size, data.size())};
+  }
+  // memmove: an identity model's output may be a view of an input in the same region.
+  if (!data.empty()) std::memmove(located->second, data.data(), data.size());
+  return {};
+}
+
+status shared_memory_registry::write_outputs(const std::vector<shared_memory_output>& outputs,
+                                             const inference_response& response) const {
+  for (const shared_memory_output& output : outputs) {
+    for (const tensor& t : response.outputs) {
+      if (t.name() != output.name) continue;
+      if (status s = write(output.place.region, output.place.offset, output.place.byte_size,
+                           t.data().bytes(), output.name);
+          !s.ok()) {
+        return s;
+      }
+      break;
+    }
+  }
+  return {};
+}
+
+}  // namespace oip

@@ -1,0 +1,344 @@
+// The system shared-memory extension: the registry (mapping, bounds, lifetime), its routes, and
+// inputs and outputs that pass through regions, in Triton's shapes and wording.
+
+#include "serving_support.hpp"
+
+#include <oip/http_handler.hpp>
+#include <oip/in_process_client.hpp>
+#include <oip/json.hpp>
+#include <oip/shared_memory.hpp>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace {
+
+// A POSIX shared-memory object that the test (the client) creates, maps and removes.
+class shm_object {
+ public:
+  shm_object(const std::string& tag, std::size_t size)
+      : key_{"/oip_test_" + std::to_string(getpid()) + "_" + tag}, size_{size} {
+    const int fd = shm_open(key_.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0600);
+    REQUIRE(fd >= 0);
+    REQUIRE(ftruncate(fd, static_cast<off_t>(size)) == 0);
+    void* at = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    REQUIRE(at != MAP_FAILED);
+    bytes_ = static_cast<std::byte*>(at);
+  }
+  shm_object(const shm_object&) = delete;
+  shm_object& operator=(const shm_object&) = delete;
+  ~shm_object() {
+    munmap(bytes_, size_);
+    shm_unlink(key_.c_str());
+  }
+
+  [[nodiscard]] const std::string& key() const { return key_; }
+  template <class T>
+  void put(std::size_t byte_offset, const std::vector<T>& values) {
+    std::memcpy(bytes_ + byte_offset, values.data(), values.size() * sizeof(T));
+  }
+  template <class T>
+  [[nodiscard]] std::vector<T> get(std::size_t byte_offset, std::size_t count) const {
+    std::vector<T> out(count);
+    std::memcpy(out.data(), bytes_ + byte_offset, count * sizeof(T));
+    return out;
+  }
+
+ private:
+  std::string key_;
+  std::size_t size_;
+  std::byte* bytes_ = nullptr;
+};
+
+std::vector<std::int32_t> iota(std::int32_t from, std::size_t n) {
+  std::vector<std::int32_t> out(n);
+  for (std::size_t i = 0; i < n; ++i) out[i] = from + static_cast<std::int32_t>(i);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the registry maps a region, reads and writes inside it, and reports it") {
+  shm_object object{"registry", 8192};
+  object.put(4096 + 16, iota(100, 4));
+  oip::shared_memory_registry regions;
+  REQUIRE(regions.register_region("r", object.key(), 4096, 1024).ok());
+
+  // Offsets are within the region, which starts 4096 bytes into the object.
+  oip::result<oip::buffer> bytes = regions.bytes("r", 16, 16);
+  REQUIRE(bytes);
+  CHECK(bytes->size() == 16);
+  CHECK(bytes->load<std::int32_t>(0) == 100);
+  CHECK(bytes->load<std::int32_t>(3) == 103);
+
+  const std::vector<std::int32_t> written = iota(7, 3);
+  REQUIRE(regions.write("r", 100, 12, std::as_bytes(std::span{written}), "OUT").ok());
+  CHECK(object.get<std::int32_t>(4096 + 100, 3) == written);
+
+  oip::result<std::vector<oip::shared_memory_region>> all = regions.regions();
+  REQUIRE(all);
+  REQUIRE(all->size() == 1);
+  CHECK(all->front() == oip::shared_memory_region{"r", object.key(), 4096, 1024});
+  CHECK(oip::encode(*all) ==
+        R"([{"name":"r","key":")" + object.key() + R"(","offset":4096,"byte_size":1024}])");
+
+  SUBCASE("a view outlives the region's unregistration") {
+    regions.unregister("r");
+    CHECK(bytes->load<std::int32_t>(1) == 101);  // still mapped: the view holds the mapping
+    CHECK(regions.bytes("r", 0, 4).error().code() == oip::errc::not_found);
+  }
+}
+
+TEST_CASE("the registry refuses what a client gets wrong, with 4xx and Triton's wording") {
+  shm_object object{"refusals", 4096};
+  oip::shared_memory_registry regions;
+  REQUIRE(regions.register_region("r", object.key(), 0, 64).ok());
+
+  const oip::status taken = regions.register_region("r", object.key(), 0, 64);
+  CHECK(taken.code() == oip::errc::invalid_argument);
+  CHECK(taken.message() == "shared memory region 'r' already in manager");
+
+  const oip::status missing = regions.register_region("x", "/oip_test_no_such_object", 0, 64);
+  CHECK(missing.code() == oip::errc::invalid_argument);
+  CHECK(missing.message().find("Unable to open shared memory region: '/oip_test_no_such_object'") ==
+        0);
+
+  const oip::status too_large = regions.register_region("y", object.key(), 4000, 200);
+  CHECK(too_large.code() == oip::errc::invalid_argument);
+  CHECK(too_large.message().find("failed to register shared memory region 'y': invalid args") == 0);
+  CHECK(regions.register_region("z", object.key(), UINT64_MAX, 2).code() ==
+        oip::errc::invalid_argument);
+  CHECK(regions.register_region("", object.key(), 0, 64).message() ==
+        "'region name' is necessary to register system shared memory region");
+
+  CHECK(regions.bytes("nope", 0, 4).error().message() ==
+        "Unable to find shared memory region: 'nope'");
+  CHECK(regions.bytes("r", 64, 4)
+            .error()
+            .message()
+            .find("Invalid offset for shared memory region: 'r'") == 0);
+  CHECK(regions.bytes("r", 60, 8)
+            .error()
+            .message()
+            .find("Invalid offset + byte size for shared memory region: 'r'") == 0);
+  const std::vector<std::byte> eight(8);
+  CHECK(regions.write("r", 0, 4, eight, "OUT").message() ==
+        "shared memory size specified with the request for output 'OUT' (4 bytes) should be at "
+        "least 8 bytes to hold the results");
+  CHECK(regions.regions(std::string_view{"nope"}).error().code() == oip::errc::not_found);
+
+  regions.unregister("never-registered");  // not an error, as in Triton
+  regions.unregister_all();
+  CHECK(regions.regions()->empty());
+}
+
+namespace {
+
+struct shm_server {
+  oip::model_repository repository;
+  oip::executor workers{{2, 64}};
+  oip::http_handler handler;
+  oip::in_process_client client{handler};
+
+  explicit shm_server(bool offered = true) : handler{repository, workers, make_options(offered)} {
+    REQUIRE(repository.add(oip::testing::make_simple()).ok());
+  }
+  static oip::server_options make_options(bool offered) {
+    oip::server_options options;
+    options.shared_memory = offered;
+    return options;
+  }
+  oip::http_response send(std::string method, std::string target, std::string body = {}) {
+    return client.send(std::move(method), std::move(target), std::move(body));
+  }
+  void register_region(const std::string& name, const shm_object& object, std::uint64_t offset,
+                       std::uint64_t byte_size) {
+    const oip::http_response r =
+        send("POST", "/v2/systemsharedmemory/region/" + name + "/register",
+             oip::encode_shared_memory_register({name, object.key(), offset, byte_size}));
+    REQUIRE_MESSAGE(r.status == 200, r.body());
+  }
+};
+
+std::string shm_input(const std::string& name, const std::string& region, std::size_t offset,
+                      std::size_t byte_size) {
+  return R"({"name":")" + name + R"(","shape":[1,16],"datatype":"INT32","parameters":{)" +
+         R"("shared_memory_region":")" + region + R"(","shared_memory_offset":)" +
+         std::to_string(offset) + R"(,"shared_memory_byte_size":)" + std::to_string(byte_size) +
+         "}}";
+}
+
+std::string shm_output(const std::string& name, const std::string& region, std::size_t offset,
+                       std::size_t byte_size) {
+  return R"({"name":")" + name + R"(","parameters":{"shared_memory_region":")" + region +
+         R"(","shared_memory_offset":)" + std::to_string(offset) +
+         R"(,"shared_memory_byte_size":)" + std::to_string(byte_size) + "}}";
+}
+
+}  // namespace
+
+TEST_CASE("inputs and outputs pass through registered regions (HTTP routes, Triton's shapes)") {
+  shm_object inputs{"inputs", 128};
+  shm_object outputs{"outputs", 256};
+  inputs.put(0, iota(0, 16));
+  inputs.put(64, std::vector<std::int32_t>(16, 1));
+  shm_server server;
+
+  const oip::http_response metadata = server.send("GET", "/v2");
+  CHECK(metadata.body().find("\"system_shared_memory\"") != std::string::npos);
+
+  server.register_region("in", inputs, 0, 128);
+  server.register_region("out", outputs, 0, 256);
+  const oip::http_response status = server.send("GET", "/v2/systemsharedmemory/status");
+  CHECK(status.status == 200);
+  CHECK(status.body() == R"([{"name":"in","key":")" + inputs.key() +
+                             R"(","offset":0,"byte_size":128},{"name":"out","key":")" +
+                             outputs.key() + R"(","offset":0,"byte_size":256}])");
+  CHECK(server.send("GET", "/v2/systemsharedmemory/region/in/status").body() ==
+        R"([{"name":"in","key":")" + inputs.key() + R"(","offset":0,"byte_size":128}])");
+
+  // OUTPUT0 to the region, OUTPUT1 in the JSON as usual.
+  const std::string body = R"({"id":"7","inputs":[)" + shm_input("INPUT0", "in", 0, 64) + "," +
+                           shm_input("INPUT1", "in", 64, 64) + R"(],"outputs":[)" +
+                           shm_output("OUTPUT0", "out", 128, 128) + R"(,{"name":"OUTPUT1"}]})";
+  const oip::http_response r = server.send("POST", "/v2/models/simple/infer", body);
+  REQUIRE_MESSAGE(r.status == 200, r.body());
+  CHECK(r.body().find(R"({"name":"OUTPUT0","datatype":"INT32","shape":[1,16]})") !=
+        std::string::npos);
+  CHECK(r.body().find("shared_memory") == std::string::npos);
+  CHECK(r.body().find(R"("name":"OUTPUT1","datatype":"INT32","shape":[1,16],"data":[-1,0,1,)") !=
+        std::string::npos);
+  CHECK(outputs.get<std::int32_t>(128, 16) == iota(1, 16));
+  CHECK(outputs.get<std::int32_t>(0, 16) == std::vector<std::int32_t>(16, 0));  // untouched
+
+  SUBCASE("the decoded inputs are views into the region, without the shared-memory parameters") {
+    oip::shared_memory_registry regions;
+    REQUIRE(regions.register_region("in", inputs.key(), 0, 128).ok());
+    oip::result<oip::inference_request> decoded =
+        oip::decode_request(oip::buffer::from_string(body), std::nullopt, {}, "simple", &regions);
+    REQUIRE(decoded);
+    CHECK(decoded->inputs[0].parameters().empty());
+    CHECK(decoded->inputs[1].data().size() == 64);
+    CHECK(decoded->inputs[1].at<std::int32_t>(0) == 1);
+    inputs.put(64, std::vector<std::int32_t>{5});
+    CHECK(decoded->inputs[1].at<std::int32_t>(0) == 5);  // no copy was made
+  }
+
+  SUBCASE("unregistering one region, then all") {
+    CHECK(server.send("POST", "/v2/systemsharedmemory/region/in/unregister").status == 200);
+    CHECK(server.send("GET", "/v2/systemsharedmemory/region/in/status").status == 404);
+    const oip::http_response again = server.send("POST", "/v2/models/simple/infer", body);
+    CHECK(again.status == 404);
+    CHECK(oip::decode_error(again.body(), again.status).message() ==
+          "Unable to find shared memory region: 'in'");
+    CHECK(server.send("POST", "/v2/systemsharedmemory/unregister").status == 200);
+    CHECK(server.send("GET", "/v2/systemsharedmemory/status").body() == "[]");
+  }
+}
+
+TEST_CASE("shared-memory mistakes are 4xx in Triton's wording") {
+  shm_object inputs{"mistakes", 256};
+  shm_server server;
+  server.register_region("in", inputs, 0, 256);
+  const auto infer = [&](const std::string& inputs_json, const std::string& outputs_json = "") {
+    const std::string body = R"({"inputs":[)" + inputs_json + "]" +
+                             (outputs_json.empty() ? "" : R"(,"outputs":[)" + outputs_json + "]") +
+                             "}";
+    return server.send("POST", "/v2/models/simple/infer", body);
+  };
+  const auto message = [](const oip::http_response& r) {
+    return oip::decode_error(r.body(), r.status).message();
+  };
+  const std::string input1 = shm_input("INPUT1", "in", 64, 64);
+
+  oip::http_response r = infer(shm_input("INPUT0", "in", 0, 60) + "," + input1);
+  CHECK(r.status == 400);
+  CHECK(message(r) ==
+        "input byte size mismatch for input 'INPUT0' for model 'simple'. Expected "
+        "64, got 60");
+
+  r = infer(shm_input("INPUT0", "in", 224, 64) + "," + input1);
+  CHECK(r.status == 400);
+  CHECK(message(r).find("Invalid offset + byte size for shared memory region: 'in'") == 0);
+
+  r = infer(shm_input("INPUT0", "elsewhere", 0, 64) + "," + input1);
+  CHECK(r.status == 404);
+  CHECK(message(r) == "Unable to find shared memory region: 'elsewhere'");
+
+  // data and a region both, or a region of the wrong type.
+  r = infer(R"({"name":"INPUT0","shape":[1,16],"datatype":"INT32",)"
+            R"("data":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],)"
+            R"("parameters":{"shared_memory_region":"in","shared_memory_byte_size":64}},)" +
+            input1);
+  CHECK(r.status == 400);
+  CHECK(message(r).find("But set 'data' 'shared_memory_region'") != std::string::npos);
+  r = infer(
+      R"({"name":"INPUT0","shape":[1,16],"datatype":"INT32","parameters":{"shared_memory_region":1}},)" +
+      input1);
+  CHECK(r.status == 400);
+  CHECK(message(r) ==
+        "invalid value for 'shared_memory_region' of input 'INPUT0': expected a string");
+  r = infer(
+      R"({"name":"INPUT0","shape":[1,16],"datatype":"INT32","parameters":{"shared_memory_offset":0}},)" +
+      input1);
+  CHECK(r.status == 400);
+  CHECK(message(r) ==
+        "'shared_memory_offset' can not be specified without "
+        "'shared_memory_region' parameter for input 'INPUT0'");
+
+  // An output region too small, or combined with classification.
+  const std::string both_inputs = shm_input("INPUT0", "in", 0, 64) + "," + input1;
+  r = infer(both_inputs, shm_output("OUTPUT0", "in", 128, 32));
+  CHECK(r.status == 400);
+  CHECK(message(r) ==
+        "shared memory size specified with the request for output 'OUTPUT0' (32 "
+        "bytes) should be at least 64 bytes to hold the results");
+  r = infer(both_inputs,
+            R"({"name":"OUTPUT0","parameters":{"classification":2,"shared_memory_region":"in"}})");
+  CHECK(r.status == 400);
+  CHECK(message(r).find("Output can't set both 'shared_memory_region' and 'classification'") == 0);
+
+  // Registration mistakes.
+  r = server.send("POST", "/v2/systemsharedmemory/region/in/register",
+                  oip::encode_shared_memory_register({"in", inputs.key(), 0, 64}));
+  CHECK(r.status == 400);
+  CHECK(message(r) == "shared memory region 'in' already in manager");
+  r = server.send("POST", "/v2/systemsharedmemory/region/other/register", R"({"byte_size":4})");
+  CHECK(r.status == 400);
+  CHECK(message(r) == "Shared memory register request has no 'key' field");
+  r = server.send("POST", "/v2/systemsharedmemory/region/other/register",
+                  R"({"key":"/k","byte_size":-4})");
+  CHECK(r.status == 400);
+  r = server.send("POST", "/v2/systemsharedmemory/register", R"({"key":"/k","byte_size":4})");
+  CHECK(r.status == 400);
+  CHECK(server.send("GET", "/v2/systemsharedmemory/region/in/register").status == 405);
+  CHECK(server.send("POST", "/v2/systemsharedmemory/status").status == 405);
+  CHECK(server.send("GET", "/v2/systemsharedmemory/region/in/bogus").status == 404);
+}
+
+TEST_CASE("without the extension, shared memory is refused and CUDA's routes answer as empty") {
+  shm_server server{false};
+  const oip::http_response metadata = server.send("GET", "/v2");
+  CHECK(metadata.body().find("system_shared_memory") == std::string::npos);
+  CHECK(server.send("GET", "/v2/systemsharedmemory/status").status == 404);
+  const oip::http_response r = server.send("POST", "/v2/models/simple/infer",
+                                           R"({"inputs":[)" + shm_input("INPUT0", "in", 0, 64) +
+                                               "," + shm_input("INPUT1", "in", 64, 64) + "]}");
+  CHECK(r.status == 400);
+  CHECK(oip::decode_error(r.body(), r.status).message() ==
+        "input 'INPUT0' names shared memory region 'in', but this server does not offer the "
+        "shared-memory extension");
+
+  // perf_analyzer unregisters CUDA regions before it starts, whatever its mode.
+  CHECK(server.send("POST", "/v2/cudasharedmemory/unregister").status == 200);
+  CHECK(server.send("GET", "/v2/cudasharedmemory/status").body() == "[]");
+  CHECK(server.send("POST", "/v2/cudasharedmemory/region/g/register", "{}").status == 501);
+}
