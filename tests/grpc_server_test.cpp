@@ -1,4 +1,5 @@
 #include "serving_support.hpp"
+#include "shm_object.hpp"
 
 #include <oip/grpc/codec.hpp>
 #include <oip/grpc/grpc_service.grpc.pb.h>
@@ -342,4 +343,111 @@ TEST_CASE("stop with a request in flight waits for its model, then returns") {
   CHECK(std::chrono::steady_clock::now() - began < 5s);
   CHECK(f.waiter->saw_cancel.load());
   client.join();
+}
+
+TEST_CASE("system shared memory over gRPC: register, infer through regions, status, unregister") {
+  oip::testing::shm_object inputs{"grpc_inputs", 128};
+  oip::testing::shm_object outputs{"grpc_outputs", 128};
+  inputs.put(0, oip::testing::iota(0, 16));
+  inputs.put(64, std::vector<std::int32_t>(16, 2));
+  oip::model_repository models;
+  oip::executor workers{oip::executor_options{2, 64}};
+  oip::server_options options;
+  options.shared_memory = true;
+  oip::inference_service service{models, workers, options};
+  REQUIRE(models.add(oip::testing::make_simple()).ok());
+  oip::grpc::server server{service, {"127.0.0.1", 0}};
+  oip::result<std::uint16_t> port = server.start();
+  REQUIRE(port);
+  auto stub = inference::GRPCInferenceService::NewStub(::grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(*port), ::grpc::InsecureChannelCredentials()));
+
+  for (const auto& [name, object] : {std::pair{"in", &inputs}, std::pair{"out", &outputs}}) {
+    ::grpc::ClientContext context;
+    inference::SystemSharedMemoryRegisterRequest request;
+    request.set_name(name);
+    request.set_key(object->key());
+    request.set_byte_size(128);
+    inference::SystemSharedMemoryRegisterResponse response;
+    REQUIRE(stub->SystemSharedMemoryRegister(&context, request, &response).ok());
+  }
+
+  // INPUT0 from the region and INPUT1 raw: the raw contents hold INPUT1 alone, as in Triton.
+  inference::ModelInferRequest message;
+  message.set_model_name("simple");
+  for (const char* name : {"INPUT0", "INPUT1"}) {
+    auto* input = message.add_inputs();
+    input->set_name(name);
+    input->set_datatype("INT32");
+    input->add_shape(1);
+    input->add_shape(16);
+  }
+  auto& params = *message.mutable_inputs(0)->mutable_parameters();
+  params["shared_memory_region"].set_string_param("in");
+  params["shared_memory_byte_size"].set_int64_param(64);
+  const std::vector<std::int32_t> threes(16, 3);
+  message.add_raw_input_contents()->assign(reinterpret_cast<const char*>(threes.data()), 64);
+  auto* wanted = message.add_outputs();
+  wanted->set_name("OUTPUT0");
+  (*wanted->mutable_parameters())["shared_memory_region"].set_string_param("out");
+  (*wanted->mutable_parameters())["shared_memory_offset"].set_int64_param(64);
+  (*wanted->mutable_parameters())["shared_memory_byte_size"].set_int64_param(64);
+  message.add_outputs()->set_name("OUTPUT1");
+
+  ::grpc::ClientContext context;
+  inference::ModelInferResponse response;
+  const ::grpc::Status done = stub->ModelInfer(&context, message, &response);
+  REQUIRE_MESSAGE(done.ok(), done.error_message());
+  REQUIRE(response.outputs_size() == 2);
+  CHECK(response.outputs(0).name() == "OUTPUT0");
+  CHECK(response.outputs(0).shape_size() == 2);
+  CHECK(response.outputs(0).parameters().empty());
+  REQUIRE(response.raw_output_contents_size() == 2);
+  CHECK(response.raw_output_contents(0).empty());  // its bytes are in the region
+  CHECK(response.raw_output_contents(1).size() == 64);
+  CHECK(outputs.get<std::int32_t>(64, 16) == oip::testing::iota(3, 16));
+
+  {
+    ::grpc::ClientContext status_context;
+    inference::SystemSharedMemoryStatusRequest request;
+    inference::SystemSharedMemoryStatusResponse regions;
+    REQUIRE(stub->SystemSharedMemoryStatus(&status_context, request, &regions).ok());
+    REQUIRE(regions.regions().size() == 2);
+    CHECK(regions.regions().at("in").key() == inputs.key());
+    CHECK(regions.regions().at("out").byte_size() == 128);
+  }
+  {
+    // A byte size that does not match the tensor, and too many raw contents.
+    inference::ModelInferRequest wrong = message;
+    (*wrong.mutable_inputs(0)->mutable_parameters())["shared_memory_byte_size"].set_int64_param(60);
+    ::grpc::ClientContext wrong_context;
+    inference::ModelInferResponse ignored;
+    const ::grpc::Status refused = stub->ModelInfer(&wrong_context, wrong, &ignored);
+    CHECK(refused.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(refused.error_message() ==
+          "input byte size mismatch for input 'INPUT0' for model 'simple'. Expected 64, got 60");
+    wrong = message;
+    wrong.add_raw_input_contents()->assign(64, '\0');
+    ::grpc::ClientContext extra_context;
+    CHECK(stub->ModelInfer(&extra_context, wrong, &ignored).error_code() ==
+          ::grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  {
+    ::grpc::ClientContext unregister_context;
+    inference::SystemSharedMemoryUnregisterRequest request;  // no name: every region
+    inference::SystemSharedMemoryUnregisterResponse ignored;
+    REQUIRE(stub->SystemSharedMemoryUnregister(&unregister_context, request, &ignored).ok());
+    ::grpc::ClientContext infer_context;
+    inference::ModelInferResponse refused;
+    const ::grpc::Status gone = stub->ModelInfer(&infer_context, message, &refused);
+    CHECK(gone.error_code() == ::grpc::StatusCode::NOT_FOUND);
+    CHECK(gone.error_message() == "Unable to find shared memory region: 'in'");
+  }
+  {
+    ::grpc::ClientContext cuda_context;
+    inference::CudaSharedMemoryUnregisterRequest request;
+    inference::CudaSharedMemoryUnregisterResponse ignored;
+    CHECK(stub->CudaSharedMemoryUnregister(&cuda_context, request, &ignored).ok());
+  }
+  server.stop();
 }

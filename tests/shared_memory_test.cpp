@@ -1,6 +1,7 @@
 // The system shared-memory extension: the registry (mapping, bounds, lifetime), its routes, and
 // inputs and outputs that pass through regions, in Triton's shapes and wording.
 
+#include "shm_object.hpp"
 #include "serving_support.hpp"
 
 #include <oip/http_handler.hpp>
@@ -14,61 +15,9 @@
 
 #include <doctest/doctest.h>
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
-namespace {
-
-// A POSIX shared-memory object that the test (the client) creates, maps and removes.
-class shm_object {
- public:
-  shm_object(const std::string& tag, std::size_t size)
-      : key_{"/oip_test_" + std::to_string(getpid()) + "_" + tag}, size_{size} {
-    const int fd = shm_open(key_.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0600);
-    REQUIRE(fd >= 0);
-    REQUIRE(ftruncate(fd, static_cast<off_t>(size)) == 0);
-    void* at = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    REQUIRE(at != MAP_FAILED);
-    bytes_ = static_cast<std::byte*>(at);
-  }
-  shm_object(const shm_object&) = delete;
-  shm_object& operator=(const shm_object&) = delete;
-  ~shm_object() {
-    munmap(bytes_, size_);
-    shm_unlink(key_.c_str());
-  }
-
-  [[nodiscard]] const std::string& key() const { return key_; }
-  template <class T>
-  void put(std::size_t byte_offset, const std::vector<T>& values) {
-    std::memcpy(bytes_ + byte_offset, values.data(), values.size() * sizeof(T));
-  }
-  template <class T>
-  [[nodiscard]] std::vector<T> get(std::size_t byte_offset, std::size_t count) const {
-    std::vector<T> out(count);
-    std::memcpy(out.data(), bytes_ + byte_offset, count * sizeof(T));
-    return out;
-  }
-
- private:
-  std::string key_;
-  std::size_t size_;
-  std::byte* bytes_ = nullptr;
-};
-
-std::vector<std::int32_t> iota(std::int32_t from, std::size_t n) {
-  std::vector<std::int32_t> out(n);
-  for (std::size_t i = 0; i < n; ++i) out[i] = from + static_cast<std::int32_t>(i);
-  return out;
-}
-
-}  // namespace
-
 TEST_CASE("the registry maps a region, reads and writes inside it, and reports it") {
-  shm_object object{"registry", 8192};
-  object.put(4096 + 16, iota(100, 4));
+  oip::testing::shm_object object{"registry", 8192};
+  object.put(4096 + 16, oip::testing::iota(100, 4));
   oip::shared_memory_registry regions;
   REQUIRE(regions.register_region("r", object.key(), 4096, 1024).ok());
 
@@ -79,7 +28,7 @@ TEST_CASE("the registry maps a region, reads and writes inside it, and reports i
   CHECK(bytes->load<std::int32_t>(0) == 100);
   CHECK(bytes->load<std::int32_t>(3) == 103);
 
-  const std::vector<std::int32_t> written = iota(7, 3);
+  const std::vector<std::int32_t> written = oip::testing::iota(7, 3);
   REQUIRE(regions.write("r", 100, 12, std::as_bytes(std::span{written}), "OUT").ok());
   CHECK(object.get<std::int32_t>(4096 + 100, 3) == written);
 
@@ -98,7 +47,7 @@ TEST_CASE("the registry maps a region, reads and writes inside it, and reports i
 }
 
 TEST_CASE("the registry refuses what a client gets wrong, with 4xx and Triton's wording") {
-  shm_object object{"refusals", 4096};
+  oip::testing::shm_object object{"refusals", 4096};
   oip::shared_memory_registry regions;
   REQUIRE(regions.register_region("r", object.key(), 0, 64).ok());
 
@@ -159,8 +108,8 @@ struct shm_server {
   oip::http_response send(std::string method, std::string target, std::string body = {}) {
     return client.send(std::move(method), std::move(target), std::move(body));
   }
-  void register_region(const std::string& name, const shm_object& object, std::uint64_t offset,
-                       std::uint64_t byte_size) {
+  void register_region(const std::string& name, const oip::testing::shm_object& object,
+                       std::uint64_t offset, std::uint64_t byte_size) {
     const oip::http_response r =
         send("POST", "/v2/systemsharedmemory/region/" + name + "/register",
              oip::encode_shared_memory_register({name, object.key(), offset, byte_size}));
@@ -186,9 +135,9 @@ std::string shm_output(const std::string& name, const std::string& region, std::
 }  // namespace
 
 TEST_CASE("inputs and outputs pass through registered regions (HTTP routes, Triton's shapes)") {
-  shm_object inputs{"inputs", 128};
-  shm_object outputs{"outputs", 256};
-  inputs.put(0, iota(0, 16));
+  oip::testing::shm_object inputs{"inputs", 128};
+  oip::testing::shm_object outputs{"outputs", 256};
+  inputs.put(0, oip::testing::iota(0, 16));
   inputs.put(64, std::vector<std::int32_t>(16, 1));
   shm_server server;
 
@@ -216,7 +165,7 @@ TEST_CASE("inputs and outputs pass through registered regions (HTTP routes, Trit
   CHECK(r.body().find("shared_memory") == std::string::npos);
   CHECK(r.body().find(R"("name":"OUTPUT1","datatype":"INT32","shape":[1,16],"data":[-1,0,1,)") !=
         std::string::npos);
-  CHECK(outputs.get<std::int32_t>(128, 16) == iota(1, 16));
+  CHECK(outputs.get<std::int32_t>(128, 16) == oip::testing::iota(1, 16));
   CHECK(outputs.get<std::int32_t>(0, 16) == std::vector<std::int32_t>(16, 0));  // untouched
 
   SUBCASE("the decoded inputs are views into the region, without the shared-memory parameters") {
@@ -245,7 +194,7 @@ TEST_CASE("inputs and outputs pass through registered regions (HTTP routes, Trit
 }
 
 TEST_CASE("shared-memory mistakes are 4xx in Triton's wording") {
-  shm_object inputs{"mistakes", 256};
+  oip::testing::shm_object inputs{"mistakes", 256};
   shm_server server;
   server.register_region("in", inputs, 0, 256);
   const auto infer = [&](const std::string& inputs_json, const std::string& outputs_json = "") {

@@ -1,6 +1,8 @@
 #include "detail/find_duplicate.hpp"
 
 #include <oip/grpc/codec.hpp>
+#include <oip/json.hpp>
+#include <oip/shared_memory.hpp>
 #include <oip/tensor.hpp>
 
 #include <cstring>
@@ -180,7 +182,8 @@ bool needs_raw(const std::vector<tensor>& tensors) {
 // One tensor from its message fields and either its typed contents or its raw bytes (taken).
 template <class TensorMessage>
 result<tensor> decode_tensor(const TensorMessage& message, std::string* raw, std::string_view role,
-                             std::string_view model, const limits& bounds) {
+                             std::string_view model, const limits& bounds,
+                             const shared_memory_registry* shared_memory) {
   const std::string& name = message.name();
   const std::string for_model = model.empty() ? "" : fmt::format(" for model '{}'", model);
   result<datatype> type = parse_datatype(message.datatype());
@@ -199,8 +202,39 @@ result<tensor> decode_tensor(const TensorMessage& message, std::string* raw, std
                   fmt::format("{} '{}' has {} elements, above the limit of {}", role, name, *count,
                               bounds.max_elements)};
   }
+  result<parameters> params = decode_parameters(message.parameters(), name);
+  if (!params) return std::move(params).error();
+  std::optional<shared_memory_reference> place;
+  if (role == "input") {
+    result<std::optional<shared_memory_reference>> taken =
+        take_shared_memory_reference(*params, role, name);
+    if (!taken) return std::move(taken).error();
+    place = std::move(*taken);
+  }
   result<buffer> data = status{errc::internal, "no data"};
-  if (raw != nullptr) {
+  if (place) {
+    if (message.has_contents() && !filled_fields(message.contents()).empty()) {
+      return invalid(
+          fmt::format("unexpected 'content' provided when using shared memory for "
+                      "input tensor '{}'{}",
+                      name, for_model));
+    }
+    if (shared_memory == nullptr) {
+      return invalid(
+          fmt::format("input '{}' names shared memory region '{}', but this server "
+                      "does not offer the shared-memory extension",
+                      name, place->region));
+    }
+    if (!is_bytes(*type)) {
+      const result<std::uint64_t> expected = byte_size(*type, shape);
+      if (!expected) return expected.error();
+      if (place->byte_size != *expected) {
+        return invalid(fmt::format("input byte size mismatch for input '{}'{}. Expected {}, got {}",
+                                   name, for_model, *expected, place->byte_size));
+      }
+    }
+    data = shared_memory->bytes(place->region, place->offset, place->byte_size);
+  } else if (raw != nullptr) {
     if (message.has_contents() && !filled_fields(message.contents()).empty()) {
       return invalid(
           fmt::format("contents field must not be specified when using raw_{}_"
@@ -245,10 +279,14 @@ result<tensor> decode_tensor(const TensorMessage& message, std::string* raw, std
   if (!made) {
     return status{made.error().code(), fmt::format("{}{}", made.error().message(), for_model)};
   }
-  result<parameters> params = decode_parameters(message.parameters(), name);
-  if (!params) return std::move(params).error();
   made->parameters() = std::move(*params);
   return made;
+}
+
+// Whether an input names a shared-memory region: its bytes are not among the raw contents.
+template <class TensorMessage>
+bool in_shared_memory(const TensorMessage& message) {
+  return message.parameters().contains(std::string{parameter_names::shared_memory_region});
 }
 
 // Decodes every tensor of a request or response; raw contents must be one per tensor or none.
@@ -256,31 +294,47 @@ template <class Tensors>
 result<std::vector<tensor>> decode_tensors(const Tensors& messages,
                                            google::protobuf::RepeatedPtrField<std::string>& raw,
                                            std::string_view role, std::string_view model,
-                                           const limits& bounds) {
-  if (!raw.empty() && raw.size() != messages.size()) {
-    return invalid(fmt::format("expected {} raw_{}_contents, one for each {}, got {}",
-                               messages.size(), role, role, raw.size()));
+                                           const limits& bounds,
+                                           const shared_memory_registry* shared_memory = nullptr) {
+  // As in Triton, an input in shared memory has no entry among the raw contents.
+  int carried = 0;
+  for (const auto& message : messages) {
+    if (role != "input" || !in_shared_memory(message)) ++carried;
+  }
+  if (!raw.empty() && raw.size() != carried) {
+    return invalid(
+        fmt::format("expected {} raw_{}_contents, one for each {}{}, got {}", carried, role, role,
+                    carried == messages.size() ? "" : " not in shared memory", raw.size()));
   }
   if (const std::optional<std::string_view> twin = repeated_name(messages)) {
     return invalid(fmt::format("duplicate {} name '{}'", role, *twin));
   }
   std::vector<tensor> out;
   out.reserve(static_cast<std::size_t>(messages.size()));
+  int next_raw = 0;
   for (int i = 0; i < messages.size(); ++i) {
-    std::string* bytes = raw.empty() ? nullptr : raw.Mutable(i);
-    result<tensor> t = decode_tensor(messages.Get(i), bytes, role, model, bounds);
+    const bool carries = role != "input" || !in_shared_memory(messages.Get(i));
+    std::string* bytes = raw.empty() || !carries ? nullptr : raw.Mutable(next_raw++);
+    result<tensor> t = decode_tensor(messages.Get(i), bytes, role, model, bounds, shared_memory);
     if (!t) return std::move(t).error();
     out.push_back(std::move(*t));
   }
   return out;
 }
 
+// A tensor in shared memory has its name, datatype and shape only, and an empty raw entry (so
+// that raw contents stay one per output, as Triton's clients read them).
 template <class TensorMessage>
 void encode_tensor(const tensor& t, bool raw, TensorMessage& message,
-                   google::protobuf::RepeatedPtrField<std::string>& raw_out) {
+                   google::protobuf::RepeatedPtrField<std::string>& raw_out,
+                   bool in_shared_memory = false) {
   message.set_name(t.name());
   message.set_datatype(std::string{to_string(t.type())});
   for (const std::int64_t d : t.shape()) message.add_shape(d);
+  if (in_shared_memory) {
+    if (raw) raw_out.Add();
+    return;
+  }
   encode_parameters(t.parameters(), *message.mutable_parameters());
   if (raw) {
     raw_out.Add()->assign(reinterpret_cast<const char*>(t.data().data()), t.data().size());
@@ -315,15 +369,17 @@ result<parameters> decode_parameters(const parameter_map& in, std::string_view w
 }
 
 result<inference_request> decode_request(inference::ModelInferRequest& message,
-                                         const limits& bounds) {
+                                         const limits& bounds,
+                                         const shared_memory_registry* shared_memory) {
   inference_request request;
   const std::string& model = message.model_name();
   if (!message.id().empty()) request.id = message.id();
   result<parameters> params = decode_parameters(message.parameters(), "the request");
   if (!params) return std::move(params).error();
   request.parameters = std::move(*params);
-  result<std::vector<tensor>> inputs = decode_tensors(
-      message.inputs(), *message.mutable_raw_input_contents(), "input", model, bounds);
+  result<std::vector<tensor>> inputs =
+      decode_tensors(message.inputs(), *message.mutable_raw_input_contents(), "input", model,
+                     bounds, shared_memory);
   if (!inputs) return std::move(inputs).error();
   request.inputs = std::move(*inputs);
   if (const std::optional<std::string_view> twin = repeated_name(message.outputs())) {
@@ -339,14 +395,15 @@ result<inference_request> decode_request(inference::ModelInferRequest& message,
 }
 
 status encode_response(const inference_response& response, bool raw,
-                       inference::ModelInferResponse& out) {
+                       inference::ModelInferResponse& out, const response_format* format) {
   out.set_model_name(response.model_name);
   out.set_model_version(response.model_version);
   if (response.id) out.set_id(*response.id);
   encode_parameters(response.parameters, *out.mutable_parameters());
   const bool all_raw = raw || needs_raw(response.outputs);
   for (const tensor& t : response.outputs) {
-    encode_tensor(t, all_raw, *out.add_outputs(), *out.mutable_raw_output_contents());
+    encode_tensor(t, all_raw, *out.add_outputs(), *out.mutable_raw_output_contents(),
+                  format != nullptr && format->in_shared_memory(t.name()));
   }
   return {};
 }

@@ -14,6 +14,7 @@
 #include <oip/grpc/grpc_service.grpc.pb.h>
 #include <oip/grpc/server.hpp>
 #include <oip/log.hpp>
+#include <oip/shared_memory.hpp>
 
 #include <charconv>
 #include <deque>
@@ -203,6 +204,25 @@ void to_message(const tensor_metadata& t, inference::ModelMetadataResponse::Tens
 struct admitted_request {
   model_lease lease;
   inference_request request;
+  std::vector<shared_memory_output> to_shared_memory;
+  response_format format;  // which outputs go to shared memory
+
+  // The reply for the model's outcome: outputs written to their regions first, the rest encoded.
+  [[nodiscard]] static status finish(const inference_service& service,
+                                     const std::vector<shared_memory_output>& to_shared_memory,
+                                     const result<inference_response>& outcome, bool raw,
+                                     const response_format& format,
+                                     inference::ModelInferResponse& out) {
+    if (!outcome) return outcome.error();
+    if (!to_shared_memory.empty()) {
+      if (status s = service.shared_memory()->write_outputs(to_shared_memory, *outcome); !s.ok()) {
+        log_request_failure(s, fmt::format("model '{}'", outcome->model_name),
+                            outcome->id.value_or(""));
+        return s;
+      }
+    }
+    return encode_response(*outcome, raw, out, &format);
+  }
 };
 
 // The steps every inference RPC shares: version, lease, decoding. The message's raw contents move
@@ -217,12 +237,27 @@ result<admitted_request> admit(inference_service& service, inference::ModelInfer
                         message.id());
     return std::move(lease).error();
   }
-  result<inference_request> request = decode_request(message, service.options().bounds);
-  if (!request) {
-    inference_service::record_failure(*lease, received, request.error(), message.id());
-    return std::move(request).error();
+  const auto refuse = [&](status why) {
+    inference_service::record_failure(*lease, received, why, message.id());
+    return why;
+  };
+  result<inference_request> request =
+      decode_request(message, service.options().bounds, service.shared_memory());
+  if (!request) return refuse(std::move(request).error());
+  result<std::vector<shared_memory_output>> to_shared_memory = take_shared_memory_outputs(*request);
+  if (!to_shared_memory) return refuse(std::move(to_shared_memory).error());
+  response_format format;
+  for (const shared_memory_output& output : *to_shared_memory) {
+    if (service.shared_memory() == nullptr) {
+      return refuse(status{errc::invalid_argument,
+                           fmt::format("output '{}' names shared memory region '{}', but this "
+                                       "server does not offer the shared-memory extension",
+                                       output.name, output.place.region)});
+    }
+    format.shared_memory_outputs.push_back(output.name);
   }
-  return admitted_request{std::move(*lease), std::move(*request)};
+  return admitted_request{std::move(*lease), std::move(*request), std::move(*to_shared_memory),
+                          std::move(format)};
 }
 
 // --- ModelInfer ----------------------------------------------------------------------------------
@@ -353,11 +388,13 @@ class stream_reactor final : public stream_reactor_base {
     }
     service_.infer(
         std::move(admitted->lease), std::move(admitted->request), shared_->cancel,
-        [shared = shared_, raw, id = std::move(id)](result<inference_response> response) {
+        [shared = shared_, &service = service_, raw, id = std::move(id),
+         to_shared_memory = std::move(admitted->to_shared_memory),
+         format = std::move(admitted->format)](result<inference_response> response) {
           inference::ModelStreamInferResponse reply_message;
           status encoded =
-              response ? encode_response(*response, raw, *reply_message.mutable_infer_response())
-                       : response.error();
+              admitted_request::finish(service, to_shared_memory, response, raw, format,
+                                       *reply_message.mutable_infer_response());
           ::grpc::ByteBuffer bytes;
           if (encoded.ok()) encoded = serialize(reply_message, bytes);
           if (!encoded.ok()) {
@@ -420,20 +457,30 @@ class stream_reactor final : public stream_reactor_base {
 // --- the service ---------------------------------------------------------------------------------
 
 using svc = inference::GRPCInferenceService;
-using raw_service = svc::WithRawCallbackMethod_ServerLive<
-    svc::WithRawCallbackMethod_ServerReady<svc::WithRawCallbackMethod_ModelReady<
-        svc::WithRawCallbackMethod_ServerMetadata<svc::WithRawCallbackMethod_ModelMetadata<
-            svc::WithRawCallbackMethod_ModelInfer<svc::WithRawCallbackMethod_ModelStreamInfer<
-                svc::WithRawCallbackMethod_ModelConfig<svc::WithRawCallbackMethod_ModelStatistics<
-                    svc::WithRawCallbackMethod_RepositoryIndex<
-                        svc::WithRawCallbackMethod_RepositoryModelLoad<
-                            svc::WithRawCallbackMethod_RepositoryModelUnload<
-                                svc::Service>>>>>>>>>>>>;
+using raw_service = svc::WithRawCallbackMethod_ServerLive<svc::WithRawCallbackMethod_ServerReady<
+    svc::WithRawCallbackMethod_ModelReady<svc::WithRawCallbackMethod_ServerMetadata<
+        svc::WithRawCallbackMethod_ModelMetadata<svc::WithRawCallbackMethod_ModelInfer<
+            svc::WithRawCallbackMethod_ModelStreamInfer<svc::WithRawCallbackMethod_ModelConfig<
+                svc::WithRawCallbackMethod_ModelStatistics<svc::WithRawCallbackMethod_RepositoryIndex<
+                    svc::WithRawCallbackMethod_RepositoryModelLoad<
+                        svc::WithRawCallbackMethod_RepositoryModelUnload<
+                            svc::WithRawCallbackMethod_SystemSharedMemoryStatus<
+                                svc::WithRawCallbackMethod_SystemSharedMemoryRegister<
+                                    svc::WithRawCallbackMethod_SystemSharedMemoryUnregister<
+                                        svc::WithRawCallbackMethod_CudaSharedMemoryStatus<
+                                            svc::WithRawCallbackMethod_CudaSharedMemoryRegister<
+                                                svc::
+                                                    WithRawCallbackMethod_CudaSharedMemoryUnregister<
+                                                        svc::Service>>>>>>>>>>>>>>>>>>;
 
 using ::grpc::ByteBuffer;
 
 class service_impl final : public raw_service {
  public:
+  static status shared_memory_off() {
+    return status{errc::not_found, "this server does not offer the system shared-memory extension"};
+  }
+
   explicit service_impl(inference_service& service) : service_{service} {}
 
   ServerUnaryReactor* ServerLive(CallbackServerContext* context, const ByteBuffer* in,
@@ -515,10 +562,12 @@ class service_impl final : public raw_service {
     }
     service_.infer(
         std::move(admitted->lease), std::move(admitted->request), reactor->cancel(),
-        [reactor, out, raw](result<inference_response> outcome) {
-          if (!outcome) return reactor->Finish(to_grpc(outcome.error()));
+        [&service = service_, reactor, out, raw,
+         to_shared_memory = std::move(admitted->to_shared_memory),
+         format = std::move(admitted->format)](result<inference_response> outcome) {
           inference::ModelInferResponse response;
-          status s = encode_response(*outcome, raw, response);
+          status s =
+              admitted_request::finish(service, to_shared_memory, outcome, raw, format, response);
           if (s.ok()) s = serialize(response, *out);
           reactor->Finish(to_grpc(s));
         },
@@ -590,6 +639,90 @@ class service_impl final : public raw_service {
         context, in, out, [this](const auto& request, auto& /*response*/) {
           return service_.unload(request.model_name());
         });
+  }
+
+  // --- shared memory (system regions; CUDA's are not offered) ----------------------------------
+
+  ServerUnaryReactor* SystemSharedMemoryStatus(CallbackServerContext* context, const ByteBuffer* in,
+                                               ByteBuffer* out) override {
+    return answer<inference::SystemSharedMemoryStatusRequest,
+                  inference::SystemSharedMemoryStatusResponse>(
+        context, in, out, [this](const auto& request, auto& response) {
+          shared_memory_registry* regions = service_.shared_memory();
+          if (regions == nullptr) return shared_memory_off();
+          std::optional<std::string_view> name;
+          if (!request.name().empty()) name = request.name();
+          result<std::vector<shared_memory_region>> found = regions->regions(name);
+          if (!found) return found.error();
+          for (const shared_memory_region& region : *found) {
+            auto& entry = (*response.mutable_regions())[region.name];
+            entry.set_name(region.name);
+            entry.set_key(region.key);
+            entry.set_offset(region.offset);
+            entry.set_byte_size(region.byte_size);
+          }
+          return status{};
+        });
+  }
+
+  ServerUnaryReactor* SystemSharedMemoryRegister(CallbackServerContext* context,
+                                                 const ByteBuffer* in, ByteBuffer* out) override {
+    return answer<inference::SystemSharedMemoryRegisterRequest,
+                  inference::SystemSharedMemoryRegisterResponse>(
+        context, in, out, [this](const auto& request, auto& /*response*/) {
+          shared_memory_registry* regions = service_.shared_memory();
+          if (regions == nullptr) return shared_memory_off();
+          return regions->register_region(request.name(), request.key(), request.offset(),
+                                          request.byte_size());
+        });
+  }
+
+  ServerUnaryReactor* SystemSharedMemoryUnregister(CallbackServerContext* context,
+                                                   const ByteBuffer* in, ByteBuffer* out) override {
+    return answer<inference::SystemSharedMemoryUnregisterRequest,
+                  inference::SystemSharedMemoryUnregisterResponse>(
+        context, in, out, [this](const auto& request, auto& /*response*/) {
+          shared_memory_registry* regions = service_.shared_memory();
+          if (regions == nullptr) return shared_memory_off();
+          if (request.name().empty()) {
+            regions->unregister_all();
+          } else {
+            regions->unregister(request.name());
+          }
+          return status{};
+        });
+  }
+
+  // CUDA regions need a device handle from the client's process: none can be registered, so the
+  // status is empty and unregistering succeeds (perf_analyzer unregisters CUDA's regions too).
+  ServerUnaryReactor* CudaSharedMemoryStatus(CallbackServerContext* context, const ByteBuffer* in,
+                                             ByteBuffer* out) override {
+    return answer<inference::CudaSharedMemoryStatusRequest,
+                  inference::CudaSharedMemoryStatusResponse>(
+        context, in, out, [](const auto& request, auto& /*response*/) {
+          if (request.name().empty()) return status{};
+          return status{
+              errc::not_found,
+              fmt::format("Unable to find cuda shared memory region: '{}'", request.name())};
+        });
+  }
+
+  ServerUnaryReactor* CudaSharedMemoryRegister(CallbackServerContext* context, const ByteBuffer* in,
+                                               ByteBuffer* out) override {
+    return answer<inference::CudaSharedMemoryRegisterRequest,
+                  inference::CudaSharedMemoryRegisterResponse>(
+        context, in, out, [](const auto& /*request*/, auto& /*response*/) {
+          return status{errc::not_implemented,
+                        "CUDA shared memory is not supported by this server; use system shared "
+                        "memory"};
+        });
+  }
+
+  ServerUnaryReactor* CudaSharedMemoryUnregister(CallbackServerContext* context,
+                                                 const ByteBuffer* in, ByteBuffer* out) override {
+    return answer<inference::CudaSharedMemoryUnregisterRequest,
+                  inference::CudaSharedMemoryUnregisterResponse>(
+        context, in, out, [](const auto& /*request*/, auto& /*response*/) { return status{}; });
   }
 
  private:

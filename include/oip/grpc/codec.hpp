@@ -11,8 +11,10 @@
 
 #include <oip/grpc/grpc_service.pb.h>
 #include <oip/infer.hpp>
+#include <oip/json.hpp>
 #include <oip/limits.hpp>
 #include <oip/parameters.hpp>
+#include <oip/shared_memory.hpp>
 #include <oip/status.hpp>
 
 #include <string>
@@ -32,13 +34,21 @@ using parameter_map = google::protobuf::Map<std::string, inference::InferParamet
 ///   oip::result<oip::inference_request> request = oip::grpc::decode_request(message);
 ///   if (!request) return to_grpc_status(request.error());
 /// \endcode
-[[nodiscard]] result<inference_request> decode_request(inference::ModelInferRequest& message,
-                                                       const limits& bounds = {});
+///
+/// With `shared_memory`, an input may name a registered region instead (`shared_memory_region`,
+/// `shared_memory_offset`, `shared_memory_byte_size` parameters, taken out of its parameters); it
+/// then has no entry among the raw contents, as in Triton.
+[[nodiscard]] result<inference_request> decode_request(
+    inference::ModelInferRequest& message, const limits& bounds = {},
+    const shared_memory_registry* shared_memory = nullptr);
 
 /// Server side: the response to a request that sent raw data goes back raw (`raw`); otherwise in
 /// typed contents, unless an output is FP16 or BF16, which have none.
+/// Outputs that `format` places in shared memory carry only their name, datatype and shape (and
+/// an empty raw entry when the reply is raw).
 [[nodiscard]] status encode_response(const inference_response& response, bool raw,
-                                     inference::ModelInferResponse& out);
+                                     inference::ModelInferResponse& out,
+                                     const response_format* format = nullptr);
 
 /// Client side: a request for `model` (and `version`, empty for the policy's choice).
 [[nodiscard]] status encode_request(const inference_request& request, std::string_view model,
