@@ -41,6 +41,9 @@ the Open Inference Protocol, on HTTP and gRPC.
                          client error), info, or verbose (also one line per successful request)
   --models A,B,...       models to load (default: all)
   --no-dynamic-batching  run the classifier's requests one by one (for comparisons)
+  --allow-shared-memory  offer Triton's system shared-memory extension (off by default: a client
+                         could then map any shared-memory object this process can open, so
+                         allow it only where every client is trusted)
   --device D             auto, cpu, cuda or cuda:N (default auto: a usable CUDA device, else
                          the CPU); simple*, identity_*, sequence_accumulator and classifier run
                          on a CUDA device, the others on the CPU
@@ -108,6 +111,10 @@ int parse(int argc, char** argv, options& o, bool& help) {
     }
     if (flag == "--no-dynamic-batching") {
       o.dynamic_batching = false;
+      continue;
+    }
+    if (flag == "--allow-shared-memory") {
+      o.server.shared_memory = true;
       continue;
     }
     if (i + 1 >= argc) {

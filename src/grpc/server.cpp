@@ -200,6 +200,21 @@ void to_message(const tensor_metadata& t, inference::ModelMetadataResponse::Tens
   for (const std::int64_t d : t.shape) out.add_shape(d);
 }
 
+// Whether a reply goes back in raw contents: when the request sent raw contents, or used shared
+// memory (Triton always replies raw, and its clients then expect one raw entry per output, an
+// empty one for an output in shared memory).
+bool replies_raw(const inference::ModelInferRequest& message) {
+  if (message.raw_input_contents_size() > 0) return true;
+  const std::string region{parameter_names::shared_memory_region};
+  for (const auto& input : message.inputs()) {
+    if (input.parameters().contains(region)) return true;
+  }
+  for (const auto& output : message.outputs()) {
+    if (output.parameters().contains(region)) return true;
+  }
+  return false;
+}
+
 // A decoded request ready for the service, or why it is not.
 struct admitted_request {
   model_lease lease;
@@ -373,7 +388,7 @@ class stream_reactor final : public stream_reactor_base {
  private:
   void dispatch(inference::ModelInferRequest& message) {
     const auto received = inference_service::clock::now();
-    const bool raw = message.raw_input_contents_size() > 0;
+    const bool raw = replies_raw(message);
     std::string id = message.id();
     result<admitted_request> admitted = admit(service_, message, received);
     if (!admitted) {
@@ -554,7 +569,7 @@ class service_impl final : public raw_service {
       reactor->Finish(to_grpc(parsed));
       return reactor;
     }
-    const bool raw = message.raw_input_contents_size() > 0;
+    const bool raw = replies_raw(message);
     result<admitted_request> admitted = admit(service_, message, received);
     if (!admitted) {
       reactor->Finish(to_grpc(admitted.error()));

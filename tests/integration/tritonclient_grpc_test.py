@@ -4,12 +4,14 @@
 Usage: tritonclient_grpc_test.py PATH/TO/oip-serve
 """
 
+import os
 import queue
 import sys
 
 import numpy as np
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
+import tritonclient.utils.shared_memory as shm
 
 import oip_serve_runner
 
@@ -157,9 +159,56 @@ def streaming_many_requests(client):
     assert len(errors) == 1 and "no_such_model" in errors[0], errors
 
 
+def region_names(client):
+    return sorted(client.get_system_shared_memory_status(as_json=True).get("regions", {}))
+
+
+@check
+def system_shared_memory(client):
+    """Inputs and outputs through regions that the client makes and registers."""
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    b = np.full((1, 16), 3, dtype=np.int32)
+    keys = [f"/oip_it_{name}_{os.getpid()}_grpc" for name in ("in", "out")]
+    regions = [shm.create_shared_memory_region(name, key, 128)
+               for name, key in zip(("in", "out"), keys)]
+    try:
+        shm.set_shared_memory_region(regions[0], [a, b])
+        client.unregister_system_shared_memory()
+        client.register_system_shared_memory("in", keys[0], 128)
+        client.register_system_shared_memory("out", keys[1], 128)
+        assert sorted(region_names(client)) == ["in", "out"]
+        inputs = [grpcclient.InferInput("INPUT0", [1, 16], "INT32"),
+                  grpcclient.InferInput("INPUT1", [1, 16], "INT32")]
+        inputs[0].set_shared_memory("in", 64)
+        inputs[1].set_shared_memory("in", 64, offset=64)
+        outputs = [grpcclient.InferRequestedOutput("OUTPUT0"),
+                   grpcclient.InferRequestedOutput("OUTPUT1")]
+        outputs[0].set_shared_memory("out", 64)
+        outputs[1].set_shared_memory("out", 64, offset=64)
+        result = client.infer("simple", inputs, outputs=outputs)
+        assert result.get_output("OUTPUT0") is not None
+        total = shm.get_contents_as_numpy(regions[1], np.int32, [1, 16])
+        difference = shm.get_contents_as_numpy(regions[1], np.int32, [1, 16], offset=64)
+        assert np.array_equal(total, a + b), total
+        assert np.array_equal(difference, a - b), difference
+        try:
+            client.register_system_shared_memory("in", keys[0], 128)
+            raise AssertionError("a second region named 'in' was accepted")
+        except InferenceServerException as e:
+            assert "already in manager" in e.message(), e.message()
+        client.unregister_system_shared_memory("in")
+        assert region_names(client) == ["out"]
+        client.unregister_system_shared_memory()
+        assert region_names(client) == []
+    finally:
+        for region in regions:
+            shm.destroy_shared_memory_region(region)
+
+
 def main():
     return oip_serve_runner.run(sys.argv[1], checks,
-                                lambda http_url, grpc_url: grpcclient.InferenceServerClient(grpc_url))
+                                lambda http_url, grpc_url: grpcclient.InferenceServerClient(grpc_url),
+                                extra_args=("--allow-shared-memory",))
 
 
 if __name__ == "__main__":
