@@ -1,8 +1,8 @@
 // The system shared-memory extension: the registry (mapping, bounds, lifetime), its routes, and
 // inputs and outputs that pass through regions, in Triton's shapes and wording.
 
-#include "shm_object.hpp"
 #include "serving_support.hpp"
+#include "shm_object.hpp"
 
 #include <oip/http_handler.hpp>
 #include <oip/in_process_client.hpp>
@@ -290,4 +290,31 @@ TEST_CASE("without the extension, shared memory is refused and CUDA's routes ans
   CHECK(server.send("POST", "/v2/cudasharedmemory/unregister").status == 200);
   CHECK(server.send("GET", "/v2/cudasharedmemory/status").body() == "[]");
   CHECK(server.send("POST", "/v2/cudasharedmemory/region/g/register", "{}").status == 501);
+}
+
+TEST_CASE("a BYTES input in shared memory is checked element by element") {
+  oip::testing::shm_object object{"bytes", 64};
+  const std::vector<std::uint8_t> two_strings{3, 0, 0, 0, 'a', 'b', 'c', 0, 0, 0, 0};
+  object.put(0, two_strings);
+  oip::shared_memory_registry regions;
+  REQUIRE(regions.register_region("s", object.key(), 0, 64).ok());
+  const auto decode = [&](std::size_t byte_size, const std::string& shape) {
+    const std::string body = R"({"inputs":[{"name":"TEXT","shape":)" + shape +
+                             R"(,"datatype":"BYTES","parameters":{"shared_memory_region":"s",)"
+                             R"("shared_memory_byte_size":)" +
+                             std::to_string(byte_size) + "}}]}";
+    return oip::decode_request(oip::buffer::from_string(body), std::nullopt, {}, "m", &regions);
+  };
+  oip::result<oip::inference_request> good = decode(two_strings.size(), "[2]");
+  REQUIRE(good);
+  std::vector<std::string> seen;
+  for (std::string_view element : good->inputs[0].strings()) seen.emplace_back(element);
+  CHECK(seen == std::vector<std::string>{"abc", ""});
+
+  // One element short of the shape, and a length that runs past the bytes given.
+  CHECK(decode(two_strings.size(), "[3]").error().code() == oip::errc::invalid_argument);
+  const oip::result<oip::inference_request> cut = decode(6, "[2]");
+  REQUIRE_FALSE(cut);
+  CHECK(cut.error().code() == oip::errc::invalid_argument);
+  CHECK(cut.error().message().find("for model 'm'") != std::string::npos);
 }
