@@ -405,7 +405,7 @@ class stream_reactor final : public stream_reactor_base {
         std::move(admitted->lease), std::move(admitted->request), shared_->cancel,
         [shared = shared_, &service = service_, raw, id = std::move(id),
          to_shared_memory = std::move(admitted->to_shared_memory),
-         format = std::move(admitted->format)](result<inference_response> response) {
+         format = std::move(admitted->format)](const result<inference_response>& response) {
           inference::ModelStreamInferResponse reply_message;
           status encoded =
               admitted_request::finish(service, to_shared_memory, response, raw, format,
@@ -579,7 +579,7 @@ class service_impl final : public raw_service {
         std::move(admitted->lease), std::move(admitted->request), reactor->cancel(),
         [&service = service_, reactor, out, raw,
          to_shared_memory = std::move(admitted->to_shared_memory),
-         format = std::move(admitted->format)](result<inference_response> outcome) {
+         format = std::move(admitted->format)](const result<inference_response>& outcome) {
           inference::ModelInferResponse response;
           status s =
               admitted_request::finish(service, to_shared_memory, outcome, raw, format, response);
