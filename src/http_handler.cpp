@@ -376,32 +376,23 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
       decoded = decode_request(*body, header_length, options.bounds, name, service.shared_memory());
     }
     if (!decoded) return refuse(decoded.error());
-    result<std::vector<shared_memory_output>> to_shared_memory =
-        take_shared_memory_outputs(*decoded);
-    if (!to_shared_memory) return refuse(to_shared_memory.error());
-    if (!to_shared_memory->empty() && service.shared_memory() == nullptr) {
-      return refuse(status{
-          errc::invalid_argument,
-          fmt::format("output '{}' names shared memory region '{}', but this "
-                      "server does not offer the shared-memory extension",
-                      to_shared_memory->front().name, to_shared_memory->front().place.region)});
-    }
+    result<std::vector<shared_memory_destination>> destinations =
+        shared_memory_destinations(*decoded, service.shared_memory());
+    if (!destinations) return refuse(destinations.error());
     result<response_format> format = response_format::from_request(*decoded);
     if (!format) return refuse(format.error());
     if (raw) format->binary_by_default = true;
-    for (const shared_memory_output& output : *to_shared_memory) {
-      format->shared_memory_outputs.push_back(output.name);
+    for (const shared_memory_destination& place : *destinations) {
+      format->shared_memory_outputs.push_back(place.output);
     }
 
     service.infer(
         std::move(*lease), std::move(*decoded), cancel,
         [self = shared_from_this(), format = std::move(*format), reply_coding,
-         to_shared_memory = std::move(*to_shared_memory),
+         destinations = std::move(*destinations),
          done = std::move(done)](const result<inference_response>& response) {
-          if (response && !to_shared_memory.empty()) {
-            const status written =
-                self->service.shared_memory()->write_outputs(to_shared_memory, *response);
-            if (!written.ok()) {
+          if (response && !destinations.empty()) {
+            if (const status written = write_outputs(destinations, *response); !written.ok()) {
               log_request_failure(written, fmt::format("model '{}'", response->model_name),
                                   response->id.value_or(""));
               return done(self->finish_reply(error_reply(written), reply_coding));

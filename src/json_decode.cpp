@@ -1039,7 +1039,7 @@ status place_shared_memory(const document_context& doc, std::vector<parsed_tenso
                                 t.name, place.region)};
     }
     if (status s = check_byte_size(doc, "input", t, place.byte_size); !s.ok()) return s;
-    result<buffer> bytes = doc.shared_memory->bytes(place.region, place.offset, place.byte_size);
+    result<buffer> bytes = doc.shared_memory->input(place, *t.type, *doc.bounds);
     if (!bytes) return std::move(bytes).error();
     t.data = std::move(*bytes);
   }

@@ -1,6 +1,7 @@
 #include <oip/shared_memory.hpp>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -43,6 +44,18 @@ result<std::shared_ptr<mapping>> map_region(const shared_memory_region& region) 
         errc::invalid_argument,
         fmt::format("failed to register shared memory region '{}': {}", region.name, why)};
   };
+  // A POSIX shared-memory name: one optional leading '/', then a file name (no '/', no NUL, not
+  // "." or ".."). Checked here rather than left to the C library, which would cut a key at a NUL.
+  const std::string_view object_name =
+      std::string_view{region.key}.substr(region.key.starts_with('/') ? 1 : 0);
+  if (object_name.empty() || object_name.size() > NAME_MAX || object_name == "." ||
+      object_name == ".." ||
+      object_name.find_first_of(std::string_view{"/\0", 2}) != std::string_view::npos) {
+    return cannot(
+        fmt::format("'{}' is not a shared memory object name (a name of at most {} "
+                    "characters, without '/' after the first)",
+                    region.key.substr(0, 300), NAME_MAX));
+  }
   if (region.byte_size == 0) return cannot("byte_size must be at least 1");
   if (region.offset > UINT64_MAX - region.byte_size) return cannot("offset + byte_size overflows");
   const int fd = shm_open(region.key.c_str(), O_RDWR, 0);
@@ -127,8 +140,14 @@ result<std::optional<shared_memory_reference>> take_shared_memory_reference(
   result<std::optional<std::uint64_t>> byte_size =
       take_size(params, names::shared_memory_byte_size, role, tensor);
   if (!byte_size) return std::move(byte_size).error();
+  if (!*byte_size) {
+    return status{errc::invalid_argument,
+                  fmt::format("'shared_memory_byte_size' must be specified along with "
+                              "'shared_memory_region' parameter for {} '{}'",
+                              role, tensor)};
+  }
   out.offset = offset->value_or(0);
-  out.byte_size = byte_size->value_or(0);
+  out.byte_size = **byte_size;
   params.erase(names::shared_memory_region);
   return std::optional<shared_memory_reference>{std::move(out)};
 }
@@ -256,32 +275,61 @@ result<buffer> shared_memory_registry::bytes(std::string_view name, std::uint64_
   return buffer::view({at, static_cast<std::size_t>(byte_size)}, std::move(map));
 }
 
-status shared_memory_registry::write(std::string_view name, std::uint64_t offset,
-                                     std::uint64_t byte_size, std::span<const std::byte> data,
-                                     std::string_view tensor) const {
-  auto located = state_->locate(name, offset, byte_size);
-  if (!located) return std::move(located).error();
-  if (data.size() > byte_size) {
-    return status{errc::invalid_argument,
-                  fmt::format("shared memory size specified with the request for output '{}' ({} "
-                              "bytes) should be at least {} bytes to hold the results",
-                              tensor, byte_size, data.size())};
+result<buffer> shared_memory_registry::input(const shared_memory_reference& place, datatype type,
+                                             const limits& bounds) const {
+  result<buffer> view = bytes(place.region, place.offset, place.byte_size);
+  if (!view || !is_bytes(type)) return view;
+  if (view->size() > bounds.max_body_bytes) {
+    return status{errc::payload_too_large,
+                  fmt::format("BYTES data of {} bytes in shared memory region '{}' is above the "
+                              "limit of {} bytes",
+                              view->size(), place.region, bounds.max_body_bytes)};
   }
-  // memmove: an identity model's output may be a view of an input in the same region.
-  if (!data.empty()) std::memmove(located->second, data.data(), data.size());
-  return {};
+  return buffer::copy_of(view->bytes());
 }
 
-status shared_memory_registry::write_outputs(const std::vector<shared_memory_output>& outputs,
-                                             const inference_response& response) const {
+result<std::vector<shared_memory_destination>> shared_memory_registry::destinations(
+    const std::vector<shared_memory_output>& outputs) const {
+  std::vector<shared_memory_destination> out;
+  out.reserve(outputs.size());
   for (const shared_memory_output& output : outputs) {
+    auto located = state_->locate(output.place.region, output.place.offset, output.place.byte_size);
+    if (!located) return std::move(located).error();
+    auto& [map, at] = *located;
+    out.push_back(
+        {output.name, {at, static_cast<std::size_t>(output.place.byte_size)}, std::move(map)});
+  }
+  return out;
+}
+
+result<std::vector<shared_memory_destination>> shared_memory_destinations(
+    inference_request& request, const shared_memory_registry* regions) {
+  result<std::vector<shared_memory_output>> outputs = take_shared_memory_outputs(request);
+  if (!outputs) return std::move(outputs).error();
+  if (outputs->empty()) return std::vector<shared_memory_destination>{};
+  if (regions == nullptr) {
+    return status{errc::invalid_argument,
+                  fmt::format("output '{}' names shared memory region '{}', but this server does "
+                              "not offer the shared-memory extension",
+                              outputs->front().name, outputs->front().place.region)};
+  }
+  return regions->destinations(*outputs);
+}
+
+status write_outputs(const std::vector<shared_memory_destination>& places,
+                     const inference_response& response) {
+  for (const shared_memory_destination& place : places) {
     for (const tensor& t : response.outputs) {
-      if (t.name() != output.name) continue;
-      if (status s = write(output.place.region, output.place.offset, output.place.byte_size,
-                           t.data().bytes(), output.name);
-          !s.ok()) {
-        return s;
+      if (t.name() != place.output) continue;
+      const std::span<const std::byte> data = t.data().bytes();
+      if (data.size() > place.room.size()) {
+        return status{errc::invalid_argument,
+                      fmt::format("shared memory size specified with the request for output '{}' "
+                                  "({} bytes) should be at least {} bytes to hold the results",
+                                  place.output, place.room.size(), data.size())};
       }
+      // memmove: an identity model's output may be a view of an input in the same region.
+      if (!data.empty()) std::memmove(place.room.data(), data.data(), data.size());
       break;
     }
   }

@@ -427,6 +427,15 @@ TEST_CASE("system shared memory over gRPC: register, infer through regions, stat
     CHECK(refused.error_message() ==
           "input byte size mismatch for input 'INPUT0' for model 'simple'. Expected 64, got 60");
     wrong = message;
+    (*wrong.mutable_outputs(0)->mutable_parameters())["shared_memory_byte_size"].set_int64_param(
+        32);
+    ::grpc::ClientContext small_context;
+    const ::grpc::Status too_small = stub->ModelInfer(&small_context, wrong, &ignored);
+    CHECK(too_small.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(too_small.error_message() ==
+          "shared memory size specified with the request for output 'OUTPUT0' (32 bytes) should "
+          "be at least 64 bytes to hold the results");
+    wrong = message;
     wrong.add_raw_input_contents()->assign(64, '\0');
     ::grpc::ClientContext extra_context;
     CHECK(stub->ModelInfer(&extra_context, wrong, &ignored).error_code() ==

@@ -29,7 +29,12 @@ TEST_CASE("the registry maps a region, reads and writes inside it, and reports i
   CHECK(bytes->load<std::int32_t>(3) == 103);
 
   const std::vector<std::int32_t> written = oip::testing::iota(7, 3);
-  REQUIRE(regions.write("r", 100, 12, std::as_bytes(std::span{written}), "OUT").ok());
+  oip::result<std::vector<oip::shared_memory_destination>> places =
+      regions.destinations({{"OUT", {"r", 100, 12}}});
+  REQUIRE(places);
+  oip::inference_response response;
+  response.outputs.push_back(*oip::tensor::from_values<std::int32_t>("OUT", {3}, written));
+  REQUIRE(oip::write_outputs(*places, response).ok());
   CHECK(object.get<std::int32_t>(4096 + 100, 3) == written);
 
   oip::result<std::vector<oip::shared_memory_region>> all = regions.regions();
@@ -44,6 +49,18 @@ TEST_CASE("the registry maps a region, reads and writes inside it, and reports i
     CHECK(bytes->load<std::int32_t>(1) == 101);  // still mapped: the view holds the mapping
     CHECK(regions.bytes("r", 0, 4).error().code() == oip::errc::not_found);
   }
+}
+
+TEST_CASE("a region that starts inside a page is mapped from that page") {
+  oip::testing::shm_object object{"unaligned", 8192};
+  object.put(100 + 40, oip::testing::iota(5, 2));
+  oip::shared_memory_registry regions;
+  REQUIRE(regions.register_region("u", object.key(), 100, 4000).ok());
+  oip::result<oip::buffer> bytes = regions.bytes("u", 40, 8);
+  REQUIRE(bytes);
+  CHECK(bytes->load<std::int32_t>(0) == 5);
+  CHECK(bytes->load<std::int32_t>(1) == 6);
+  CHECK(regions.bytes("u", 3996, 8).error().code() == oip::errc::invalid_argument);
 }
 
 TEST_CASE("the registry refuses what a client gets wrong, with 4xx and Triton's wording") {
@@ -78,10 +95,23 @@ TEST_CASE("the registry refuses what a client gets wrong, with 4xx and Triton's 
             .error()
             .message()
             .find("Invalid offset + byte size for shared memory region: 'r'") == 0);
-  const std::vector<std::byte> eight(8);
-  CHECK(regions.write("r", 0, 4, eight, "OUT").message() ==
+  oip::inference_response two_values;
+  two_values.outputs.push_back(
+      *oip::tensor::from_values<std::int32_t>("OUT", {2}, std::vector<std::int32_t>{1, 2}));
+  CHECK(oip::write_outputs(*regions.destinations({{"OUT", {"r", 0, 4}}}), two_values).message() ==
         "shared memory size specified with the request for output 'OUT' (4 bytes) should be at "
         "least 8 bytes to hold the results");
+  CHECK(regions.destinations({{"OUT", {"gone", 0, 4}}}).error().code() == oip::errc::not_found);
+
+  // Keys that are not one POSIX shared-memory name.
+  for (const std::string& key :
+       std::vector<std::string>{"", "/", "/a/b", "..", std::string{"/a\0b", 4}}) {
+    CAPTURE(key);
+    CHECK(regions.register_region("k", key, 0, 8)
+              .message()
+              .find("is not a shared memory object "
+                    "name") != std::string::npos);
+  }
   CHECK(regions.regions(std::string_view{"nope"}).error().code() == oip::errc::not_found);
 
   regions.unregister("never-registered");  // not an error, as in Triton
@@ -243,15 +273,28 @@ TEST_CASE("shared-memory mistakes are 4xx in Triton's wording") {
         "'shared_memory_offset' can not be specified without "
         "'shared_memory_region' parameter for input 'INPUT0'");
 
-  // An output region too small, or combined with classification.
+  r = infer(
+      R"({"name":"INPUT0","shape":[1,16],"datatype":"INT32","parameters":{"shared_memory_region":"in"}},)" +
+      input1);
+  CHECK(r.status == 400);
+  CHECK(message(r) ==
+        "'shared_memory_byte_size' must be specified along with "
+        "'shared_memory_region' parameter for input 'INPUT0'");
+
+  // An output region unknown (found before the model runs), too small, or with classification.
+  r = infer(shm_input("INPUT0", "in", 0, 64) + "," + input1,
+            shm_output("OUTPUT0", "nowhere", 0, 64));
+  CHECK(r.status == 404);
+  CHECK(message(r) == "Unable to find shared memory region: 'nowhere'");
   const std::string both_inputs = shm_input("INPUT0", "in", 0, 64) + "," + input1;
   r = infer(both_inputs, shm_output("OUTPUT0", "in", 128, 32));
   CHECK(r.status == 400);
   CHECK(message(r) ==
         "shared memory size specified with the request for output 'OUTPUT0' (32 "
         "bytes) should be at least 64 bytes to hold the results");
-  r = infer(both_inputs,
-            R"({"name":"OUTPUT0","parameters":{"classification":2,"shared_memory_region":"in"}})");
+  r = infer(
+      both_inputs,
+      R"({"name":"OUTPUT0","parameters":{"classification":2,"shared_memory_region":"in","shared_memory_byte_size":8}})");
   CHECK(r.status == 400);
   CHECK(message(r).find("Output can't set both 'shared_memory_region' and 'classification'") == 0);
 
@@ -310,6 +353,9 @@ TEST_CASE("a BYTES input in shared memory is checked element by element") {
   std::vector<std::string> seen;
   for (std::string_view element : good->inputs[0].strings()) seen.emplace_back(element);
   CHECK(seen == std::vector<std::string>{"abc", ""});
+  // A copy: a length prefix that the client changes afterwards cannot reach the tensor.
+  object.put(0, std::vector<std::uint8_t>{0xff, 0xff, 0xff, 0x7f});
+  CHECK(good->inputs[0].data().load<std::uint8_t>(0) == 3);
 
   // One element short of the shape, and a length that runs past the bytes given.
   CHECK(decode(two_strings.size(), "[3]").error().code() == oip::errc::invalid_argument);

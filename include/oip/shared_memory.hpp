@@ -5,8 +5,10 @@
 /// request and response bodies.
 
 #include <oip/buffer.hpp>
+#include <oip/datatype.hpp>
 #include <oip/export.hpp>
 #include <oip/infer.hpp>
+#include <oip/limits.hpp>
 #include <oip/parameters.hpp>
 #include <oip/status.hpp>
 
@@ -39,8 +41,9 @@ struct shared_memory_reference {
 };
 
 /// The reference that a tensor's parameters hold, if any, taken out of them. 400 when the region
-/// is not a string, an offset or byte size not a non-negative integer, or an offset or byte size
-/// comes without a region. `role` ("input" or "output") and `tensor` name it in messages.
+/// is not a string, the byte size is missing, an offset or byte size is not a non-negative
+/// integer, or an offset or byte size comes without a region. `role` ("input" or "output") and
+/// `tensor` name it in messages.
 [[nodiscard]] OIP_EXPORT result<std::optional<shared_memory_reference>>
 take_shared_memory_reference(parameters& params, std::string_view role, std::string_view tensor);
 
@@ -56,9 +59,37 @@ struct shared_memory_output {
 [[nodiscard]] OIP_EXPORT result<std::vector<shared_memory_output>> take_shared_memory_outputs(
     inference_request& request);
 
+/// An output's place in a region, looked up when the request arrives (as Triton does): the bytes
+/// stay mapped while it is held, even if the region is unregistered meanwhile.
+struct shared_memory_destination {
+  std::string output;
+  std::span<std::byte> room;
+  std::shared_ptr<const void> mapping;
+};
+
+/// Copies each output of `response` that a destination names into it; an output the response
+/// lacks is skipped. 400 when an output is larger than its room.
+[[nodiscard]] OIP_EXPORT status write_outputs(const std::vector<shared_memory_destination>& places,
+                                              const inference_response& response);
+
+class shared_memory_registry;
+
+/// Where the request's outputs that go to shared memory are to be written, looked up in
+/// `regions` when the request arrives; their references are taken out of their parameters. 400
+/// for a malformed reference, or when `regions` is null (the server does not offer the
+/// extension); then as `shared_memory_registry::destinations`.
+[[nodiscard]] OIP_EXPORT result<std::vector<shared_memory_destination>> shared_memory_destinations(
+    inference_request& request, const shared_memory_registry* regions);
+
 /// The regions registered with one server. Each is mapped once, at registration; a tensor read
 /// from a region is a view that keeps the mapping alive, so unregistering a region while a request
 /// uses it is safe (the mapping goes when the request is done). Thread-safe.
+///
+/// The bytes stay the client's: fixed-size inputs are views that the client could still change
+/// while the model reads them (its own race, as in Triton), and BYTES inputs are copied, since
+/// their length prefixes must not change once checked. A client that shrinks an object after
+/// registering it makes the server's next access to it fault (SIGBUS), as in Triton: offer the
+/// extension only to trusted clients.
 ///
 /// Example:
 /// \code
@@ -91,16 +122,16 @@ class OIP_EXPORT shared_memory_registry {
   [[nodiscard]] result<buffer> bytes(std::string_view name, std::uint64_t offset,
                                      std::uint64_t byte_size) const;
 
-  /// Copies `data` into region `name` at `offset`; `byte_size` is the room the client gave it.
-  /// 404 for an unknown region, 400 when the range is not inside it or `data` does not fit it
-  /// (`tensor` names the tensor in that message).
-  [[nodiscard]] status write(std::string_view name, std::uint64_t offset, std::uint64_t byte_size,
-                             std::span<const std::byte> data, std::string_view tensor) const;
+  /// An input's bytes at `place`: a view for a fixed-size datatype; a copy for BYTES, whose
+  /// length prefixes must not change once checked (413 when it is larger than
+  /// `bounds.max_body_bytes`). Errors as `bytes`.
+  [[nodiscard]] result<buffer> input(const shared_memory_reference& place, datatype type,
+                                     const limits& bounds) const;
 
-  /// Writes each output of `response` that `outputs` names into its region; an output the
-  /// response lacks is skipped. The first failure is returned.
-  [[nodiscard]] status write_outputs(const std::vector<shared_memory_output>& outputs,
-                                     const inference_response& response) const;
+  /// Where each output goes, checked now: 404 for an unknown region, 400 when a range is not
+  /// inside its region.
+  [[nodiscard]] result<std::vector<shared_memory_destination>> destinations(
+      const std::vector<shared_memory_output>& outputs) const;
 
  private:
   struct state;

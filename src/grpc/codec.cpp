@@ -233,7 +233,7 @@ result<tensor> decode_tensor(const TensorMessage& message, std::string* raw, std
                                    name, for_model, *expected, place->byte_size));
       }
     }
-    data = shared_memory->bytes(place->region, place->offset, place->byte_size);
+    data = shared_memory->input(*place, *type, bounds);
   } else if (raw != nullptr) {
     if (message.has_contents() && !filled_fields(message.contents()).empty()) {
       return invalid(

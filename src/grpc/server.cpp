@@ -219,22 +219,19 @@ bool replies_raw(const inference::ModelInferRequest& message) {
 struct admitted_request {
   model_lease lease;
   inference_request request;
-  std::vector<shared_memory_output> to_shared_memory;
-  response_format format;  // which outputs go to shared memory
+  std::vector<shared_memory_destination> destinations;  // of the outputs in shared memory
+  response_format format;                               // which outputs they are
 
   // The reply for the model's outcome: outputs written to their regions first, the rest encoded.
-  [[nodiscard]] static status finish(const inference_service& service,
-                                     const std::vector<shared_memory_output>& to_shared_memory,
+  [[nodiscard]] static status finish(const std::vector<shared_memory_destination>& destinations,
                                      const result<inference_response>& outcome, bool raw,
                                      const response_format& format,
                                      inference::ModelInferResponse& out) {
     if (!outcome) return outcome.error();
-    if (!to_shared_memory.empty()) {
-      if (status s = service.shared_memory()->write_outputs(to_shared_memory, *outcome); !s.ok()) {
-        log_request_failure(s, fmt::format("model '{}'", outcome->model_name),
-                            outcome->id.value_or(""));
-        return s;
-      }
+    if (status s = write_outputs(destinations, *outcome); !s.ok()) {
+      log_request_failure(s, fmt::format("model '{}'", outcome->model_name),
+                          outcome->id.value_or(""));
+      return s;
     }
     return encode_response(*outcome, raw, out, &format);
   }
@@ -259,19 +256,14 @@ result<admitted_request> admit(inference_service& service, inference::ModelInfer
   result<inference_request> request =
       decode_request(message, service.options().bounds, service.shared_memory());
   if (!request) return refuse(std::move(request).error());
-  result<std::vector<shared_memory_output>> to_shared_memory = take_shared_memory_outputs(*request);
-  if (!to_shared_memory) return refuse(std::move(to_shared_memory).error());
+  result<std::vector<shared_memory_destination>> destinations =
+      shared_memory_destinations(*request, service.shared_memory());
+  if (!destinations) return refuse(std::move(destinations).error());
   response_format format;
-  for (const shared_memory_output& output : *to_shared_memory) {
-    if (service.shared_memory() == nullptr) {
-      return refuse(status{errc::invalid_argument,
-                           fmt::format("output '{}' names shared memory region '{}', but this "
-                                       "server does not offer the shared-memory extension",
-                                       output.name, output.place.region)});
-    }
-    format.shared_memory_outputs.push_back(output.name);
+  for (const shared_memory_destination& place : *destinations) {
+    format.shared_memory_outputs.push_back(place.output);
   }
-  return admitted_request{std::move(*lease), std::move(*request), std::move(*to_shared_memory),
+  return admitted_request{std::move(*lease), std::move(*request), std::move(*destinations),
                           std::move(format)};
 }
 
@@ -403,13 +395,12 @@ class stream_reactor final : public stream_reactor_base {
     }
     service_.infer(
         std::move(admitted->lease), std::move(admitted->request), shared_->cancel,
-        [shared = shared_, &service = service_, raw, id = std::move(id),
-         to_shared_memory = std::move(admitted->to_shared_memory),
+        [shared = shared_, raw, id = std::move(id),
+         destinations = std::move(admitted->destinations),
          format = std::move(admitted->format)](const result<inference_response>& response) {
           inference::ModelStreamInferResponse reply_message;
-          status encoded =
-              admitted_request::finish(service, to_shared_memory, response, raw, format,
-                                       *reply_message.mutable_infer_response());
+          status encoded = admitted_request::finish(destinations, response, raw, format,
+                                                    *reply_message.mutable_infer_response());
           ::grpc::ByteBuffer bytes;
           if (encoded.ok()) encoded = serialize(reply_message, bytes);
           if (!encoded.ok()) {
@@ -577,12 +568,10 @@ class service_impl final : public raw_service {
     }
     service_.infer(
         std::move(admitted->lease), std::move(admitted->request), reactor->cancel(),
-        [&service = service_, reactor, out, raw,
-         to_shared_memory = std::move(admitted->to_shared_memory),
+        [reactor, out, raw, destinations = std::move(admitted->destinations),
          format = std::move(admitted->format)](const result<inference_response>& outcome) {
           inference::ModelInferResponse response;
-          status s =
-              admitted_request::finish(service, to_shared_memory, outcome, raw, format, response);
+          status s = admitted_request::finish(destinations, outcome, raw, format, response);
           if (s.ok()) s = serialize(response, *out);
           reactor->Finish(to_grpc(s));
         },
