@@ -5,6 +5,7 @@ Each check is called with the object that `make_clients(http_url, grpc_url)` ret
 metrics endpoint's address is in `metrics_url` while the checks run.
 """
 
+import os
 import re
 import signal
 import subprocess
@@ -12,6 +13,8 @@ import traceback
 
 import ml_dtypes
 import numpy as np
+import tritonclient.utils.shared_memory as shm
+from tritonclient.utils import InferenceServerException
 
 # The fixed-size datatypes of the identity_<type> models, with the numpy type of each.
 IDENTITY_TYPES = {
@@ -81,3 +84,46 @@ def run(server_path, checks, make_clients, extra_args=()):
         failed += 1
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
+
+
+def check_system_shared_memory(client, client_module, region_names):
+    """Inputs and outputs of `simple` through regions that the client makes and registers (the
+    same for Triton's HTTP and gRPC clients; `region_names(client)` lists the registered ones)."""
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    b = np.full((1, 16), 3, dtype=np.int32)
+    tag = client_module.__name__.rsplit(".", 1)[-1]
+    keys = [f"/oip_it_{name}_{os.getpid()}_{tag}" for name in ("in", "out")]
+    regions = [shm.create_shared_memory_region(name, key, 128)
+               for name, key in zip(("in", "out"), keys)]
+    try:
+        shm.set_shared_memory_region(regions[0], [a, b])
+        client.unregister_system_shared_memory()
+        client.register_system_shared_memory("in", keys[0], 128)
+        client.register_system_shared_memory("out", keys[1], 128)
+        assert sorted(region_names(client)) == ["in", "out"]
+        inputs = [client_module.InferInput("INPUT0", [1, 16], "INT32"),
+                  client_module.InferInput("INPUT1", [1, 16], "INT32")]
+        inputs[0].set_shared_memory("in", 64)
+        inputs[1].set_shared_memory("in", 64, offset=64)
+        outputs = [client_module.InferRequestedOutput("OUTPUT0"),
+                   client_module.InferRequestedOutput("OUTPUT1")]
+        outputs[0].set_shared_memory("out", 64)
+        outputs[1].set_shared_memory("out", 64, offset=64)
+        result = client.infer("simple", inputs, outputs=outputs)
+        assert result.get_output("OUTPUT0") is not None
+        total = shm.get_contents_as_numpy(regions[1], np.int32, [1, 16])
+        difference = shm.get_contents_as_numpy(regions[1], np.int32, [1, 16], offset=64)
+        assert np.array_equal(total, a + b), total
+        assert np.array_equal(difference, a - b), difference
+        try:
+            client.register_system_shared_memory("in", keys[0], 128)
+            raise AssertionError("a second region named 'in' was accepted")
+        except InferenceServerException as e:
+            assert "already in manager" in e.message(), e.message()
+        client.unregister_system_shared_memory("in")
+        assert region_names(client) == ["out"]
+        client.unregister_system_shared_memory()
+        assert region_names(client) == []
+    finally:
+        for region in regions:
+            shm.destroy_shared_memory_region(region)

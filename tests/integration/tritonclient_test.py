@@ -6,13 +6,11 @@ Starts oip-serve on free loopback ports, runs every check, stops it with SIGTERM
 "N passed, M failed". Exits non-zero if any check failed.
 """
 
-import os
 import sys
 
 import numpy as np
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
-import tritonclient.utils.shared_memory as shm
 
 import oip_serve_runner
 
@@ -230,44 +228,7 @@ def region_names(client):
 @check
 def system_shared_memory(client):
     """Inputs and outputs through regions that the client makes and registers."""
-    a = np.arange(16, dtype=np.int32).reshape(1, 16)
-    b = np.full((1, 16), 3, dtype=np.int32)
-    keys = [f"/oip_it_{name}_{os.getpid()}_http" for name in ("in", "out")]
-    regions = [shm.create_shared_memory_region(name, key, 128)
-               for name, key in zip(("in", "out"), keys)]
-    try:
-        shm.set_shared_memory_region(regions[0], [a, b])
-        client.unregister_system_shared_memory()
-        client.register_system_shared_memory("in", keys[0], 128)
-        client.register_system_shared_memory("out", keys[1], 128)
-        assert sorted(region_names(client)) == ["in", "out"]
-        inputs = [httpclient.InferInput("INPUT0", [1, 16], "INT32"),
-                  httpclient.InferInput("INPUT1", [1, 16], "INT32")]
-        inputs[0].set_shared_memory("in", 64)
-        inputs[1].set_shared_memory("in", 64, offset=64)
-        outputs = [httpclient.InferRequestedOutput("OUTPUT0"),
-                   httpclient.InferRequestedOutput("OUTPUT1")]
-        outputs[0].set_shared_memory("out", 64)
-        outputs[1].set_shared_memory("out", 64, offset=64)
-        result = client.infer("simple", inputs, outputs=outputs)
-        assert result.get_output("OUTPUT0") is not None
-        total = shm.get_contents_as_numpy(regions[1], np.int32, [1, 16])
-        difference = shm.get_contents_as_numpy(regions[1], np.int32, [1, 16], offset=64)
-        assert np.array_equal(total, a + b), total
-        assert np.array_equal(difference, a - b), difference
-        try:
-            client.register_system_shared_memory("in", keys[0], 128)
-            raise AssertionError("a second region named 'in' was accepted")
-        except InferenceServerException as e:
-            assert "already in manager" in e.message(), e.message()
-        client.unregister_system_shared_memory("in")
-        assert region_names(client) == ["out"]
-        client.unregister_system_shared_memory()
-        assert region_names(client) == []
-    finally:
-        for region in regions:
-            shm.destroy_shared_memory_region(region)
-
+    oip_serve_runner.check_system_shared_memory(client, httpclient, region_names)
 
 def main():
     return oip_serve_runner.run(sys.argv[1], checks,
