@@ -1009,7 +1009,7 @@ status read_tensor(const document_context& doc, od::value value, std::size_t dep
   return {};
 }
 
-// A fixed-size tensor's bytes (binary data, or a shared-memory range) against its shape.
+// A fixed-size tensor's binary data against its shape.
 status check_byte_size(const document_context& doc, std::string_view role, const parsed_tensor& t,
                        std::uint64_t size) {
   if (is_bytes(*t.type)) return {};  // its elements are checked when the tensor is made
@@ -1031,15 +1031,8 @@ status check_byte_size(const document_context& doc, std::string_view role, const
 status place_shared_memory(const document_context& doc, std::vector<parsed_tensor>& tensors) {
   for (parsed_tensor& t : tensors) {
     if (!t.shared_memory) continue;
-    const shared_memory_reference& place = *t.shared_memory;
-    if (doc.shared_memory == nullptr) {
-      return status{errc::invalid_argument,
-                    fmt::format("input '{}' names shared memory region '{}', but this server "
-                                "does not offer the shared-memory extension",
-                                t.name, place.region)};
-    }
-    if (status s = check_byte_size(doc, "input", t, place.byte_size); !s.ok()) return s;
-    result<buffer> bytes = doc.shared_memory->input(place, *t.type, *doc.bounds);
+    result<buffer> bytes = shared_memory_input(doc.shared_memory, *t.shared_memory, t.name, *t.type,
+                                               *t.shape, *doc.bounds, doc.model_name);
     if (!bytes) return std::move(bytes).error();
     t.data = std::move(*bytes);
   }

@@ -275,9 +275,34 @@ result<buffer> shared_memory_registry::bytes(std::string_view name, std::uint64_
   return buffer::view({at, static_cast<std::size_t>(byte_size)}, std::move(map));
 }
 
-result<buffer> shared_memory_registry::input(const shared_memory_reference& place, datatype type,
-                                             const limits& bounds) const {
-  result<buffer> view = bytes(place.region, place.offset, place.byte_size);
+result<buffer> shared_memory_input(const shared_memory_registry* regions,
+                                   const shared_memory_reference& place, std::string_view name,
+                                   datatype type, const shape_type& shape, const limits& bounds,
+                                   std::string_view model_name) {
+  if (regions == nullptr) {
+    return status{errc::invalid_argument,
+                  fmt::format("input '{}' names shared memory region '{}', but this server does "
+                              "not offer the shared-memory extension",
+                              name, place.region)};
+  }
+  if (!is_bytes(type)) {
+    // Fails only where a host's element limit lets the byte size pass 2^64.
+    const result<std::uint64_t> expected = byte_size(type, shape);
+    if (!expected) {
+      return status{errc::invalid_argument,
+                    fmt::format("unable to parse 'shape' for input '{}': {}", name,
+                                expected.error().message())};
+    }
+    if (place.byte_size != *expected) {
+      return status{
+          errc::invalid_argument,
+          fmt::format(
+              "input byte size mismatch for input '{}'{}. Expected {}, got {}", name,
+              model_name.empty() ? std::string{} : fmt::format(" for model '{}'", model_name),
+              *expected, place.byte_size)};
+    }
+  }
+  result<buffer> view = regions->bytes(place.region, place.offset, place.byte_size);
   if (!view || !is_bytes(type)) return view;
   if (view->size() > bounds.max_body_bytes) {
     return status{errc::payload_too_large,

@@ -11,6 +11,7 @@
 #include <oip/limits.hpp>
 #include <oip/parameters.hpp>
 #include <oip/status.hpp>
+#include <oip/tensor.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -74,6 +75,19 @@ struct shared_memory_destination {
 
 class shared_memory_registry;
 
+/// The bytes of input `name` (of `type` and `shape`) at `place`: a view for a fixed-size datatype,
+/// whose byte size must be the shape's (Triton's wording, naming `model_name` when given); a copy
+/// for BYTES, whose length prefixes must not change once checked (413 above
+/// `bounds.max_body_bytes`). 400 when `regions` is null (the server does not offer the
+/// extension); otherwise errors as `shared_memory_registry::bytes`. Both request decoders (JSON
+/// and gRPC) read such inputs through it.
+[[nodiscard]] OIP_EXPORT result<buffer> shared_memory_input(const shared_memory_registry* regions,
+                                                            const shared_memory_reference& place,
+                                                            std::string_view name, datatype type,
+                                                            const shape_type& shape,
+                                                            const limits& bounds,
+                                                            std::string_view model_name = {});
+
 /// Where the request's outputs that go to shared memory are to be written, looked up in
 /// `regions` when the request arrives; their references are taken out of their parameters. 400
 /// for a malformed reference, or when `regions` is null (the server does not offer the
@@ -121,12 +135,6 @@ class OIP_EXPORT shared_memory_registry {
   /// inside it.
   [[nodiscard]] result<buffer> bytes(std::string_view name, std::uint64_t offset,
                                      std::uint64_t byte_size) const;
-
-  /// An input's bytes at `place`: a view for a fixed-size datatype; a copy for BYTES, whose
-  /// length prefixes must not change once checked (413 when it is larger than
-  /// `bounds.max_body_bytes`). Errors as `bytes`.
-  [[nodiscard]] result<buffer> input(const shared_memory_reference& place, datatype type,
-                                     const limits& bounds) const;
 
   /// Where each output goes, checked now: 404 for an unknown region, 400 when a range is not
   /// inside its region.

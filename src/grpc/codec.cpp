@@ -219,21 +219,7 @@ result<tensor> decode_tensor(const TensorMessage& message, std::string* raw, std
                       "input tensor '{}'{}",
                       name, for_model));
     }
-    if (shared_memory == nullptr) {
-      return invalid(
-          fmt::format("input '{}' names shared memory region '{}', but this server "
-                      "does not offer the shared-memory extension",
-                      name, place->region));
-    }
-    if (!is_bytes(*type)) {
-      const result<std::uint64_t> expected = byte_size(*type, shape);
-      if (!expected) return expected.error();
-      if (place->byte_size != *expected) {
-        return invalid(fmt::format("input byte size mismatch for input '{}'{}. Expected {}, got {}",
-                                   name, for_model, *expected, place->byte_size));
-      }
-    }
-    data = shared_memory->input(*place, *type, bounds);
+    data = shared_memory_input(shared_memory, *place, name, *type, shape, bounds, model);
   } else if (raw != nullptr) {
     if (message.has_contents() && !filled_fields(message.contents()).empty()) {
       return invalid(
