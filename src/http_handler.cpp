@@ -268,27 +268,27 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     return json_reply(200, "{}");
   }
 
-  // --- the system shared-memory extension (and CUDA's, which oip does not offer) ----------------
+  // --- the shared-memory extensions --------------------------------------------------------------
 
-  // /v2/systemsharedmemory[/region/<name>]/(status|register|unregister)
-  http_response system_shared_memory_reply(const http_request& request,
-                                           std::optional<std::string_view> region,
-                                           std::string_view action) const {
-    shared_memory_registry* regions = service.shared_memory();
-    if (regions == nullptr) return error_reply(shared_memory_off());
+  // /v2/(system|cuda)sharedmemory[/region/<name>]/(status|register|unregister)
+  http_response shared_memory_reply(const http_request& request, bool cuda,
+                                    std::optional<std::string_view> region,
+                                    std::string_view action) const {
     if (action == "status") {
-      result<std::vector<shared_memory_region>> found = regions->regions(region);
+      result<std::vector<shared_memory_region>> found =
+          cuda ? inference_service::cuda_shared_memory_status(region)
+               : service.system_shared_memory_status(region);
       if (!found) return error_reply(found.error());
       return json_reply(200, encode(*found));
     }
     if (action == "unregister") {
-      if (region) {
-        regions->unregister(*region);
-      } else {
-        regions->unregister_all();
+      // Unregistering CUDA regions succeeds: there are none.
+      if (status s = cuda ? status{} : service.unregister_system_shared_memory(region); !s.ok()) {
+        return error_reply(s);
       }
       return json_reply(200, "");
     }
+    if (cuda) return error_reply(inference_service::register_cuda_shared_memory());
     if (!region) {
       return error_reply(
           status{errc::invalid_argument,
@@ -299,32 +299,10 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     result<shared_memory_region> wanted =
         decode_shared_memory_register(body->as_string_view(), std::string{*region}, options.bounds);
     if (!wanted) return error_reply(wanted.error());
-    if (status s = regions->register_region(std::move(wanted->name), std::move(wanted->key),
-                                            wanted->offset, wanted->byte_size);
-        !s.ok()) {
+    if (status s = service.register_system_shared_memory(std::move(*wanted)); !s.ok()) {
       return error_reply(s);
     }
     return json_reply(200, "");
-  }
-
-  // CUDA shared memory needs a device handle from the client's process: no region can be
-  // registered, so the status is empty and unregistering succeeds (perf_analyzer unregisters
-  // every region, CUDA's included, before it starts).
-  static http_response cuda_shared_memory_reply(std::optional<std::string_view> region,
-                                                std::string_view action) {
-    if (action == "status") {
-      if (!region) return json_reply(200, "[]");
-      return error_reply(status{
-          errc::not_found, fmt::format("Unable to find cuda shared memory region: '{}'", *region)});
-    }
-    if (action == "unregister") return json_reply(200, "");
-    return error_reply(status{errc::not_implemented,
-                              "CUDA shared memory is not supported by this server; use system "
-                              "shared memory"});
-  }
-
-  static status shared_memory_off() {
-    return status{errc::not_found, "this server does not offer the system shared-memory extension"};
   }
 
   http_response unload_reply(const std::string& name) const {
@@ -487,8 +465,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
         return refuse_method(action == "status" ? "GET" : "POST");
       const std::optional<std::string_view> region =
           named ? std::optional<std::string_view>{path[3]} : std::nullopt;
-      if (path[1] == "cudasharedmemory") return reply(cuda_shared_memory_reply(region, action));
-      return reply(system_shared_memory_reply(request, region, action));
+      return reply(shared_memory_reply(request, path[1] == "cudasharedmemory", region, action));
     }
     if (path[1] != "models" || path.size() < 3) return not_found();
     if (path.size() == 3 && path[2] == "stats") {

@@ -698,6 +698,49 @@ shared_memory_registry* inference_service::shared_memory() const noexcept {
   return state_->regions.get();
 }
 
+namespace {
+
+status shared_memory_off() {
+  return status{errc::not_found, "this server does not offer the system shared-memory extension"};
+}
+
+}  // namespace
+
+result<std::vector<shared_memory_region>> inference_service::system_shared_memory_status(
+    std::optional<std::string_view> region) const {
+  if (!state_->regions) return shared_memory_off();
+  return state_->regions->regions(region);
+}
+
+status inference_service::register_system_shared_memory(shared_memory_region region) const {
+  if (!state_->regions) return shared_memory_off();
+  return state_->regions->register_region(std::move(region.name), std::move(region.key),
+                                          region.offset, region.byte_size);
+}
+
+status inference_service::unregister_system_shared_memory(
+    std::optional<std::string_view> region) const {
+  if (!state_->regions) return shared_memory_off();
+  if (region) {
+    state_->regions->unregister(*region);
+  } else {
+    state_->regions->unregister_all();
+  }
+  return status{};
+}
+
+result<std::vector<shared_memory_region>> inference_service::cuda_shared_memory_status(
+    std::optional<std::string_view> region) {
+  if (!region) return std::vector<shared_memory_region>{};
+  return status{errc::not_found,
+                fmt::format("Unable to find cuda shared memory region: '{}'", *region)};
+}
+
+status inference_service::register_cuda_shared_memory() {
+  return status{errc::not_implemented,
+                "CUDA shared memory is not supported by this server; use system shared memory"};
+}
+
 bool inference_service::ready() const { return state_->repository.all_ready(); }
 
 result<model_metadata> inference_service::metadata(std::string_view model,

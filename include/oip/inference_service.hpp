@@ -108,9 +108,23 @@ class OIP_EXPORT inference_service {
   [[nodiscard]] status load(const std::string& model);
   [[nodiscard]] status unload(const std::string& model);
 
-  // --- the system shared-memory extension ------------------------------------------------------
+  // --- the shared-memory extensions ------------------------------------------------------------
   /// The registered regions, or null when `server_options::shared_memory` is off.
   [[nodiscard]] shared_memory_registry* shared_memory() const noexcept;
+  /// Every system region (no name) or the one named (404 when unknown). Each of the three system
+  /// operations is a 404 when the server does not offer the extension.
+  [[nodiscard]] result<std::vector<shared_memory_region>> system_shared_memory_status(
+      std::optional<std::string_view> region) const;
+  [[nodiscard]] status register_system_shared_memory(shared_memory_region region) const;
+  /// Every region (no name) or the one named; an unknown name is not an error (as in Triton).
+  [[nodiscard]] status unregister_system_shared_memory(
+      std::optional<std::string_view> region) const;
+  /// CUDA regions need a device handle from the client's process, which oip does not take: the
+  /// status is empty (404 for a named region), registering is a 501, and unregistering succeeds
+  /// (perf_analyzer unregisters CUDA's regions too, whatever its mode).
+  [[nodiscard]] static result<std::vector<shared_memory_region>> cuda_shared_memory_status(
+      std::optional<std::string_view> region);
+  [[nodiscard]] static status register_cuda_shared_memory();
 
   // --- inference -------------------------------------------------------------------------------
   /// A lease on the model that a request names (404, or 503 while it drains or is not ready).

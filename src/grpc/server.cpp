@@ -483,10 +483,6 @@ using ::grpc::ByteBuffer;
 
 class service_impl final : public raw_service {
  public:
-  static status shared_memory_off() {
-    return status{errc::not_found, "this server does not offer the system shared-memory extension"};
-  }
-
   explicit service_impl(inference_service& service) : service_{service} {}
 
   ServerUnaryReactor* ServerLive(CallbackServerContext* context, const ByteBuffer* in,
@@ -645,26 +641,33 @@ class service_impl final : public raw_service {
         });
   }
 
-  // --- shared memory (system regions; CUDA's are not offered) ----------------------------------
+  // --- the shared-memory extensions ------------------------------------------------------------
+
+  template <class Response>
+  static void list_regions(const std::vector<shared_memory_region>& regions, Response& response) {
+    for (const shared_memory_region& region : regions) {
+      auto& entry = (*response.mutable_regions())[region.name];
+      entry.set_name(region.name);
+      entry.set_key(region.key);
+      entry.set_offset(region.offset);
+      entry.set_byte_size(region.byte_size);
+    }
+  }
+
+  static std::optional<std::string_view> region_named(const std::string& name) {
+    if (name.empty()) return std::nullopt;
+    return name;
+  }
 
   ServerUnaryReactor* SystemSharedMemoryStatus(CallbackServerContext* context, const ByteBuffer* in,
                                                ByteBuffer* out) override {
     return answer<inference::SystemSharedMemoryStatusRequest,
                   inference::SystemSharedMemoryStatusResponse>(
         context, in, out, [this](const auto& request, auto& response) {
-          shared_memory_registry* regions = service_.shared_memory();
-          if (regions == nullptr) return shared_memory_off();
-          std::optional<std::string_view> name;
-          if (!request.name().empty()) name = request.name();
-          result<std::vector<shared_memory_region>> found = regions->regions(name);
+          result<std::vector<shared_memory_region>> found =
+              service_.system_shared_memory_status(region_named(request.name()));
           if (!found) return found.error();
-          for (const shared_memory_region& region : *found) {
-            auto& entry = (*response.mutable_regions())[region.name];
-            entry.set_name(region.name);
-            entry.set_key(region.key);
-            entry.set_offset(region.offset);
-            entry.set_byte_size(region.byte_size);
-          }
+          list_regions(*found, response);
           return status{};
         });
   }
@@ -674,10 +677,8 @@ class service_impl final : public raw_service {
     return answer<inference::SystemSharedMemoryRegisterRequest,
                   inference::SystemSharedMemoryRegisterResponse>(
         context, in, out, [this](const auto& request, auto& /*response*/) {
-          shared_memory_registry* regions = service_.shared_memory();
-          if (regions == nullptr) return shared_memory_off();
-          return regions->register_region(request.name(), request.key(), request.offset(),
-                                          request.byte_size());
+          return service_.register_system_shared_memory(
+              {request.name(), request.key(), request.offset(), request.byte_size()});
         });
   }
 
@@ -686,28 +687,18 @@ class service_impl final : public raw_service {
     return answer<inference::SystemSharedMemoryUnregisterRequest,
                   inference::SystemSharedMemoryUnregisterResponse>(
         context, in, out, [this](const auto& request, auto& /*response*/) {
-          shared_memory_registry* regions = service_.shared_memory();
-          if (regions == nullptr) return shared_memory_off();
-          if (request.name().empty()) {
-            regions->unregister_all();
-          } else {
-            regions->unregister(request.name());
-          }
-          return status{};
+          return service_.unregister_system_shared_memory(region_named(request.name()));
         });
   }
 
-  // CUDA regions need a device handle from the client's process: none can be registered, so the
-  // status is empty and unregistering succeeds (perf_analyzer unregisters CUDA's regions too).
   ServerUnaryReactor* CudaSharedMemoryStatus(CallbackServerContext* context, const ByteBuffer* in,
                                              ByteBuffer* out) override {
     return answer<inference::CudaSharedMemoryStatusRequest,
                   inference::CudaSharedMemoryStatusResponse>(
         context, in, out, [](const auto& request, auto& /*response*/) {
-          if (request.name().empty()) return status{};
-          return status{
-              errc::not_found,
-              fmt::format("Unable to find cuda shared memory region: '{}'", request.name())};
+          // Never a region to list: oip registers none.
+          return inference_service::cuda_shared_memory_status(region_named(request.name()))
+              .to_status();
         });
   }
 
@@ -716,12 +707,11 @@ class service_impl final : public raw_service {
     return answer<inference::CudaSharedMemoryRegisterRequest,
                   inference::CudaSharedMemoryRegisterResponse>(
         context, in, out, [](const auto& /*request*/, auto& /*response*/) {
-          return status{errc::not_implemented,
-                        "CUDA shared memory is not supported by this server; use system shared "
-                        "memory"};
+          return inference_service::register_cuda_shared_memory();
         });
   }
 
+  // Unregistering CUDA regions succeeds: there are none.
   ServerUnaryReactor* CudaSharedMemoryUnregister(CallbackServerContext* context,
                                                  const ByteBuffer* in, ByteBuffer* out) override {
     return answer<inference::CudaSharedMemoryUnregisterRequest,
