@@ -268,6 +268,18 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     return json_reply(200, "{}");
   }
 
+  // POST /v2/logging: the settings after the change.
+  http_response logging_reply(const http_request& request) const {
+    result<buffer> body = plain_body(request);
+    if (!body) return error_reply(body.error());
+    result<log_settings_update> update =
+        decode_log_settings_update(body->as_string_view(), options.bounds);
+    if (!update) return error_reply(update.error());
+    result<log_settings> now = update_log_settings(*update);
+    if (!now) return error_reply(now.error());
+    return json_reply(200, encode(*now));
+  }
+
   // --- the shared-memory extensions --------------------------------------------------------------
 
   // /v2/(system|cuda)sharedmemory[/region/<name>]/(status|register|unregister)
@@ -452,6 +464,11 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
         return reply(path[4] == "load" ? load_reply(path[3]) : unload_reply(path[3]));
       }
       return not_found();
+    }
+    if (path[1] == "logging" && path.size() == 2) {
+      if (get) return reply(json_reply(200, encode(current_log_settings())));
+      if (!post) return refuse_method("GET, HEAD, POST");
+      return reply(logging_reply(request));
     }
     if (path[1] == "systemsharedmemory" || path[1] == "cudasharedmemory") {
       // [/region/<name>]/(status|register|unregister)

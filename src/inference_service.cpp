@@ -688,8 +688,9 @@ server_metadata inference_service::metadata() const {
   server_metadata m;
   m.name = state_->options.name;
   m.version = state_->options.version;
-  m.extensions = {"binary_tensor_data", "classification", "model_configuration", "model_repository",
-                  "parameters",         "sequence",       "sequence(string_id)", "statistics"};
+  m.extensions = {"binary_tensor_data", "classification", "logging",  "model_configuration",
+                  "model_repository",   "parameters",     "sequence", "sequence(string_id)",
+                  "statistics"};
   if (state_->regions) m.extensions.emplace_back("system_shared_memory");
   return m;
 }

@@ -1893,6 +1893,77 @@ result<shared_memory_region> decode_shared_memory_register(std::string_view json
   return out;
 }
 
+namespace {
+
+// The logging settings' fields, in either direction; a null leaves `out` as it is.
+status read_log_field(const document_context& doc, std::string_view key, od::value v,
+                      log_settings_update& out) {
+  bool is_null = false;
+  if (v.is_null().get(is_null) == error_code::SUCCESS && is_null) return status{};
+  const auto read_level = [&](std::optional<bool>& level) {
+    bool on = false;
+    if (status s = read_bool(doc, v, key, on); !s.ok()) return s;
+    level = on;
+    return status{};
+  };
+  if (key == "log_error") return read_level(out.error);
+  if (key == "log_warning") return read_level(out.warning);
+  if (key == "log_info") return read_level(out.info);
+  if (key == "log_verbose_level") {
+    std::uint64_t level = 0;
+    if (v.get_uint64().get(level) != error_code::SUCCESS ||
+        level > std::numeric_limits<std::uint32_t>::max()) {
+      if (status walked = walk_value(doc, v, 0); !walked.ok()) return walked;
+      return wrong_type(doc, key, "an integer from 0 to 4294967295");
+    }
+    out.verbose_level = static_cast<std::uint32_t>(level);
+    return status{};
+  }
+  if (key == "log_format") {
+    std::string name;
+    if (status s = read_string(doc, v, key, name); !s.ok()) return s;
+    result<log_format> format = parse_log_format(name);
+    if (!format) return std::move(format).error();
+    out.format = *format;
+    return status{};
+  }
+  if (key == "log_file") {
+    std::string file;
+    if (status s = read_string(doc, v, key, file); !s.ok()) return s;
+    out.file = std::move(file);
+    return status{};
+  }
+  return walk_value(doc, v, 1);
+}
+
+}  // namespace
+
+result<log_settings_update> decode_log_settings_update(std::string_view json,
+                                                       const limits& bounds) {
+  log_settings_update out;
+  status s = decode_small(json, "logging settings", bounds, [&](auto& doc, auto&& fields) {
+    return fields(
+        [&](std::string_view key, od::value v) { return read_log_field(doc, key, v, out); });
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+result<log_settings> decode_log_settings(std::string_view json, const limits& bounds) {
+  log_settings_update read;
+  status s = decode_small(json, "logging settings", bounds, [&](auto& doc, auto&& fields) {
+    return fields(
+        [&](std::string_view key, od::value v) { return read_log_field(doc, key, v, read); });
+  });
+  if (!s.ok()) return s;
+  if (!read.error || !read.warning || !read.info || !read.verbose_level || !read.format) {
+    return status{errc::invalid_argument,
+                  "the logging settings JSON lacks one of 'log_error', 'log_warning', 'log_info', "
+                  "'log_verbose_level' and 'log_format'"};
+  }
+  return log_settings{*read.error, *read.warning, *read.info, *read.verbose_level, *read.format};
+}
+
 status decode_error(std::string_view json, int http_status) {
   std::string message;
   bool found = false;

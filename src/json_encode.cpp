@@ -456,6 +456,46 @@ std::string encode(const std::vector<shared_memory_region>& regions) {
   return text;
 }
 
+std::string encode(const log_settings& settings) {
+  return fmt::format(
+      R"({{"log_file":"","log_info":{},"log_warning":{},"log_error":{},"log_verbose_level":{},)"
+      R"("log_format":"{}"}})",
+      settings.info, settings.warning, settings.error, settings.verbose_level,
+      to_string(settings.format));
+}
+
+std::string encode(const log_settings_update& update) {
+  std::string text;
+  json_out out{text};
+  out.raw('{');
+  const auto separate = [&] {
+    if (text.size() > 1) out.raw(',');
+  };
+  if (update.file) {
+    separate();
+    out.raw(R"("log_file":)");
+    out.string(*update.file);
+  }
+  const auto level = [&](std::string_view key, const std::optional<bool>& on) {
+    if (!on) return;
+    separate();
+    out.raw(fmt::format(R"("{}":{})", key, *on));
+  };
+  level("log_info", update.info);
+  level("log_warning", update.warning);
+  level("log_error", update.error);
+  if (update.verbose_level) {
+    separate();
+    out.raw(fmt::format(R"("log_verbose_level":{})", *update.verbose_level));
+  }
+  if (update.format) {
+    separate();
+    out.raw(fmt::format(R"("log_format":"{}")", to_string(*update.format)));
+  }
+  out.raw('}');
+  return text;
+}
+
 std::string encode(const model_ready& ready) {
   std::string text;
   json_out out{text};

@@ -33,7 +33,16 @@ std::string printable(std::string_view line) {
   return out;
 }
 
-// Triton's (glog's) shape: E1122 21:30:02.123456 oip] message
+// The settings: one bit per level for `log_enabled`, which every request asks; the rest for the
+// default sink and for `current_log_settings`. Writers hold `settings_mutex`.
+std::atomic<unsigned> enabled_levels{(1U << static_cast<unsigned>(log_level::error)) |
+                                     (1U << static_cast<unsigned>(log_level::warning))};
+std::atomic<std::uint32_t> verbose_level{0};
+std::atomic<log_format> line_format{log_format::standard};
+std::mutex settings_mutex;
+
+// Triton's shapes, in UTC: "E1122 21:30:02.123456 oip] message" (glog's) by default,
+// "2026-11-22T21:30:02Z E oip] message" in ISO 8601.
 class stderr_sink final : public log_sink {
  public:
   void write(log_level level, std::string_view line) noexcept override {
@@ -42,21 +51,25 @@ class stderr_sink final : public log_sink {
     const auto micros =
         std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
         1'000'000;
-    std::tm local{};
-    localtime_r(&seconds, &local);
+    std::tm utc{};
+    gmtime_r(&seconds, &utc);
     constexpr char letters[] = {'E', 'W', 'I', 'V'};
+    const char letter = letters[static_cast<std::size_t>(level)];
     try {
       const std::string text =
-          fmt::format("{}{:02}{:02} {:02}:{:02}:{:02}.{:06} oip] {}\n",
-                      letters[static_cast<std::size_t>(level)], local.tm_mon + 1, local.tm_mday,
-                      local.tm_hour, local.tm_min, local.tm_sec, micros, printable(line));
+          line_format.load(std::memory_order_relaxed) == log_format::iso8601
+              ? fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z {} oip] {}\n", utc.tm_year + 1900,
+                            utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
+                            letter, printable(line))
+              : fmt::format("{}{:02}{:02} {:02}:{:02}:{:02}.{:06} oip] {}\n", letter,
+                            utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
+                            micros, printable(line));
       std::fwrite(text.data(), 1, text.size(), stderr);  // one write: lines do not interleave
     } catch (...) {  // NOLINT(bugprone-empty-catch): a line that cannot be formatted is dropped
     }
   }
 };
 
-std::atomic<log_level> threshold{log_level::warning};
 std::mutex sink_mutex;
 
 std::shared_ptr<log_sink>& sink_slot() {
@@ -94,9 +107,85 @@ void set_log_sink(std::shared_ptr<log_sink> sink) {
   sink_slot() = std::move(sink);
 }
 
-void set_log_level(log_level level) noexcept { threshold.store(level, std::memory_order_relaxed); }
+result<log_format> parse_log_format(std::string_view name) {
+  if (name == "default") return log_format::standard;
+  if (name == "ISO8601") return log_format::iso8601;
+  return status{errc::invalid_argument,
+                fmt::format("invalid argument for log_format, got: {}", name.substr(0, 64))};
+}
 
-log_level current_log_level() noexcept { return threshold.load(std::memory_order_relaxed); }
+std::string_view to_string(log_format format) noexcept {
+  return format == log_format::iso8601 ? "ISO8601" : "default";
+}
+
+namespace {
+
+log_settings settings_now() noexcept {
+  const unsigned enabled = enabled_levels.load(std::memory_order_relaxed);
+  const auto on = [&](log_level level) {
+    return (enabled & (1U << static_cast<unsigned>(level))) != 0;
+  };
+  return log_settings{on(log_level::error), on(log_level::warning), on(log_level::info),
+                      verbose_level.load(std::memory_order_relaxed),
+                      line_format.load(std::memory_order_relaxed)};
+}
+
+// Changes the settings as one step: two changes at once both hold.
+template <class Change>
+log_settings change_settings(Change change) noexcept {
+  const auto bit = [](bool on, log_level level) {
+    return on ? 1U << static_cast<unsigned>(level) : 0U;
+  };
+  const std::lock_guard lock{settings_mutex};
+  log_settings settings = settings_now();
+  change(settings);
+  enabled_levels.store(
+      bit(settings.error, log_level::error) | bit(settings.warning, log_level::warning) |
+          bit(settings.info, log_level::info) | bit(settings.verbose_level > 0, log_level::verbose),
+      std::memory_order_relaxed);
+  verbose_level.store(settings.verbose_level, std::memory_order_relaxed);
+  line_format.store(settings.format, std::memory_order_relaxed);
+  return settings;
+}
+
+}  // namespace
+
+log_settings current_log_settings() noexcept {
+  const std::lock_guard lock{settings_mutex};
+  return settings_now();
+}
+
+void set_log_settings(const log_settings& settings) noexcept {
+  change_settings([&](log_settings& now) { now = settings; });
+}
+
+result<log_settings> update_log_settings(const log_settings_update& update) {
+  if (update.file) {
+    return status{errc::not_implemented,
+                  "log file location can not be updated through network protocol"};
+  }
+  return change_settings([&](log_settings& now) {
+    now.error = update.error.value_or(now.error);
+    now.warning = update.warning.value_or(now.warning);
+    now.info = update.info.value_or(now.info);
+    now.verbose_level = update.verbose_level.value_or(now.verbose_level);
+    now.format = update.format.value_or(now.format);
+  });
+}
+
+void set_log_level(log_level level) noexcept {
+  change_settings([&](log_settings& now) {
+    now.error = true;
+    now.warning = level >= log_level::warning;
+    now.info = level >= log_level::info;
+    now.verbose_level = level == log_level::verbose ? 1 : 0;
+  });
+}
+
+bool log_enabled(log_level level) noexcept {
+  return (enabled_levels.load(std::memory_order_relaxed) & (1U << static_cast<unsigned>(level))) !=
+         0;
+}
 
 void log(log_level level, std::string_view line) noexcept {
   if (!log_enabled(level)) return;

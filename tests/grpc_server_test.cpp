@@ -460,3 +460,67 @@ TEST_CASE("system shared memory over gRPC: register, infer through regions, stat
   }
   server.stop();
 }
+
+TEST_CASE("LogSettings over gRPC: read, change, and Triton's refusals") {
+  struct restore {
+    ~restore() { oip::set_log_settings({}); }
+  } restore_defaults;
+  fixture f;
+  const auto call = [&](const inference::LogSettingsRequest& request,
+                        inference::LogSettingsResponse& response) {
+    ::grpc::ClientContext context;
+    return f.stub->LogSettings(&context, request, &response);
+  };
+  {
+    inference::LogSettingsResponse response;
+    REQUIRE(call({}, response).ok());
+    const auto& settings = response.settings();
+    CHECK(settings.at("log_file").string_param().empty());
+    CHECK_FALSE(settings.at("log_info").bool_param());
+    CHECK(settings.at("log_warning").bool_param());
+    CHECK(settings.at("log_error").bool_param());
+    CHECK(settings.at("log_verbose_level").uint32_param() == 0);
+    CHECK(settings.at("log_format").string_param() == "default");
+  }
+  {
+    inference::LogSettingsRequest request;
+    (*request.mutable_settings())["log_info"].set_bool_param(true);
+    (*request.mutable_settings())["log_format"].set_string_param("ISO8601");
+    (*request.mutable_settings())["something_else"].set_uint32_param(3);
+    inference::LogSettingsResponse response;
+    REQUIRE(call(request, response).ok());
+    CHECK(response.settings().at("log_info").bool_param());
+    CHECK(response.settings().at("log_format").string_param() == "ISO8601");
+    CHECK(oip::current_log_settings() ==
+          oip::log_settings{true, true, true, 0, oip::log_format::iso8601});
+  }
+  const auto refused = [&](const std::string& key,
+                           const inference::LogSettingsRequest::SettingValue& value) {
+    inference::LogSettingsRequest request;
+    (*request.mutable_settings())[key] = value;
+    inference::LogSettingsResponse response;
+    return call(request, response);
+  };
+  inference::LogSettingsRequest::SettingValue number;
+  number.set_uint32_param(1);
+  inference::LogSettingsRequest::SettingValue flag;
+  flag.set_bool_param(true);
+  inference::LogSettingsRequest::SettingValue text;
+  text.set_string_param("loud");
+  ::grpc::Status s = refused("log_warning", number);
+  CHECK(s.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(s.error_message() == "expect boolean for 'log_warning'");
+  s = refused("log_verbose_level", flag);
+  CHECK(s.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(s.error_message() == "expect uint32 for 'log_verbose_level'");
+  s = refused("log_format", number);
+  CHECK(s.error_message() == "expect string for 'log_format'");
+  s = refused("log_format", text);
+  CHECK(s.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(s.error_message() == "invalid argument for log_format, got: loud");
+  s = refused("log_file", {});  // present, even with no value
+  CHECK(s.error_code() == ::grpc::StatusCode::UNIMPLEMENTED);
+  CHECK(s.error_message() == "log file location can not be updated through network protocol");
+  CHECK(oip::current_log_settings() ==
+        oip::log_settings{true, true, true, 0, oip::log_format::iso8601});
+}

@@ -39,6 +39,8 @@ the Open Inference Protocol, on HTTP and gRPC.
   --server-name NAME     name reported by server metadata (default oip)
   --log-level L          error (server faults only), warning (default: also one line per
                          client error), info, or verbose (also one line per successful request)
+  --log-format F         default (glog's E1125 02:50:31.123456 prefix) or ISO8601; clients can
+                         change both through Triton's logging extension (/v2/logging)
   --models A,B,...       models to load (default: all)
   --no-dynamic-batching  run the classifier's requests one by one (for comparisons)
   --allow-shared-memory  offer Triton's system shared-memory extension (off by default: a client
@@ -149,6 +151,15 @@ int parse(int argc, char** argv, options& o, bool& help) {
         return 2;
       }
       oip::set_log_level(*level);
+    } else if (flag == "--log-format") {
+      const oip::result<oip::log_format> format = oip::parse_log_format(value);
+      if (!format) {
+        std::cerr << "oip-serve: " << format.error().message() << "\n";
+        return 2;
+      }
+      oip::log_settings settings = oip::current_log_settings();
+      settings.format = *format;
+      oip::set_log_settings(settings);
     } else if (flag == "--device") {
       o.device = value;
     } else if (flag == "--server-name") {

@@ -16,6 +16,7 @@
 #include <oip/export.hpp>
 #include <oip/infer.hpp>
 #include <oip/limits.hpp>
+#include <oip/log.hpp>
 #include <oip/metadata.hpp>
 #include <oip/shared_memory.hpp>
 #include <oip/status.hpp>
@@ -136,6 +137,22 @@ struct request_format {
     std::string_view json, std::string name, const limits& bounds = {});
 /// The status routes' reply: `[{"name", "key", "offset", "byte_size"}, ...]`.
 [[nodiscard]] OIP_EXPORT std::string encode(const std::vector<shared_memory_region>& regions);
+
+// --- the logging extension --------------------------------------------------------------------
+
+/// `GET /v2/logging`'s reply, in Triton's shape: `log_file` (always "": oip writes to its sink),
+/// `log_info`, `log_warning`, `log_error`, `log_verbose_level`, `log_format`.
+[[nodiscard]] OIP_EXPORT std::string encode(const log_settings& settings);
+/// Reads that reply (the client side); `log_file` is read and dropped.
+[[nodiscard]] OIP_EXPORT result<log_settings> decode_log_settings(std::string_view json,
+                                                                  const limits& bounds = {});
+/// The body of `POST /v2/logging`: only the settings that `update` sets.
+[[nodiscard]] OIP_EXPORT std::string encode(const log_settings_update& update);
+/// Reads that body: each key is optional and `null` leaves its setting as it is (as in Triton);
+/// the levels are booleans, `log_verbose_level` an integer from 0 to 2^32 - 1, `log_format`
+/// "default" or "ISO8601", `log_file` a string; other keys are ignored. 400 otherwise.
+[[nodiscard]] OIP_EXPORT result<log_settings_update> decode_log_settings_update(
+    std::string_view json, const limits& bounds = {});
 
 /// The status that an error reply reports: the code follows `http_status`, the message is the
 /// body's "error" (or says what is wrong with a body that is not `{"error": "..."}`).

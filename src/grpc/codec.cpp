@@ -429,4 +429,45 @@ result<inference_response> decode_response(inference::ModelInferResponse& messag
   return response;
 }
 
+result<log_settings_update> decode_log_settings_update(
+    const inference::LogSettingsRequest& request) {
+  using value = inference::LogSettingsRequest::SettingValue;
+  log_settings_update update;
+  for (const auto& entry : request.settings()) {
+    const std::string& key = entry.first;
+    const value& setting = entry.second;
+    const auto expect = [&](std::string_view kind) {
+      return status{errc::invalid_argument, fmt::format("expect {} for '{}'", kind, key)};
+    };
+    if (key == "log_file") {
+      update.file = setting.string_param();
+    } else if (std::optional<bool>* level = key == "log_error"     ? &update.error
+                                            : key == "log_warning" ? &update.warning
+                                            : key == "log_info"    ? &update.info
+                                                                   : nullptr) {
+      if (setting.parameter_choice_case() != value::kBoolParam) return expect("boolean");
+      *level = setting.bool_param();
+    } else if (key == "log_verbose_level") {
+      if (setting.parameter_choice_case() != value::kUint32Param) return expect("uint32");
+      update.verbose_level = setting.uint32_param();
+    } else if (key == "log_format") {
+      if (setting.parameter_choice_case() != value::kStringParam) return expect("string");
+      result<log_format> format = parse_log_format(setting.string_param());
+      if (!format) return std::move(format).error();
+      update.format = *format;
+    }
+  }
+  return update;
+}
+
+void encode_log_settings(const log_settings& settings, inference::LogSettingsResponse& out) {
+  auto& map = *out.mutable_settings();
+  map["log_file"].set_string_param("");
+  map["log_info"].set_bool_param(settings.info);
+  map["log_warning"].set_bool_param(settings.warning);
+  map["log_error"].set_bool_param(settings.error);
+  map["log_verbose_level"].set_uint32_param(settings.verbose_level);
+  map["log_format"].set_string_param(std::string{to_string(settings.format)});
+}
+
 }  // namespace oip::grpc

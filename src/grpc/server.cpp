@@ -477,7 +477,8 @@ using raw_service = svc::WithRawCallbackMethod_ServerLive<svc::WithRawCallbackMe
                                             svc::WithRawCallbackMethod_CudaSharedMemoryRegister<
                                                 svc::
                                                     WithRawCallbackMethod_CudaSharedMemoryUnregister<
-                                                        svc::Service>>>>>>>>>>>>>>>>>>;
+                                                        svc::WithRawCallbackMethod_LogSettings<
+                                                            svc::Service>>>>>>>>>>>>>>>>>>>;
 
 using ::grpc::ByteBuffer;
 
@@ -717,6 +718,21 @@ class service_impl final : public raw_service {
     return answer<inference::CudaSharedMemoryUnregisterRequest,
                   inference::CudaSharedMemoryUnregisterResponse>(
         context, in, out, [](const auto& /*request*/, auto& /*response*/) { return status{}; });
+  }
+
+  // --- the logging extension --------------------------------------------------------------------
+
+  ServerUnaryReactor* LogSettings(CallbackServerContext* context, const ByteBuffer* in,
+                                  ByteBuffer* out) override {
+    return answer<inference::LogSettingsRequest, inference::LogSettingsResponse>(
+        context, in, out, [](const auto& request, auto& response) {
+          result<log_settings_update> update = decode_log_settings_update(request);
+          if (!update) return std::move(update).error();
+          result<log_settings> now = update_log_settings(*update);
+          if (!now) return std::move(now).error();
+          encode_log_settings(*now, response);
+          return status{};
+        });
   }
 
  private:

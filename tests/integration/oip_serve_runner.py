@@ -127,3 +127,25 @@ def check_system_shared_memory(client, client_module, region_names):
     finally:
         for region in regions:
             shm.destroy_shared_memory_region(region)
+
+
+def check_log_settings(client, flat):
+    """Triton's logging extension through the client's get_log_settings / update_log_settings
+    (the same for the HTTP and gRPC clients; `flat(reply)` turns a reply into a plain dict)."""
+    assert flat(client.get_log_settings()) == {
+        "log_file": "", "log_info": False, "log_warning": True, "log_error": True,
+        "log_verbose_level": 0, "log_format": "default"}
+    try:
+        changed = flat(client.update_log_settings({"log_info": True, "log_format": "ISO8601"}))
+        assert changed["log_info"] is True and changed["log_format"] == "ISO8601", changed
+        assert flat(client.get_log_settings()) == changed
+        for refused, words in (({"log_file": "/tmp/oip.log"}, "log file location"),
+                               ({"log_format": "xml"}, "invalid argument for log_format")):
+            try:
+                client.update_log_settings(refused)
+                raise AssertionError(f"{refused} was accepted")
+            except InferenceServerException as e:
+                assert words in e.message(), e.message()
+        assert flat(client.get_log_settings()) == changed
+    finally:
+        client.update_log_settings({"log_info": False, "log_format": "default"})

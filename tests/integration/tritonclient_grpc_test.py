@@ -166,6 +166,18 @@ def system_shared_memory(client):
     """Inputs and outputs through regions that the client makes and registers."""
     oip_serve_runner.check_system_shared_memory(client, grpcclient, region_names)
 
+def flat_log_settings(reply):
+    """A LogSettingsResponse as a plain dict, each value from its oneof."""
+    return {key: getattr(value, value.WhichOneof("parameter_choice"))
+            for key, value in reply.settings.items()}
+
+
+@check
+def log_settings(client):
+    """Triton's logging extension: read, change, refusals."""
+    oip_serve_runner.check_log_settings(client, flat_log_settings)
+
+
 def main():
     return oip_serve_runner.run(sys.argv[1], checks,
                                 lambda http_url, grpc_url: grpcclient.InferenceServerClient(grpc_url),

@@ -230,6 +230,12 @@ def system_shared_memory(client):
     """Inputs and outputs through regions that the client makes and registers."""
     oip_serve_runner.check_system_shared_memory(client, httpclient, region_names)
 
+@check
+def log_settings(client):
+    """Triton's logging extension: read, change, refusals."""
+    oip_serve_runner.check_log_settings(client, lambda reply: reply)
+
+
 def main():
     return oip_serve_runner.run(sys.argv[1], checks,
                                 lambda http_url, grpc_url: httpclient.InferenceServerClient(http_url),

@@ -13,6 +13,7 @@
 #include <oip/infer.hpp>
 #include <oip/json.hpp>
 #include <oip/limits.hpp>
+#include <oip/log.hpp>
 #include <oip/parameters.hpp>
 #include <oip/shared_memory.hpp>
 #include <oip/status.hpp>
@@ -62,5 +63,14 @@ using parameter_map = google::protobuf::Map<std::string, inference::InferParamet
 /// Parameters of every kind (bool, int64, uint64, double, string) in both directions.
 void encode_parameters(const parameters& in, parameter_map& out);
 [[nodiscard]] result<parameters> decode_parameters(const parameter_map& in, std::string_view where);
+
+/// A `LogSettings` request's settings as a change (an empty map changes nothing). Each level
+/// must be a `bool_param`, `log_verbose_level` a `uint32_param`, `log_format` a `string_param`
+/// ("default" or "ISO8601"), in Triton's wording otherwise (400); `log_file`, whatever its value,
+/// is carried so that `update_log_settings` refuses it; other keys are ignored.
+[[nodiscard]] result<log_settings_update> decode_log_settings_update(
+    const inference::LogSettingsRequest& request);
+/// The settings as Triton's `LogSettingsResponse` holds them (`log_file` "").
+void encode_log_settings(const log_settings& settings, inference::LogSettingsResponse& out);
 
 }  // namespace oip::grpc
