@@ -268,6 +268,22 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     return json_reply(200, "{}");
   }
 
+  static http_response trace_reply(const result<trace_settings>& settings) {
+    if (!settings) return error_reply(settings.error());
+    return json_reply(200, encode(*settings));
+  }
+
+  // POST /v2[/models/<m>]/trace/setting: the settings after the change.
+  http_response trace_update_reply(const http_request& request,
+                                   std::optional<std::string_view> model) {
+    result<buffer> body = plain_body(request);
+    if (!body) return error_reply(body.error());
+    result<trace_settings_change> change =
+        decode_trace_settings_change(body->as_string_view(), options.bounds);
+    if (!change) return error_reply(change.error());
+    return trace_reply(service.update_tracing(model, *change));
+  }
+
   // POST /v2/logging: the settings after the change.
   http_response logging_reply(const http_request& request) const {
     result<buffer> body = plain_body(request);
@@ -464,6 +480,18 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
         return reply(path[4] == "load" ? load_reply(path[3]) : unload_reply(path[3]));
       }
       return not_found();
+    }
+    // /v2[/models/<m>]/trace/setting
+    const auto trace_route = [&](std::optional<std::string_view> model) {
+      if (get) return reply(trace_reply(service.tracing(model)));
+      if (!post) return refuse_method("GET, HEAD, POST");
+      return reply(trace_update_reply(request, model));
+    };
+    if (path.size() == 3 && path[1] == "trace" && path[2] == "setting") {
+      return trace_route(std::nullopt);
+    }
+    if (path.size() == 5 && path[1] == "models" && path[3] == "trace" && path[4] == "setting") {
+      return trace_route(path[2]);
     }
     if (path[1] == "logging" && path.size() == 2) {
       if (get) return reply(json_reply(200, encode(current_log_settings())));

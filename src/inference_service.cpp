@@ -101,7 +101,28 @@ struct pending_inference {
   clock::time_point received;
   clock::time_point queued;
   clock::time_point started;
+  std::optional<std::uint64_t> trace_id;  // when the tracer sampled it
+  std::shared_ptr<tracer> traces;         // set with trace_id
 };
+
+// A sampled request's timestamps (those it reached) to the trace file; REQUEST_END is `ended`.
+void write_trace(const pending_inference& pending, clock::time_point computed,
+                 clock::time_point ended) {
+  if (!pending.trace_id) return;
+  tracer::record traced{*pending.trace_id,
+                        pending.lease.get().config().name,
+                        pending.lease.version(),
+                        pending.id.value_or(""),
+                        {}};
+  traced.timestamps.emplace_back("REQUEST_START", pending.received);
+  traced.timestamps.emplace_back("QUEUE_START", pending.queued);
+  if (pending.started != clock::time_point{}) {
+    traced.timestamps.emplace_back("COMPUTE_START", pending.started);
+  }
+  if (computed != clock::time_point{}) traced.timestamps.emplace_back("COMPUTE_END", computed);
+  traced.timestamps.emplace_back("REQUEST_END", ended);
+  pending.traces->write(traced);
+}
 
 // --- dynamic batching ----------------------------------------------------------------------------
 
@@ -377,9 +398,13 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   std::mutex extras_mutex;
   std::map<const model*, model_extras> extras;
   std::unique_ptr<shared_memory_registry> regions;  // when the extension is offered
+  std::shared_ptr<tracer> traces;                   // a traced request's completion holds it too
 
   state(model_repository& r, executor& w, server_options o)
-      : repository{r}, workers{w}, options{std::move(o)} {
+      : repository{r},
+        workers{w},
+        options{std::move(o)},
+        traces{std::make_shared<tracer>(options.trace)} {
     if (options.version.empty()) options.version = std::string{oip::version_string};
     if (options.shared_memory) regions = std::make_unique<shared_memory_registry>();
   }
@@ -491,6 +516,8 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     pending->batch = detail::batch_size(config, request);
     pending->received = received;
     pending->queued = clock::now();
+    pending->trace_id = traces->sample(config.name);
+    if (pending->trace_id) pending->traces = traces;
     pending->lease = std::move(lease);
     auto request_ptr = std::make_shared<inference_request>(std::move(request));
 
@@ -625,6 +652,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     if (!done) return;
     record_failure(pending->lease, pending->received, s, pending->id.value_or(""));
     done(s);
+    write_trace(*pending, {}, clock::now());
   }
 
   // `execution_rows`: the rows of the execution this request was part of, for the one request
@@ -670,6 +698,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
                       nanoseconds_between(pending->received, made) / 1000));
     }
     done(std::move(*response));
+    write_trace(*pending, computed, made);
   }
 };
 
@@ -690,7 +719,7 @@ server_metadata inference_service::metadata() const {
   m.version = state_->options.version;
   m.extensions = {"binary_tensor_data", "classification", "logging",  "model_configuration",
                   "model_repository",   "parameters",     "sequence", "sequence(string_id)",
-                  "statistics"};
+                  "statistics",         "trace"};
   if (state_->regions) m.extensions.emplace_back("system_shared_memory");
   return m;
 }
@@ -706,6 +735,27 @@ status shared_memory_off() {
 }
 
 }  // namespace
+
+namespace {
+
+// 404 for a model the repository does not hold; none named is the global scope.
+status known_or_global(const model_repository& repository, std::optional<std::string_view> model) {
+  if (!model) return status{};
+  return repository.find(*model, std::nullopt).to_status();
+}
+
+}  // namespace
+
+result<trace_settings> inference_service::tracing(std::optional<std::string_view> model) const {
+  if (status s = known_or_global(state_->repository, model); !s.ok()) return s;
+  return state_->traces->settings(model);
+}
+
+result<trace_settings> inference_service::update_tracing(std::optional<std::string_view> model,
+                                                         const trace_settings_change& change) {
+  if (status s = known_or_global(state_->repository, model); !s.ok()) return s;
+  return state_->traces->update(model, change);
+}
 
 result<std::vector<shared_memory_region>> inference_service::system_shared_memory_status(
     std::optional<std::string_view> region) const {

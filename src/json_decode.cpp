@@ -1964,6 +1964,27 @@ result<log_settings> decode_log_settings(std::string_view json, const limits& bo
   return log_settings{*read.error, *read.warning, *read.info, *read.verbose_level, *read.format};
 }
 
+result<trace_settings_change> decode_trace_settings_change(std::string_view json,
+                                                           const limits& bounds) {
+  trace_settings_change out;
+  status s = decode_small(json, "trace settings", bounds, [&](auto& doc, auto&& fields) {
+    return fields([&](std::string_view key, od::value v) -> status {
+      if (key != "trace_level" && key != "trace_rate" && key != "trace_count" &&
+          key != "log_frequency" && key != "trace_file" && key != "trace_mode") {
+        return walk_value(doc, v, 1);
+      }
+      auto& [name, values] = out.settings.emplace_back(std::string{key}, std::nullopt);
+      bool is_null = false;
+      if (v.is_null().get(is_null) == error_code::SUCCESS && is_null) return status{};
+      values.emplace();
+      if (key == "trace_level") return read_string_array(doc, v, name, *values);
+      return read_string(doc, v, name, values->emplace_back());
+    });
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
 status decode_error(std::string_view json, int http_status) {
   std::string message;
   bool found = false;

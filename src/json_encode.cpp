@@ -496,6 +496,17 @@ std::string encode(const log_settings_update& update) {
   return text;
 }
 
+std::string encode(const trace_settings& settings) {
+  std::string text = fmt::format(
+      R"({{"trace_level":["{}"],"trace_rate":"{}","trace_count":"{}","log_frequency":"{}",)"
+      R"("trace_file":)",
+      to_string(settings.level), settings.rate, settings.count, settings.log_frequency);
+  json_out out{text};
+  out.string(settings.file);
+  out.raw(R"(,"trace_mode":"triton"})");
+  return text;
+}
+
 std::string encode(const model_ready& ready) {
   std::string text;
   json_out out{text};

@@ -524,3 +524,60 @@ TEST_CASE("LogSettings over gRPC: read, change, and Triton's refusals") {
   CHECK(oip::current_log_settings() ==
         oip::log_settings{true, true, true, 0, oip::log_format::iso8601});
 }
+
+TEST_CASE("TraceSetting over gRPC: global and per model, cleared by an empty list, refusals") {
+  fixture f;
+  const auto call = [&](const inference::TraceSettingRequest& request,
+                        inference::TraceSettingResponse& response) {
+    ::grpc::ClientContext context;
+    return f.stub->TraceSetting(&context, request, &response);
+  };
+  const auto value = [](const inference::TraceSettingResponse& response, const std::string& key) {
+    const auto& values = response.settings().at(key).value();
+    return std::vector<std::string>(values.begin(), values.end());
+  };
+  {
+    inference::TraceSettingResponse response;
+    REQUIRE(call({}, response).ok());
+    CHECK(value(response, "trace_level") == std::vector<std::string>{"OFF"});
+    CHECK(value(response, "trace_rate") == std::vector<std::string>{"1000"});
+    CHECK(value(response, "trace_count") == std::vector<std::string>{"-1"});
+    CHECK(value(response, "log_frequency") == std::vector<std::string>{"0"});
+    CHECK(value(response, "trace_file") == std::vector<std::string>{""});
+    CHECK(value(response, "trace_mode") == std::vector<std::string>{"triton"});
+  }
+  {
+    inference::TraceSettingRequest request;
+    request.set_model_name("simple");
+    (*request.mutable_settings())["trace_rate"].add_value("9");
+    inference::TraceSettingResponse response;
+    REQUIRE(call(request, response).ok());
+    CHECK(value(response, "trace_rate") == std::vector<std::string>{"9"});
+    inference::TraceSettingResponse global;
+    REQUIRE(call({}, global).ok());
+    CHECK(value(global, "trace_rate") == std::vector<std::string>{"1000"});
+    (*request.mutable_settings())["trace_rate"].clear_value();  // no values: cleared
+    REQUIRE(call(request, response).ok());
+    CHECK(value(response, "trace_rate") == std::vector<std::string>{"1000"});
+  }
+  const auto refused = [&](const std::string& model, const std::string& key,
+                           std::vector<std::string> values) {
+    inference::TraceSettingRequest request;
+    request.set_model_name(model);
+    auto& setting = (*request.mutable_settings())[key];
+    for (std::string& v : values) setting.add_value(std::move(v));
+    inference::TraceSettingResponse response;
+    return call(request, response);
+  };
+  ::grpc::Status s = refused("", "trace_rate", {"1", "2"});
+  CHECK(s.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(s.error_message() == "expect only 1 value for 'trace_rate'");
+  s = refused("", "trace_level", {"TIMESTAMPS"});  // this host gave no trace file
+  CHECK(s.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(s.error_message() ==
+        "Attempting to set invalid trace setting :trace file name is not given");
+  s = refused("", "trace_file", {"/tmp/elsewhere"});
+  CHECK(s.error_code() == ::grpc::StatusCode::UNIMPLEMENTED);
+  s = refused("nope", "trace_rate", {"1"});
+  CHECK(s.error_code() == ::grpc::StatusCode::NOT_FOUND);
+}

@@ -22,7 +22,7 @@ namespace {
 struct server {
   oip::model_repository repository;
   oip::executor workers{{2, 64}};
-  oip::http_handler handler{repository, workers, {"test-server", "9.9.9", {}, true, 16}};
+  oip::http_handler handler{repository, workers, {"test-server", "9.9.9", {}, true, 16, false, {}}};
   oip::in_process_client client{handler};
 
   server() {

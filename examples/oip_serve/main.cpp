@@ -8,8 +8,10 @@
 #include <oip/grpc/server.hpp>
 #include <oip/http/server.hpp>
 #include <oip/log.hpp>
+#include <oip/trace.hpp>
 #include <oip/version.hpp>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -41,6 +43,12 @@ the Open Inference Protocol, on HTTP and gRPC.
                          client error), info, or verbose (also one line per successful request)
   --log-format F         default (glog's E1125 02:50:31.123456 prefix) or ISO8601; clients can
                          change both through Triton's logging extension (/v2/logging)
+  --trace-file PATH      where traced requests go (Triton's trace extension; clients can change
+                         every trace setting but this one)
+  --trace-level L        OFF (default) or TIMESTAMPS
+  --trace-rate N         trace one request in N (default 1000)
+  --trace-count N        stop after N traces (default -1: no limit)
+  --log-frequency N      write every N traces to PATH.<i> (default 0: all to PATH, at exit)
   --models A,B,...       models to load (default: all)
   --no-dynamic-batching  run the classifier's requests one by one (for comparisons)
   --allow-shared-memory  offer Triton's system shared-memory extension (off by default: a client
@@ -61,6 +69,7 @@ struct options {
   std::set<std::string> models;
   bool dynamic_batching = true;
   std::string device = "auto";
+  oip::trace_settings_change trace_flags;  // --trace-level, --trace-rate, ...
 };
 
 // The repository extension's load route: a fresh instance of a reference model, placed as the
@@ -162,6 +171,14 @@ int parse(int argc, char** argv, options& o, bool& help) {
       oip::set_log_settings(settings);
     } else if (flag == "--device") {
       o.device = value;
+    } else if (flag == "--trace-file") {
+      o.server.trace.file = value;
+    } else if (flag == "--trace-level" || flag == "--trace-rate" || flag == "--trace-count" ||
+               flag == "--log-frequency") {
+      // Read as a client's change would be, once the file is known (see trace_settings_from).
+      std::string name{flag.substr(2)};
+      std::replace(name.begin(), name.end(), '-', '_');
+      o.trace_flags.settings.emplace_back(std::move(name), std::vector<std::string>{value});
     } else if (flag == "--server-name") {
       o.server.name = value;
     } else if (flag == "--models") {
@@ -177,6 +194,13 @@ int parse(int argc, char** argv, options& o, bool& help) {
   return 0;
 }
 
+// The host's trace settings: the file, then the other --trace-* flags read as Triton's trace
+// setting values (the same checks and messages as a client's change).
+oip::result<oip::trace_settings> trace_settings_from(const options& o) {
+  oip::tracer reader{o.server.trace};
+  return reader.update(std::nullopt, o.trace_flags);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -186,6 +210,12 @@ int main(int argc, char** argv) {
   if (help) {
     std::cout << usage;
     return 0;
+  }
+  if (const oip::result<oip::trace_settings> trace = trace_settings_from(o); trace) {
+    o.server.trace = *trace;
+  } else {
+    std::cerr << "oip-serve: " << trace.error().message() << "\n";
+    return 2;
   }
 
   // Signals are taken by sigwait below, not by whichever thread they happen to hit.

@@ -13,6 +13,7 @@
 #include <oip/repository.hpp>
 #include <oip/shared_memory.hpp>
 #include <oip/status.hpp>
+#include <oip/trace.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -38,6 +39,8 @@ struct server_options {
   /// registers a region maps any shared-memory object it can name that this process may open,
   /// so turn it on only where every client is trusted (as Triton's `--allow-client-shm`).
   bool shared_memory = false;
+  /// Triton's trace extension, as the host starts it: clients may change everything but the file.
+  trace_settings trace;
 };
 
 /// A model's statistics at one moment, in the shape of Triton's statistics extension.
@@ -125,6 +128,13 @@ class OIP_EXPORT inference_service {
   [[nodiscard]] static result<std::vector<shared_memory_region>> cuda_shared_memory_status(
       std::optional<std::string_view> region);
   [[nodiscard]] static status register_cuda_shared_memory();
+
+  // --- the trace extension ---------------------------------------------------------------------
+  /// The global trace settings (no model) or a model's; 404 for an unknown model.
+  [[nodiscard]] result<trace_settings> tracing(std::optional<std::string_view> model) const;
+  /// Changes them as `tracer::update` does; 404 for an unknown model.
+  [[nodiscard]] result<trace_settings> update_tracing(std::optional<std::string_view> model,
+                                                      const trace_settings_change& change);
 
   // --- inference -------------------------------------------------------------------------------
   /// A lease on the model that a request names (404, or 503 while it drains or is not ready).

@@ -20,6 +20,7 @@
 #include <oip/metadata.hpp>
 #include <oip/shared_memory.hpp>
 #include <oip/status.hpp>
+#include <oip/trace.hpp>
 
 #include <optional>
 #include <string>
@@ -152,6 +153,17 @@ struct request_format {
 /// the levels are booleans, `log_verbose_level` an integer from 0 to 2^32 - 1, `log_format`
 /// "default" or "ISO8601", `log_file` a string; other keys are ignored. 400 otherwise.
 [[nodiscard]] OIP_EXPORT result<log_settings_update> decode_log_settings_update(
+    std::string_view json, const limits& bounds = {});
+
+// --- the trace extension ----------------------------------------------------------------------
+
+/// `GET /v2[/models/<m>]/trace/setting`'s reply, in Triton's shape: `trace_level` a list
+/// (`["OFF"]` or `["TIMESTAMPS"]`), `trace_rate`, `trace_count`, `log_frequency`, `trace_file` and
+/// `trace_mode` ("triton") strings.
+[[nodiscard]] OIP_EXPORT std::string encode(const trace_settings& settings);
+/// The body of `POST /v2[/models/<m>]/trace/setting`: each setting a string (`trace_level` a list
+/// of strings), or `null` to clear it; other keys are ignored. 400 for another JSON type.
+[[nodiscard]] OIP_EXPORT result<trace_settings_change> decode_trace_settings_change(
     std::string_view json, const limits& bounds = {});
 
 /// The status that an error reply reports: the code follows `http_status`, the message is the

@@ -470,4 +470,26 @@ void encode_log_settings(const log_settings& settings, inference::LogSettingsRes
   map["log_format"].set_string_param(std::string{to_string(settings.format)});
 }
 
+trace_settings_change decode_trace_settings_change(const inference::TraceSettingRequest& request) {
+  trace_settings_change change;
+  for (const auto& entry : request.settings()) {
+    std::optional<std::vector<std::string>> values;
+    if (!entry.second.value().empty()) {
+      values.emplace(entry.second.value().begin(), entry.second.value().end());
+    }
+    change.settings.emplace_back(entry.first, std::move(values));
+  }
+  return change;
+}
+
+void encode_trace_settings(const trace_settings& settings, inference::TraceSettingResponse& out) {
+  auto& map = *out.mutable_settings();
+  map["trace_level"].add_value(std::string{to_string(settings.level)});
+  map["trace_rate"].add_value(std::to_string(settings.rate));
+  map["trace_count"].add_value(std::to_string(settings.count));
+  map["log_frequency"].add_value(std::to_string(settings.log_frequency));
+  map["trace_file"].add_value(settings.file);
+  map["trace_mode"].add_value("triton");
+}
+
 }  // namespace oip::grpc

@@ -478,7 +478,8 @@ using raw_service = svc::WithRawCallbackMethod_ServerLive<svc::WithRawCallbackMe
                                                 svc::
                                                     WithRawCallbackMethod_CudaSharedMemoryUnregister<
                                                         svc::WithRawCallbackMethod_LogSettings<
-                                                            svc::Service>>>>>>>>>>>>>>>>>>>;
+                                                            svc::WithRawCallbackMethod_TraceSetting<
+                                                                svc::Service>>>>>>>>>>>>>>>>>>>>;
 
 using ::grpc::ByteBuffer;
 
@@ -731,6 +732,24 @@ class service_impl final : public raw_service {
           result<log_settings> now = update_log_settings(*update);
           if (!now) return std::move(now).error();
           encode_log_settings(*now, response);
+          return status{};
+        });
+  }
+
+  // --- the trace extension ----------------------------------------------------------------------
+
+  ServerUnaryReactor* TraceSetting(CallbackServerContext* context, const ByteBuffer* in,
+                                   ByteBuffer* out) override {
+    return answer<inference::TraceSettingRequest, inference::TraceSettingResponse>(
+        context, in, out, [this](const auto& request, auto& response) {
+          std::optional<std::string_view> model;
+          if (!request.model_name().empty()) model = request.model_name();
+          result<trace_settings> now =
+              request.settings().empty()
+                  ? service_.tracing(model)
+                  : service_.update_tracing(model, decode_trace_settings_change(request));
+          if (!now) return std::move(now).error();
+          encode_trace_settings(*now, response);
           return status{};
         });
   }

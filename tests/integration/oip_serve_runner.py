@@ -149,3 +149,28 @@ def check_log_settings(client, flat):
         assert flat(client.get_log_settings()) == changed
     finally:
         client.update_log_settings({"log_info": False, "log_format": "default"})
+
+
+def check_trace_settings(client, flat):
+    """Triton's trace extension through the client's get_trace_settings / update_trace_settings,
+    globally and for a model (oip-serve runs here with no trace file, so tracing cannot be
+    turned on); `flat(reply)` turns a reply into a plain dict of Triton's HTTP shape."""
+    defaults = {"trace_level": ["OFF"], "trace_rate": "1000", "trace_count": "-1",
+                "log_frequency": "0", "trace_file": "", "trace_mode": "triton"}
+    assert flat(client.get_trace_settings()) == defaults
+    try:
+        own = flat(client.update_trace_settings(model_name="simple", settings={"trace_rate": "7"}))
+        assert own == dict(defaults, trace_rate="7"), own
+        assert flat(client.get_trace_settings(model_name="simple")) == own
+        assert flat(client.get_trace_settings()) == defaults
+        for refused, words in (({"trace_file": "/tmp/oip.trace"}, "trace file location"),
+                               ({"trace_level": ["TIMESTAMPS"]}, "trace file name is not given"),
+                               ({"trace_rate": "often"}, "Unable to parse 'trace_rate'")):
+            try:
+                client.update_trace_settings(settings=refused)
+                raise AssertionError(f"{refused} was accepted")
+            except InferenceServerException as e:
+                assert words in e.message(), e.message()
+    finally:
+        client.update_trace_settings(model_name="simple", settings={"trace_rate": None})
+    assert flat(client.get_trace_settings(model_name="simple")) == defaults

@@ -178,6 +178,18 @@ def log_settings(client):
     oip_serve_runner.check_log_settings(client, flat_log_settings)
 
 
+def flat_trace_settings(reply):
+    """A TraceSettingResponse in Triton's HTTP shape: trace_level a list, the rest strings."""
+    return {key: list(value.value) if key == "trace_level" else value.value[0]
+            for key, value in reply.settings.items()}
+
+
+@check
+def trace_settings(client):
+    """Triton's trace extension: global and per-model settings, refusals."""
+    oip_serve_runner.check_trace_settings(client, flat_trace_settings)
+
+
 def main():
     return oip_serve_runner.run(sys.argv[1], checks,
                                 lambda http_url, grpc_url: grpcclient.InferenceServerClient(grpc_url),

@@ -236,6 +236,12 @@ def log_settings(client):
     oip_serve_runner.check_log_settings(client, lambda reply: reply)
 
 
+@check
+def trace_settings(client):
+    """Triton's trace extension: global and per-model settings, refusals."""
+    oip_serve_runner.check_trace_settings(client, lambda reply: reply)
+
+
 def main():
     return oip_serve_runner.run(sys.argv[1], checks,
                                 lambda http_url, grpc_url: httpclient.InferenceServerClient(http_url),

@@ -17,6 +17,7 @@
 #include <oip/parameters.hpp>
 #include <oip/shared_memory.hpp>
 #include <oip/status.hpp>
+#include <oip/trace.hpp>
 
 #include <string>
 #include <string_view>
@@ -72,5 +73,11 @@ void encode_parameters(const parameters& in, parameter_map& out);
     const inference::LogSettingsRequest& request);
 /// The settings as Triton's `LogSettingsResponse` holds them (`log_file` "").
 void encode_log_settings(const log_settings& settings, inference::LogSettingsResponse& out);
+
+/// A `TraceSetting` request's settings as a change: a setting with no values is cleared.
+[[nodiscard]] trace_settings_change decode_trace_settings_change(
+    const inference::TraceSettingRequest& request);
+/// The settings as Triton's `TraceSettingResponse` holds them, each a list of strings.
+void encode_trace_settings(const trace_settings& settings, inference::TraceSettingResponse& out);
 
 }  // namespace oip::grpc

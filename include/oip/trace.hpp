@@ -1,0 +1,98 @@
+#pragma once
+/// \file
+/// Triton's trace extension: a sample of the requests (one in `rate`, `count` of them at most)
+/// leaves its timestamps in the host's trace file, in Triton's JSON shape. Settings are global,
+/// and a model may override any of them; clients read and change them over HTTP
+/// (`/v2[/models/<m>]/trace/setting`) and gRPC (`TraceSetting`). The file is the host's alone:
+/// a client that could name it could make the server write anywhere.
+
+#include <oip/export.hpp>
+#include <oip/status.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace oip {
+
+/// What a traced request records: nothing (`off`) or its timestamps. (Triton's `TENSORS` level,
+/// which also writes the tensors, is not offered.)
+enum class trace_level : std::uint8_t { off, timestamps };
+
+struct trace_settings {
+  trace_level level = trace_level::off;
+  std::uint32_t rate = 1000;  ///< one request in `rate` is traced
+  std::int32_t count = -1;    ///< traces left to take; -1 for no limit
+  /// Every `log_frequency` traces are written to a file of their own, `<file>.<n>` (n from 0); with
+  /// 0, every trace goes to `file` itself, one JSON array completed when the server stops.
+  std::uint32_t log_frequency = 0;
+  std::string file;  ///< set by the host only
+
+  friend bool operator==(const trace_settings&, const trace_settings&) = default;
+};
+
+/// A change to some trace settings, as a client sends it: each setting by name (`trace_level`,
+/// `trace_rate`, `trace_count`, `log_frequency`, `trace_file`) with its values as text, or no
+/// values to clear it (a model's setting then follows the global one again; a global one goes back
+/// to the host's). Names oip does not know are ignored, as in Triton.
+struct trace_settings_change {
+  std::vector<std::pair<std::string, std::optional<std::vector<std::string>>>> settings;
+};
+
+/// The trace settings of one server, and the traces they take. Thread-safe.
+///
+/// Example:
+/// \code
+///   oip::trace_settings host;
+///   host.level = oip::trace_level::timestamps;
+///   host.rate = 100;
+///   host.file = "/tmp/trace.json";
+///   oip::tracer traces{host};
+///   if (std::optional<std::uint64_t> id = traces.sample("simple")) { /* ... */ }
+/// \endcode
+class OIP_EXPORT tracer {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  /// A traced request: its model and id, and its timestamps in the order they were taken.
+  struct record {
+    std::uint64_t id = 0;
+    std::string model_name;
+    std::uint64_t model_version = 0;
+    std::string request_id;
+    std::vector<std::pair<std::string_view, clock::time_point>> timestamps;
+  };
+
+  explicit tracer(trace_settings host = {});
+  tracer(const tracer&) = delete;
+  tracer& operator=(const tracer&) = delete;
+  /// Completes the trace file (its closing bracket).
+  ~tracer();
+
+  /// The global settings (no model) or a model's, its own where it set them.
+  [[nodiscard]] trace_settings settings(std::optional<std::string_view> model = std::nullopt) const;
+  /// Applies `change` whole, or nothing: 400 for a value that does not parse, is out of range, or
+  /// leaves the settings unable to trace (no file, a rate of 0); 501 for `trace_file` or
+  /// `TENSORS`. Returns the settings after it. The caller has checked that `model` exists.
+  [[nodiscard]] result<trace_settings> update(std::optional<std::string_view> model,
+                                              const trace_settings_change& change);
+
+  /// Whether to trace the next request for `model`: the trace's id when it is one.
+  [[nodiscard]] std::optional<std::uint64_t> sample(std::string_view model);
+  /// Writes a traced request to the file its model's settings say.
+  void write(const record& traced);
+
+ private:
+  struct state;
+  std::unique_ptr<state> state_;
+};
+
+/// `trace_level` as Triton lists it: `["OFF"]` or `["TIMESTAMPS"]`.
+[[nodiscard]] OIP_EXPORT std::string_view to_string(trace_level level) noexcept;
+
+}  // namespace oip

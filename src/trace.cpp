@@ -1,0 +1,321 @@
+#include "detail/json_string.hpp"
+
+#include <oip/log.hpp>
+#include <oip/trace.hpp>
+
+#include <atomic>
+#include <charconv>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <mutex>
+
+#include <fmt/format.h>
+
+namespace oip {
+
+namespace {
+
+// A model's own settings; each one it did not set follows the global one.
+struct model_override {
+  std::optional<trace_level> level;
+  std::optional<std::uint32_t> rate;
+  std::optional<std::int32_t> count;
+  std::optional<std::uint32_t> log_frequency;
+  std::uint64_t seen = 0;  // requests since its settings last changed
+
+  [[nodiscard]] bool empty() const { return !level && !rate && !count && !log_frequency; }
+};
+
+status invalid(std::string message) { return status{errc::invalid_argument, std::move(message)}; }
+
+// A setting's one value as an integer in [low, high], in Triton's wording otherwise.
+template <class T>
+result<T> integer_setting(std::string_view name, const std::vector<std::string>& values, T low,
+                          T high) {
+  if (values.size() != 1) return invalid(fmt::format("expect only 1 value for '{}'", name));
+  const std::string& text = values.front();
+  std::int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || end != text.data() + text.size() ||
+      (ec != std::errc{} && ec != std::errc::result_out_of_range)) {
+    return invalid(fmt::format("Unable to parse '{}', got: {}", name, text.substr(0, 64)));
+  }
+  if (name == "trace_count" && ec == std::errc{} && value < -1) {
+    return invalid(fmt::format("Unable to parse 'trace_count'. Expecting value >= -1, got: {}",
+                               text.substr(0, 64)));
+  }
+  if (ec != std::errc{} || value < static_cast<std::int64_t>(low) ||
+      value > static_cast<std::int64_t>(high)) {
+    return invalid(fmt::format("Unable to parse '{}', value is out of range [ {}, {} ], got: {}",
+                               name, low, high, text.substr(0, 64)));
+  }
+  return static_cast<T>(value);
+}
+
+result<trace_level> level_setting(const std::vector<std::string>& values) {
+  if (values.empty()) return invalid("'trace_level' needs a value: OFF or TIMESTAMPS");
+  bool off = false;
+  for (const std::string& value : values) {
+    if (value == "OFF") {
+      off = true;
+    } else if (value == "TENSORS") {
+      return status{errc::not_implemented,
+                    "trace level 'TENSORS' is not supported: oip traces TIMESTAMPS only"};
+    } else if (value != "TIMESTAMPS") {
+      return invalid(fmt::format("unknown trace level '{}': expected OFF, TIMESTAMPS or TENSORS",
+                                 value.substr(0, 64)));
+    }
+  }
+  if (off && values.size() > 1) return invalid("Expect only one trace level 'OFF' is specified");
+  return off ? trace_level::off : trace_level::timestamps;
+}
+
+// Settings that a change names: absent, a setting stays; an empty optional inside, it is cleared.
+template <class T>
+using setting_change = std::optional<std::optional<T>>;
+
+struct setting_changes {
+  setting_change<trace_level> level;
+  setting_change<std::uint32_t> rate;
+  setting_change<std::int32_t> count;
+  setting_change<std::uint32_t> log_frequency;
+};
+
+// No values clear the setting; otherwise `read` parses them.
+template <class T, class Read>
+status read_change(setting_change<T>& out, const std::optional<std::vector<std::string>>& values,
+                   Read&& read) {
+  if (!values) {
+    out.emplace(std::nullopt);
+    return status{};
+  }
+  result<T> value = std::forward<Read>(read)(*values);
+  if (!value) return std::move(value).error();
+  out.emplace(*value);
+  return status{};
+}
+
+// Settings that trace must name a file and sample at a non-zero rate (Triton's wording).
+status check_usable(const trace_settings& settings) {
+  if (settings.level == trace_level::off) return status{};
+  if (settings.file.empty()) {
+    return invalid("Attempting to set invalid trace setting :trace file name is not given");
+  }
+  if (settings.rate == 0) {
+    return invalid("Attempting to set invalid trace setting :sample rate must be non-zero");
+  }
+  return status{};
+}
+
+trace_settings with_override(trace_settings settings, const model_override* own) {
+  if (own == nullptr) return settings;
+  settings.level = own->level.value_or(settings.level);
+  settings.rate = own->rate.value_or(settings.rate);
+  settings.count = own->count.value_or(settings.count);
+  settings.log_frequency = own->log_frequency.value_or(settings.log_frequency);
+  return settings;
+}
+
+// One traced request in Triton's shape: its model, then one object per timestamp.
+std::string trace_json(const tracer::record& traced) {
+  std::string text = fmt::format(R"({{"id":{},"model_name":)", traced.id);
+  detail::append_json_string(text, traced.model_name);
+  text += fmt::format(R"(,"model_version":{})", traced.model_version);
+  if (!traced.request_id.empty()) {
+    text += R"(,"request_id":)";
+    detail::append_json_string(text, traced.request_id);
+  }
+  text += '}';
+  for (const auto& [name, at] : traced.timestamps) {
+    text += fmt::format(
+        R"(,{{"id":{},"timestamps":[{{"name":"{}","ns":{}}}]}})", traced.id, name,
+        std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count());
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string_view to_string(trace_level level) noexcept {
+  return level == trace_level::off ? "OFF" : "TIMESTAMPS";
+}
+
+struct tracer::state {
+  explicit state(trace_settings settings) : host{settings}, global{std::move(settings)} {}
+
+  [[nodiscard]] const model_override* own(std::string_view model) const {
+    const auto found = models.find(model);
+    return found == models.end() ? nullptr : &found->second;
+  }
+  void refresh_any_tracing() {
+    bool any = global.level != trace_level::off;
+    for (const auto& [name, own] : models) any = any || own.level == trace_level::timestamps;
+    any_tracing.store(any, std::memory_order_relaxed);
+  }
+
+  // Writes one trace: to the open array of the main file, or to the batch of the next `<file>.<n>`.
+  void write(const std::string& text, std::uint32_t log_frequency) {
+    const std::lock_guard lock{file_mutex};
+    if (log_frequency == 0) {
+      if (stream == nullptr && !stream_failed) {
+        stream = std::fopen(host.file.c_str(), "w");
+        stream_failed = stream == nullptr;
+        if (stream_failed) {
+          log(log_level::error,
+              fmt::format("cannot open the trace file '{}': traces are dropped", host.file));
+          return;
+        }
+        std::fputc('[', stream);
+      } else if (stream != nullptr) {
+        std::fputc(',', stream);
+      }
+      if (stream != nullptr) std::fwrite(text.data(), 1, text.size(), stream);
+      return;
+    }
+    batch.push_back(text);
+    if (batch.size() >= log_frequency) write_batch();
+  }
+
+  void write_batch() {
+    const std::string path = fmt::format("{}.{}", host.file, next_index++);
+    std::FILE* file = std::fopen(path.c_str(), "w");
+    if (file == nullptr) {
+      log(log_level::error,
+          fmt::format("cannot open the trace file '{}': traces are dropped", path));
+    } else {
+      std::fputc('[', file);
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        if (i != 0) std::fputc(',', file);
+        std::fwrite(batch[i].data(), 1, batch[i].size(), file);
+      }
+      std::fputs("]\n", file);
+      std::fclose(file);
+    }
+    batch.clear();
+  }
+
+  const trace_settings host;
+  mutable std::mutex mutex;  // the settings and the sampling counts
+  trace_settings global;
+  std::uint64_t global_seen = 0;
+  std::map<std::string, model_override, std::less<>> models;
+  std::uint64_t next_id = 1;
+  std::atomic<bool> any_tracing{false};
+
+  std::mutex file_mutex;  // the files
+  std::FILE* stream = nullptr;
+  bool stream_failed = false;
+  std::vector<std::string> batch;
+  std::uint64_t next_index = 0;
+};
+
+tracer::tracer(trace_settings host) : state_{std::make_unique<state>(std::move(host))} {
+  state_->refresh_any_tracing();
+}
+
+tracer::~tracer() {
+  const std::lock_guard lock{state_->file_mutex};
+  if (state_->stream != nullptr) {
+    std::fputs("]\n", state_->stream);
+    std::fclose(state_->stream);
+  }
+  if (!state_->batch.empty()) state_->write_batch();
+}
+
+trace_settings tracer::settings(std::optional<std::string_view> model) const {
+  const std::lock_guard lock{state_->mutex};
+  return with_override(state_->global, model ? state_->own(*model) : nullptr);
+}
+
+result<trace_settings> tracer::update(std::optional<std::string_view> model,
+                                      const trace_settings_change& change) {
+  // Every value is read before anything changes: a refused change leaves nothing behind.
+  setting_changes changes;
+  for (const auto& setting : change.settings) {
+    const std::string& name = setting.first;
+    const std::optional<std::vector<std::string>>& values = setting.second;
+    if (name == "trace_file") {
+      return status{errc::not_implemented,
+                    "trace file location can not be updated through network protocol"};
+    }
+    if (name == "trace_mode" && values && *values != std::vector<std::string>{"triton"}) {
+      return status{errc::not_implemented, "trace mode 'triton' is the only one oip offers"};
+    }
+    status s;
+    if (name == "trace_level") {
+      s = read_change(changes.level, values, level_setting);
+    } else if (name == "trace_rate" || name == "log_frequency") {
+      s = read_change(name == "trace_rate" ? changes.rate : changes.log_frequency, values,
+                      [&](const std::vector<std::string>& v) {
+                        return integer_setting<std::uint32_t>(
+                            name, v, 0, std::numeric_limits<std::uint32_t>::max());
+                      });
+    } else if (name == "trace_count") {
+      s = read_change(changes.count, values, [&](const std::vector<std::string>& v) {
+        return integer_setting<std::int32_t>(name, v, -1, std::numeric_limits<std::int32_t>::max());
+      });
+    }
+    if (!s.ok()) return s;
+  }
+
+  const std::lock_guard lock{state_->mutex};
+  if (model) {
+    const model_override* before = state_->own(*model);
+    model_override own = before != nullptr ? *before : model_override{};
+    // A cleared setting (nullopt) follows the global one again.
+    if (changes.level) own.level = *changes.level;
+    if (changes.rate) own.rate = *changes.rate;
+    if (changes.count) own.count = *changes.count;
+    if (changes.log_frequency) own.log_frequency = *changes.log_frequency;
+    own.seen = 0;
+    trace_settings after = with_override(state_->global, &own);
+    if (status s = check_usable(after); !s.ok()) return s;
+    if (own.empty()) {
+      state_->models.erase(std::string{*model});
+    } else {
+      state_->models.insert_or_assign(std::string{*model}, own);
+    }
+    state_->refresh_any_tracing();
+    return after;
+  }
+  // A cleared global setting goes back to the host's.
+  const trace_settings& host = state_->host;
+  trace_settings after = state_->global;
+  if (changes.level) after.level = changes.level->value_or(host.level);
+  if (changes.rate) after.rate = changes.rate->value_or(host.rate);
+  if (changes.count) after.count = changes.count->value_or(host.count);
+  if (changes.log_frequency)
+    after.log_frequency = changes.log_frequency->value_or(host.log_frequency);
+  if (status s = check_usable(after); !s.ok()) return s;
+  state_->global = after;
+  state_->global_seen = 0;
+  state_->refresh_any_tracing();
+  return after;
+}
+
+std::optional<std::uint64_t> tracer::sample(std::string_view model) {
+  if (!state_->any_tracing.load(std::memory_order_relaxed)) return std::nullopt;
+  const std::lock_guard lock{state_->mutex};
+  const auto found = state_->models.find(model);
+  model_override* own = found == state_->models.end() ? nullptr : &found->second;
+  const trace_settings settings = with_override(state_->global, own);
+  if (settings.level == trace_level::off || settings.count == 0) return std::nullopt;
+  std::uint64_t& seen = own != nullptr ? own->seen : state_->global_seen;
+  if (++seen % settings.rate != 0) return std::nullopt;
+  if (settings.count > 0) {
+    std::int32_t& left = own != nullptr && own->count ? *own->count : state_->global.count;
+    --left;
+  }
+  return state_->next_id++;
+}
+
+void tracer::write(const record& traced) {
+  const std::uint32_t log_frequency = settings(traced.model_name).log_frequency;
+  try {
+    state_->write(trace_json(traced), log_frequency);
+  } catch (...) {  // NOLINT(bugprone-empty-catch): a trace that cannot be formatted is dropped
+  }
+}
+
+}  // namespace oip

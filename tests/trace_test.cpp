@@ -1,0 +1,333 @@
+// Triton's trace extension: settings (global and per model) with Triton's wording for bad ones,
+// sampling by rate and count, the trace file in Triton's JSON shape, and the HTTP routes.
+
+#include "served.hpp"
+#include "serving_support.hpp"
+
+#include <oip/http_handler.hpp>
+#include <oip/json.hpp>
+#include <oip/trace.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <simdjson.h>
+#include <unistd.h>
+
+namespace {
+
+using change = oip::trace_settings_change;
+
+change set(std::string name, std::vector<std::string> values) {
+  return change{{{std::move(name), std::move(values)}}};
+}
+
+change clear(std::string name) { return change{{{std::move(name), std::nullopt}}}; }
+
+// A file name of its own for each test, removed (with its numbered siblings) at the end.
+struct temporary_trace_file {
+  temporary_trace_file() {
+    static int n = 0;
+    path = (std::filesystem::temp_directory_path() /
+            ("oip_trace_test_" + std::to_string(::getpid()) + "_" + std::to_string(n++) + ".json"))
+               .string();
+  }
+  ~temporary_trace_file() {
+    std::filesystem::remove(path);
+    for (int i = 0; i < 4; ++i) std::filesystem::remove(path + "." + std::to_string(i));
+  }
+  [[nodiscard]] std::string read(const std::string& which) const {
+    std::ifstream in{which};
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+  std::string path;
+};
+
+oip::trace_settings tracing_all(std::string file) {
+  oip::trace_settings s;
+  s.level = oip::trace_level::timestamps;
+  s.rate = 1;
+  s.file = std::move(file);
+  return s;
+}
+
+std::string error_of(const oip::result<oip::trace_settings>& r) {
+  REQUIRE_FALSE(r);
+  return r.error().message();
+}
+
+// The traced requests of a trace file: (id, model, request id) and each id's timestamp names.
+struct parsed_trace {
+  std::vector<std::string> models;
+  std::vector<std::string> request_ids;
+  std::vector<std::vector<std::string>> names;  // per trace, in file order
+  std::vector<std::vector<std::uint64_t>> ns;
+};
+
+parsed_trace parse_trace(const std::string& text) {
+  simdjson::dom::parser parser;
+  simdjson::dom::array entries;
+  REQUIRE(parser.parse(text).get_array().get(entries) == simdjson::SUCCESS);
+  parsed_trace out;
+  for (simdjson::dom::element entry : entries) {
+    std::uint64_t id = 0;
+    REQUIRE(entry["id"].get_uint64().get(id) == simdjson::SUCCESS);
+    REQUIRE(id >= 1);
+    std::string_view model;
+    if (entry["model_name"].get_string().get(model) == simdjson::SUCCESS) {
+      out.models.emplace_back(model);
+      std::string_view request_id;
+      out.request_ids.emplace_back(
+          entry["request_id"].get_string().get(request_id) == simdjson::SUCCESS ? request_id : "");
+      out.names.emplace_back();
+      out.ns.emplace_back();
+      continue;
+    }
+    REQUIRE_FALSE(out.names.empty());
+    simdjson::dom::array timestamps;
+    REQUIRE(entry["timestamps"].get_array().get(timestamps) == simdjson::SUCCESS);
+    for (simdjson::dom::element t : timestamps) {
+      std::string_view name;
+      std::uint64_t ns = 0;
+      REQUIRE(t["name"].get_string().get(name) == simdjson::SUCCESS);
+      REQUIRE(t["ns"].get_uint64().get(ns) == simdjson::SUCCESS);
+      out.names.back().emplace_back(name);
+      out.ns.back().push_back(ns);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the defaults are Triton's: off, one in 1,000, no count limit") {
+  oip::tracer traces;
+  const oip::trace_settings s = traces.settings();
+  CHECK(s == oip::trace_settings{oip::trace_level::off, 1000, -1, 0, ""});
+  CHECK(oip::encode(s) == R"({"trace_level":["OFF"],"trace_rate":"1000","trace_count":"-1",)"
+                          R"("log_frequency":"0","trace_file":"","trace_mode":"triton"})");
+  CHECK_FALSE(traces.sample("simple"));
+}
+
+TEST_CASE("one request in `rate` is traced, `count` of them at most") {
+  temporary_trace_file file;
+  oip::trace_settings host;
+  host.file = file.path;
+  oip::tracer traces{host};
+  REQUIRE(traces.update(std::nullopt, change{{{"trace_level", {{"TIMESTAMPS"}}},
+                                              {"trace_rate", {{"3"}}},
+                                              {"trace_count", {{"2"}}}}}));
+  std::vector<int> traced;
+  for (int i = 1; i <= 12; ++i) {
+    if (traces.sample("simple")) traced.push_back(i);
+  }
+  CHECK(traced == std::vector<int>{3, 6});
+  CHECK(traces.settings().count == 0);
+  // A new count starts the sampling over.
+  REQUIRE(traces.update(std::nullopt, set("trace_count", {"-1"})));
+  traced.clear();
+  for (int i = 1; i <= 7; ++i) {
+    if (traces.sample("simple")) traced.push_back(i);
+  }
+  CHECK(traced == std::vector<int>{3, 6});
+}
+
+TEST_CASE("bad settings are refused in Triton's words, and change nothing") {
+  temporary_trace_file file;
+  oip::trace_settings host;
+  host.file = file.path;
+  oip::tracer traces{host};
+  const auto refused = [&](const change& c) {
+    const oip::result<oip::trace_settings> r = traces.update(std::nullopt, c);
+    REQUIRE_FALSE(r);
+    CHECK(traces.settings() == host);
+    return r.error();
+  };
+  CHECK(refused(set("trace_rate", {"ten"})).message() == "Unable to parse 'trace_rate', got: ten");
+  CHECK(refused(set("trace_rate", {"12abc"})).message() ==
+        "Unable to parse 'trace_rate', got: 12abc");
+  CHECK(refused(set("trace_rate", {"-5"})).message() ==
+        "Unable to parse 'trace_rate', value is out of range [ 0, 4294967295 ], got: -5");
+  CHECK(refused(set("log_frequency", {"4294967296"})).message() ==
+        "Unable to parse 'log_frequency', value is out of range [ 0, 4294967295 ], got: "
+        "4294967296");
+  CHECK(refused(set("trace_count", {"-2"})).message() ==
+        "Unable to parse 'trace_count'. Expecting value >= -1, got: -2");
+  CHECK(refused(set("trace_count", {"2147483648"})).message() ==
+        "Unable to parse 'trace_count', value is out of range [ -1, 2147483647 ], got: "
+        "2147483648");
+  CHECK(refused(set("trace_count", {"99999999999999999999"})).message().find("out of range") !=
+        std::string::npos);
+  CHECK(refused(set("trace_rate", {"1", "2"})).message() == "expect only 1 value for 'trace_rate'");
+  CHECK(refused(set("trace_rate", {""})).message() == "Unable to parse 'trace_rate', got: ");
+  CHECK(refused(set("trace_level", {"OFF", "TIMESTAMPS"})).message() ==
+        "Expect only one trace level 'OFF' is specified");
+  CHECK(refused(set("trace_level", {"LOUD"})).message() ==
+        "unknown trace level 'LOUD': expected OFF, TIMESTAMPS or TENSORS");
+  CHECK(refused(set("trace_level", {})).http_status() == 400);
+  const oip::status tensors = refused(set("trace_level", {"TIMESTAMPS", "TENSORS"}));
+  CHECK(tensors.http_status() == 501);
+  CHECK(tensors.message() == "trace level 'TENSORS' is not supported: oip traces TIMESTAMPS only");
+  const oip::status file_change = refused(set("trace_file", {"/etc/passwd"}));
+  CHECK(file_change.http_status() == 501);
+  CHECK(file_change.message() == "trace file location can not be updated through network protocol");
+  CHECK(refused(clear("trace_file")).http_status() == 501);
+  CHECK(refused(set("trace_mode", {"opentelemetry"})).http_status() == 501);
+  CHECK(refused(change{{{"trace_level", {{"TIMESTAMPS"}}}, {"trace_rate", {{"0"}}}}}).message() ==
+        "Attempting to set invalid trace setting :sample rate must be non-zero");
+  // A change that fails on its last setting leaves the first ones undone too.
+  CHECK(refused(change{{{"trace_rate", {{"5"}}}, {"trace_count", {{"x"}}}}}).http_status() == 400);
+
+  // Without a file from the host, nothing can be traced.
+  oip::tracer no_file;
+  CHECK(error_of(no_file.update(std::nullopt, set("trace_level", {"TIMESTAMPS"}))) ==
+        "Attempting to set invalid trace setting :trace file name is not given");
+  // Unknown names are ignored, as in Triton; rate 0 is fine while tracing is off.
+  CHECK(no_file.update(std::nullopt, change{{{"colour", {{"blue"}}}, {"trace_rate", {{"0"}}}}})
+            ->rate == 0);
+}
+
+TEST_CASE("a model's own settings; cleared, they follow the global ones again") {
+  temporary_trace_file file;
+  oip::trace_settings host;
+  host.file = file.path;
+  host.rate = 50;
+  oip::tracer traces{host};
+  const oip::result<oip::trace_settings> own =
+      traces.update("simple", change{{{"trace_level", {{"TIMESTAMPS"}}}, {"trace_rate", {{"1"}}}}});
+  REQUIRE(own);
+  CHECK(own->level == oip::trace_level::timestamps);
+  CHECK(own->rate == 1);
+  CHECK(traces.settings().level == oip::trace_level::off);
+  CHECK(traces.sample("simple"));
+  CHECK_FALSE(traces.sample("other"));
+
+  // What the model did not set follows later global changes.
+  REQUIRE(traces.update(std::nullopt, set("log_frequency", {"5"})));
+  CHECK(traces.settings("simple").log_frequency == 5);
+  CHECK(traces.settings("simple").rate == 1);
+
+  REQUIRE(traces.update("simple", clear("trace_rate")));
+  CHECK(traces.settings("simple").rate == 50);
+  REQUIRE(traces.update("simple", clear("trace_level")));
+  CHECK(traces.settings("simple") == traces.settings());
+  CHECK_FALSE(traces.sample("simple"));
+
+  // A cleared global setting goes back to the host's.
+  REQUIRE(traces.update(std::nullopt, set("trace_rate", {"7"})));
+  CHECK(traces.update(std::nullopt, clear("trace_rate"))->rate == 50);
+}
+
+TEST_CASE("the trace file: Triton's objects in one JSON array, escaped, completed at the end") {
+  temporary_trace_file file;
+  const auto at = [](std::int64_t ns) {
+    return oip::tracer::clock::time_point{std::chrono::nanoseconds{ns}};
+  };
+  {
+    oip::tracer traces{tracing_all(file.path)};
+    const std::optional<std::uint64_t> first = traces.sample("simple");
+    const std::optional<std::uint64_t> second = traces.sample("simple");
+    REQUIRE(first);
+    REQUIRE(second);
+    CHECK(*second == *first + 1);
+    traces.write(
+        {*first, "simple", 1, "r\"1", {{"REQUEST_START", at(10)}, {"REQUEST_END", at(25)}}});
+    traces.write({*second, "simple", 2, "", {{"REQUEST_START", at(30)}}});
+  }
+  CHECK(file.read(file.path) ==
+        R"([{"id":1,"model_name":"simple","model_version":1,"request_id":"r\"1"},)"
+        R"({"id":1,"timestamps":[{"name":"REQUEST_START","ns":10}]},)"
+        R"({"id":1,"timestamps":[{"name":"REQUEST_END","ns":25}]},)"
+        R"({"id":2,"model_name":"simple","model_version":2},)"
+        R"({"id":2,"timestamps":[{"name":"REQUEST_START","ns":30}]}])"
+        "\n");
+}
+
+TEST_CASE("log_frequency: every N traces in a file of their own, the rest at the end") {
+  temporary_trace_file file;
+  oip::trace_settings host = tracing_all(file.path);
+  host.log_frequency = 2;
+  {
+    oip::tracer traces{host};
+    for (int i = 0; i < 3; ++i) {
+      const std::optional<std::uint64_t> id = traces.sample("m");
+      REQUIRE(id);
+      traces.write({*id, "m", 1, std::to_string(i), {}});
+      if (i == 1)
+        CHECK(parse_trace(file.read(file.path + ".0")).request_ids ==
+              std::vector<std::string>{"0", "1"});
+    }
+    CHECK_FALSE(std::filesystem::exists(file.path + ".1"));
+  }
+  CHECK(parse_trace(file.read(file.path + ".1")).request_ids == std::vector<std::string>{"2"});
+  CHECK_FALSE(std::filesystem::exists(file.path));
+}
+
+TEST_CASE("HTTP: /v2/trace/setting and /v2/models/<m>/trace/setting; traced requests' timestamps") {
+  temporary_trace_file file;
+  {
+    oip::server_options options;
+    options.trace.file = file.path;
+    oip::model_repository models;
+    REQUIRE(models.add(oip::testing::make_simple()).ok());
+    oip::executor workers{{2, 64}};
+    oip::http_handler handler{models, workers, options};
+    const auto send = [&](std::string method, std::string target, std::string body = {}) {
+      return handler.handle(
+          {std::move(method), std::move(target), {}, oip::buffer::from_string(body)});
+    };
+    const oip::http_response global = send("GET", "/v2/trace/setting");
+    CHECK(global.status == 200);
+    CHECK(global.body() ==
+          R"({"trace_level":["OFF"],"trace_rate":"1000","trace_count":"-1","log_frequency":"0",)"
+          R"("trace_file":")" +
+              file.path + R"(","trace_mode":"triton"})");
+
+    const oip::http_response own =
+        send("POST", "/v2/models/simple/trace/setting",
+             R"({"trace_level":["TIMESTAMPS"],"trace_rate":"1","trace_count":null})");
+    CHECK(own.status == 200);
+    CHECK(own.body().find(R"("trace_level":["TIMESTAMPS"],"trace_rate":"1")") != std::string::npos);
+    CHECK(send("GET", "/v2/trace/setting").body() == global.body());
+    CHECK(send("GET", "/v2/models/simple/trace/setting").body() == own.body());
+
+    const oip::http_response unknown = send("GET", "/v2/models/nope/trace/setting");
+    CHECK(unknown.status == 404);
+    CHECK(send("POST", "/v2/models/nope/trace/setting", "{}").status == 404);
+    const oip::http_response wrong_type = send("POST", "/v2/trace/setting", R"({"trace_rate":5})");
+    CHECK(wrong_type.status == 400);
+    CHECK(oip::decode_error(wrong_type.body(), 400).message() ==
+          "unable to parse 'trace_rate' in the trace settings JSON: expected a string");
+    CHECK(send("POST", "/v2/trace/setting", R"({"trace_level":"TIMESTAMPS"})").status == 400);
+    CHECK(send("POST", "/v2/trace/setting", R"({"trace_file":"/tmp/x"})").status == 501);
+    CHECK(send("DELETE", "/v2/trace/setting").status == 405);
+    CHECK(send("GET", "/v2/models/simple/versions/1/trace/setting").status == 404);
+
+    for (const char* id : {"a", "b"}) {
+      const std::string ones = "[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]";
+      const oip::http_response r = send(
+          "POST", "/v2/models/simple/infer",
+          std::string{R"({"id":")"} + id +
+              R"(","inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":)" + ones +
+              R"(},{"name":"INPUT1","shape":[1,16],"datatype":"INT32","data":)" + ones + "}]}");
+      REQUIRE(r.status == 200);
+    }
+  }  // the handler, its service and its tracer stop: the file is complete
+  const parsed_trace traced = parse_trace(file.read(file.path));
+  CHECK(traced.models == std::vector<std::string>{"simple", "simple"});
+  CHECK(traced.request_ids == std::vector<std::string>{"a", "b"});
+  for (std::size_t i = 0; i < traced.names.size(); ++i) {
+    CHECK(traced.names[i] == std::vector<std::string>{"REQUEST_START", "QUEUE_START",
+                                                      "COMPUTE_START", "COMPUTE_END",
+                                                      "REQUEST_END"});
+    CHECK(std::is_sorted(traced.ns[i].begin(), traced.ns[i].end()));
+  }
+}
