@@ -135,6 +135,42 @@ std::string trace_json(const tracer::record& traced) {
   return text;
 }
 
+// A file holding one JSON array of traces, written as they come and completed by `close`.
+struct json_array_file {
+  json_array_file() = default;
+  json_array_file(const json_array_file&) = delete;
+  json_array_file& operator=(const json_array_file&) = delete;
+  ~json_array_file() { close(); }
+
+  // Opens `path` (truncated) at the first trace; a file that cannot be opened drops its traces,
+  // with one error line.
+  void append(const std::string& path, std::string_view text) {
+    if (traces == 0) {
+      file = std::fopen(path.c_str(), "w");
+      if (file == nullptr) {
+        log(log_level::error,
+            fmt::format("cannot open the trace file '{}': traces are dropped", path));
+      }
+    }
+    ++traces;
+    if (file == nullptr) return;
+    std::fputc(traces == 1 ? '[' : ',', file);
+    std::fwrite(text.data(), 1, text.size(), file);
+  }
+
+  void close() {
+    if (file != nullptr) {
+      std::fputs("]\n", file);
+      std::fclose(file);
+    }
+    file = nullptr;
+    traces = 0;
+  }
+
+  std::FILE* file = nullptr;
+  std::uint64_t traces = 0;  // since opened
+};
+
 }  // namespace
 
 std::string_view to_string(trace_level level) noexcept {
@@ -154,45 +190,17 @@ struct tracer::state {
     any_tracing.store(any, std::memory_order_relaxed);
   }
 
-  // Writes one trace: to the open array of the main file, or to the batch of the next `<file>.<n>`.
+  // Writes one trace: to the main file's array, or to the numbered file being filled, which is
+  // completed after `log_frequency` traces. Nothing is held in memory between writes.
   void write(const std::string& text, std::uint32_t log_frequency) {
     const std::lock_guard lock{file_mutex};
     if (log_frequency == 0) {
-      if (stream == nullptr && !stream_failed) {
-        stream = std::fopen(host.file.c_str(), "w");
-        stream_failed = stream == nullptr;
-        if (stream_failed) {
-          log(log_level::error,
-              fmt::format("cannot open the trace file '{}': traces are dropped", host.file));
-          return;
-        }
-        std::fputc('[', stream);
-      } else if (stream != nullptr) {
-        std::fputc(',', stream);
-      }
-      if (stream != nullptr) std::fwrite(text.data(), 1, text.size(), stream);
+      main_file.append(host.file, text);
       return;
     }
-    batch.push_back(text);
-    if (batch.size() >= log_frequency) write_batch();
-  }
-
-  void write_batch() {
-    const std::string path = fmt::format("{}.{}", host.file, next_index++);
-    std::FILE* file = std::fopen(path.c_str(), "w");
-    if (file == nullptr) {
-      log(log_level::error,
-          fmt::format("cannot open the trace file '{}': traces are dropped", path));
-    } else {
-      std::fputc('[', file);
-      for (std::size_t i = 0; i < batch.size(); ++i) {
-        if (i != 0) std::fputc(',', file);
-        std::fwrite(batch[i].data(), 1, batch[i].size(), file);
-      }
-      std::fputs("]\n", file);
-      std::fclose(file);
-    }
-    batch.clear();
+    if (numbered_file.traces == 0) numbered_path = fmt::format("{}.{}", host.file, next_index++);
+    numbered_file.append(numbered_path, text);
+    if (numbered_file.traces >= log_frequency) numbered_file.close();
   }
 
   const trace_settings host;
@@ -204,9 +212,9 @@ struct tracer::state {
   std::atomic<bool> any_tracing{false};
 
   std::mutex file_mutex;  // the files
-  std::FILE* stream = nullptr;
-  bool stream_failed = false;
-  std::vector<std::string> batch;
+  json_array_file main_file;
+  json_array_file numbered_file;
+  std::string numbered_path;
   std::uint64_t next_index = 0;
 };
 
@@ -216,11 +224,8 @@ tracer::tracer(trace_settings host) : state_{std::make_unique<state>(std::move(h
 
 tracer::~tracer() {
   const std::lock_guard lock{state_->file_mutex};
-  if (state_->stream != nullptr) {
-    std::fputs("]\n", state_->stream);
-    std::fclose(state_->stream);
-  }
-  if (!state_->batch.empty()) state_->write_batch();
+  state_->main_file.close();
+  state_->numbered_file.close();
 }
 
 trace_settings tracer::settings(std::optional<std::string_view> model) const {
