@@ -302,6 +302,9 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
   http_response shared_memory_reply(const http_request& request, bool cuda,
                                     std::optional<std::string_view> region,
                                     std::string_view action) const {
+    if (status s = cuda ? status{} : service.system_shared_memory_offered(); !s.ok()) {
+      return error_reply(s);
+    }
     if (action == "status") {
       result<std::vector<shared_memory_region>> found =
           cuda ? inference_service::cuda_shared_memory_status(region)
@@ -310,8 +313,9 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
       return json_reply(200, encode(*found));
     }
     if (action == "unregister") {
-      // Unregistering CUDA regions succeeds: there are none.
-      if (status s = cuda ? status{} : service.unregister_system_shared_memory(region); !s.ok()) {
+      if (status s = cuda ? inference_service::unregister_cuda_shared_memory()
+                          : service.unregister_system_shared_memory(region);
+          !s.ok()) {
         return error_reply(s);
       }
       return json_reply(200, "");

@@ -107,21 +107,24 @@ struct pending_inference {
 
 // A sampled request's timestamps (those it reached) to the trace file; REQUEST_END is `ended`.
 void write_trace(const pending_inference& pending, clock::time_point computed,
-                 clock::time_point ended) {
+                 clock::time_point ended) noexcept {
   if (!pending.trace_id) return;
-  tracer::record traced{*pending.trace_id,
-                        pending.lease.get().config().name,
-                        pending.lease.version(),
-                        pending.id.value_or(""),
-                        {}};
-  traced.timestamps.emplace_back("REQUEST_START", pending.received);
-  traced.timestamps.emplace_back("QUEUE_START", pending.queued);
-  if (pending.started != clock::time_point{}) {
-    traced.timestamps.emplace_back("COMPUTE_START", pending.started);
+  try {
+    tracer::record traced{*pending.trace_id,
+                          pending.lease.get().config().name,
+                          pending.lease.version(),
+                          pending.id.value_or(""),
+                          {}};
+    traced.timestamps.emplace_back("REQUEST_START", pending.received);
+    traced.timestamps.emplace_back("QUEUE_START", pending.queued);
+    if (pending.started != clock::time_point{}) {
+      traced.timestamps.emplace_back("COMPUTE_START", pending.started);
+    }
+    if (computed != clock::time_point{}) traced.timestamps.emplace_back("COMPUTE_END", computed);
+    traced.timestamps.emplace_back("REQUEST_END", ended);
+    pending.traces->write(traced);
+  } catch (...) {  // NOLINT(bugprone-empty-catch): only the trace is lost
   }
-  if (computed != clock::time_point{}) traced.timestamps.emplace_back("COMPUTE_END", computed);
-  traced.timestamps.emplace_back("REQUEST_END", ended);
-  pending.traces->write(traced);
 }
 
 // --- dynamic batching ----------------------------------------------------------------------------
@@ -730,14 +733,6 @@ shared_memory_registry* inference_service::shared_memory() const noexcept {
 
 namespace {
 
-status shared_memory_off() {
-  return status{errc::not_found, "this server does not offer the system shared-memory extension"};
-}
-
-}  // namespace
-
-namespace {
-
 // 404 for a model the repository does not hold; none named is the global scope.
 status known_or_global(const model_repository& repository, std::optional<std::string_view> model) {
   if (!model) return status{};
@@ -757,21 +752,25 @@ result<trace_settings> inference_service::update_tracing(std::optional<std::stri
   return state_->traces->update(model, change);
 }
 
+status inference_service::system_shared_memory_offered() const {
+  if (state_->regions) return status{};
+  return status{errc::not_found, "this server does not offer the system shared-memory extension"};
+}
+
 result<std::vector<shared_memory_region>> inference_service::system_shared_memory_status(
     std::optional<std::string_view> region) const {
-  if (!state_->regions) return shared_memory_off();
+  if (status s = system_shared_memory_offered(); !s.ok()) return s;
   return state_->regions->regions(region);
 }
 
-status inference_service::register_system_shared_memory(shared_memory_region region) const {
-  if (!state_->regions) return shared_memory_off();
+status inference_service::register_system_shared_memory(shared_memory_region region) {
+  if (status s = system_shared_memory_offered(); !s.ok()) return s;
   return state_->regions->register_region(std::move(region.name), std::move(region.key),
                                           region.offset, region.byte_size);
 }
 
-status inference_service::unregister_system_shared_memory(
-    std::optional<std::string_view> region) const {
-  if (!state_->regions) return shared_memory_off();
+status inference_service::unregister_system_shared_memory(std::optional<std::string_view> region) {
+  if (status s = system_shared_memory_offered(); !s.ok()) return s;
   if (region) {
     state_->regions->unregister(*region);
   } else {
@@ -786,6 +785,8 @@ result<std::vector<shared_memory_region>> inference_service::cuda_shared_memory_
   return status{errc::not_found,
                 fmt::format("Unable to find cuda shared memory region: '{}'", *region)};
 }
+
+status inference_service::unregister_cuda_shared_memory() { return status{}; }
 
 status inference_service::register_cuda_shared_memory() {
   return status{errc::not_implemented,

@@ -108,12 +108,17 @@ status check_usable(const trace_settings& settings) {
   return status{};
 }
 
+// A model's own value of a setting, else the global one.
+template <class T>
+T effective(const model_override* own, std::optional<T> model_override::*field, T global) {
+  return own != nullptr && (own->*field) ? *(own->*field) : global;
+}
+
 trace_settings with_override(trace_settings settings, const model_override* own) {
-  if (own == nullptr) return settings;
-  settings.level = own->level.value_or(settings.level);
-  settings.rate = own->rate.value_or(settings.rate);
-  settings.count = own->count.value_or(settings.count);
-  settings.log_frequency = own->log_frequency.value_or(settings.log_frequency);
+  settings.level = effective(own, &model_override::level, settings.level);
+  settings.rate = effective(own, &model_override::rate, settings.rate);
+  settings.count = effective(own, &model_override::count, settings.count);
+  settings.log_frequency = effective(own, &model_override::log_frequency, settings.log_frequency);
   return settings;
 }
 
@@ -184,9 +189,15 @@ struct tracer::state {
     const auto found = models.find(model);
     return found == models.end() ? nullptr : &found->second;
   }
+  // Whether any request could be sampled now: `sample` takes the mutex only then.
   void refresh_any_tracing() {
-    bool any = global.level != trace_level::off;
-    for (const auto& [name, own] : models) any = any || own.level == trace_level::timestamps;
+    const auto traces = [&](const model_override* own) {
+      return effective(own, &model_override::level, global.level) != trace_level::off &&
+             effective(own, &model_override::count, global.count) != 0 &&
+             effective(own, &model_override::rate, global.rate) != 0;
+    };
+    bool any = traces(nullptr);
+    for (const auto& [name, own] : models) any = any || traces(&own);
     any_tracing.store(any, std::memory_order_relaxed);
   }
 
@@ -235,15 +246,18 @@ trace_settings tracer::settings(std::optional<std::string_view> model) const {
 
 result<trace_settings> tracer::update(std::optional<std::string_view> model,
                                       const trace_settings_change& change) {
+  // The file comes first, whatever else is wrong, as in Triton.
+  for (const auto& setting : change.settings) {
+    if (setting.first == "trace_file") {
+      return status{errc::not_implemented,
+                    "trace file location can not be updated through network protocol"};
+    }
+  }
   // Every value is read before anything changes: a refused change leaves nothing behind.
   setting_changes changes;
   for (const auto& setting : change.settings) {
     const std::string& name = setting.first;
     const std::optional<std::vector<std::string>>& values = setting.second;
-    if (name == "trace_file") {
-      return status{errc::not_implemented,
-                    "trace file location can not be updated through network protocol"};
-    }
     if (name == "trace_mode" && values && *values != std::vector<std::string>{"triton"}) {
       return status{errc::not_implemented, "trace mode 'triton' is the only one oip offers"};
     }
@@ -293,6 +307,10 @@ result<trace_settings> tracer::update(std::optional<std::string_view> model,
   if (changes.log_frequency)
     after.log_frequency = changes.log_frequency->value_or(host.log_frequency);
   if (status s = check_usable(after); !s.ok()) return s;
+  // The models' settings that follow the global ones must stay usable too.
+  for (const auto& [name, own] : state_->models) {
+    if (status s = check_usable(with_override(after, &own)); !s.ok()) return s;
+  }
   state_->global = after;
   state_->global_seen = 0;
   state_->refresh_any_tracing();
@@ -304,20 +322,25 @@ std::optional<std::uint64_t> tracer::sample(std::string_view model) {
   const std::lock_guard lock{state_->mutex};
   const auto found = state_->models.find(model);
   model_override* own = found == state_->models.end() ? nullptr : &found->second;
-  const trace_settings settings = with_override(state_->global, own);
-  if (settings.level == trace_level::off || settings.count == 0) return std::nullopt;
+  trace_settings& global = state_->global;
+  const trace_level level = effective(own, &model_override::level, global.level);
+  const std::uint32_t rate = effective(own, &model_override::rate, global.rate);
+  std::int32_t& count = own != nullptr && own->count ? *own->count : global.count;
+  if (level == trace_level::off || count == 0 || rate == 0) return std::nullopt;
   std::uint64_t& seen = own != nullptr ? own->seen : state_->global_seen;
-  if (++seen % settings.rate != 0) return std::nullopt;
-  if (settings.count > 0) {
-    std::int32_t& left = own != nullptr && own->count ? *own->count : state_->global.count;
-    --left;
-  }
+  if (++seen % rate != 0) return std::nullopt;
+  if (count > 0 && --count == 0) state_->refresh_any_tracing();
   return state_->next_id++;
 }
 
 void tracer::write(const record& traced) {
-  const std::uint32_t log_frequency = settings(traced.model_name).log_frequency;
   try {
+    std::uint32_t log_frequency = 0;
+    {
+      const std::lock_guard lock{state_->mutex};
+      const model_override* own = state_->own(traced.model_name);
+      log_frequency = effective(own, &model_override::log_frequency, state_->global.log_frequency);
+    }
     state_->write(trace_json(traced), log_frequency);
   } catch (...) {  // NOLINT(bugprone-empty-catch): a trace that cannot be formatted is dropped
   }

@@ -319,6 +319,15 @@ TEST_CASE("without the extension, shared memory is refused and CUDA's routes ans
   const oip::http_response metadata = server.send("GET", "/v2");
   CHECK(metadata.body().find("system_shared_memory") == std::string::npos);
   CHECK(server.send("GET", "/v2/systemsharedmemory/status").status == 404);
+  // Every system route says the extension is not offered, before it looks at the request.
+  for (const char* target :
+       {"/v2/systemsharedmemory/register", "/v2/systemsharedmemory/region/in/register",
+        "/v2/systemsharedmemory/unregister", "/v2/systemsharedmemory/region/in/unregister"}) {
+    const oip::http_response refused = server.send("POST", target, "not json");
+    CHECK(refused.status == 404);
+    CHECK(oip::decode_error(refused.body(), refused.status).message() ==
+          "this server does not offer the system shared-memory extension");
+  }
   const oip::http_response r = server.send("POST", "/v2/models/simple/infer",
                                            R"({"inputs":[)" + shm_input("INPUT0", "in", 0, 64) +
                                                "," + shm_input("INPUT1", "in", 64, 64) + "]}");

@@ -8,11 +8,14 @@
 #include <oip/json.hpp>
 #include <oip/trace.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -195,6 +198,59 @@ TEST_CASE("bad settings are refused in Triton's words, and change nothing") {
             ->rate == 0);
 }
 
+TEST_CASE("no change leaves a model tracing at a rate of 0, in either order") {
+  temporary_trace_file file;
+  oip::trace_settings host;
+  host.file = file.path;
+  {
+    oip::tracer traces{host};
+    REQUIRE(traces.update("simple", set("trace_level", {"TIMESTAMPS"})));
+    CHECK(error_of(traces.update(std::nullopt, set("trace_rate", {"0"}))) ==
+          "Attempting to set invalid trace setting :sample rate must be non-zero");
+    CHECK(traces.settings("simple").rate == 1000);
+  }
+  {
+    oip::tracer traces{host};
+    REQUIRE(traces.update("simple", set("trace_rate", {"0"})));
+    CHECK(error_of(traces.update(std::nullopt, set("trace_level", {"TIMESTAMPS"}))) ==
+          "Attempting to set invalid trace setting :sample rate must be non-zero");
+    CHECK_FALSE(traces.sample("simple"));
+  }
+  // A host's own rate of 0 traces nothing (and divides nothing by it).
+  host.level = oip::trace_level::timestamps;
+  host.rate = 0;
+  oip::tracer traces{host};
+  CHECK_FALSE(traces.sample("simple"));
+}
+
+TEST_CASE("sampling, writing and changes from many threads at once") {
+  temporary_trace_file file;
+  std::atomic<int> sampled{0};
+  {
+    oip::tracer traces{tracing_all(file.path)};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        const std::string model = t % 2 == 0 ? "even" : "odd";
+        for (int i = 0; i < 200; ++i) {
+          if (const std::optional<std::uint64_t> id = traces.sample(model)) {
+            ++sampled;
+            traces.write({*id, model, 1, std::to_string(i), {}});
+          }
+          if (i % 50 == 0) {
+            REQUIRE(traces.update(model, set("trace_rate", {std::to_string(1 + i % 3)})));
+            CHECK(traces.settings(model).file == file.path);
+          }
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+  }
+  CHECK(sampled.load() > 0);
+  CHECK(parse_trace(file.read(file.path)).models.size() ==
+        static_cast<std::size_t>(sampled.load()));
+}
+
 TEST_CASE("a model's own settings; cleared, they follow the global ones again") {
   temporary_trace_file file;
   oip::trace_settings host;
@@ -320,8 +376,10 @@ TEST_CASE("HTTP: /v2/trace/setting and /v2/models/<m>/trace/setting; traced requ
       REQUIRE(r.status == 200);
     }
   }  // the handler, its service and its tracer stop: the file is complete
-  const parsed_trace traced = parse_trace(file.read(file.path));
+  parsed_trace traced = parse_trace(file.read(file.path));
   CHECK(traced.models == std::vector<std::string>{"simple", "simple"});
+  // Each trace is written after its reply: the two may come in either order.
+  std::sort(traced.request_ids.begin(), traced.request_ids.end());
   CHECK(traced.request_ids == std::vector<std::string>{"a", "b"});
   for (std::size_t i = 0; i < traced.names.size(); ++i) {
     CHECK(traced.names[i] == std::vector<std::string>{"REQUEST_START", "QUEUE_START",

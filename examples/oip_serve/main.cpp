@@ -12,8 +12,11 @@
 #include <oip/version.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <set>
 #include <sstream>
@@ -43,12 +46,15 @@ the Open Inference Protocol, on HTTP and gRPC.
                          client error), info, or verbose (also one line per successful request)
   --log-format F         default (glog's E1125 02:50:31.123456 prefix) or ISO8601; clients can
                          change both through Triton's logging extension (/v2/logging)
-  --trace-file PATH      where traced requests go (Triton's trace extension; clients can change
-                         every trace setting but this one)
+  --trace-file PATH      where traced requests go (Triton's trace extension). Clients can change
+                         every trace setting but this one, so with a file given any client can
+                         have every request traced: give one only where clients are trusted
   --trace-level L        OFF (default) or TIMESTAMPS
   --trace-rate N         trace one request in N (default 1000)
   --trace-count N        stop after N traces (default -1: no limit)
-  --log-frequency N      write every N traces to PATH.<i> (default 0: all to PATH, at exit)
+  --trace-log-frequency N
+                         every N traces to a file of their own, PATH.0, PATH.1, ... (default 0:
+                         all to PATH, one JSON array completed at exit)
   --models A,B,...       models to load (default: all)
   --no-dynamic-batching  run the classifier's requests one by one (for comparisons)
   --allow-shared-memory  offer Triton's system shared-memory extension (off by default: a client
@@ -174,9 +180,9 @@ int parse(int argc, char** argv, options& o, bool& help) {
     } else if (flag == "--trace-file") {
       o.server.trace.file = value;
     } else if (flag == "--trace-level" || flag == "--trace-rate" || flag == "--trace-count" ||
-               flag == "--log-frequency") {
+               flag == "--trace-log-frequency") {
       // Read as a client's change would be, once the file is known (see trace_settings_from).
-      std::string name{flag.substr(2)};
+      std::string name{flag == "--trace-log-frequency" ? "log_frequency" : flag.substr(2)};
       std::replace(name.begin(), name.end(), '-', '_');
       o.trace_flags.settings.emplace_back(std::move(name), std::vector<std::string>{value});
     } else if (flag == "--server-name") {
@@ -197,6 +203,14 @@ int parse(int argc, char** argv, options& o, bool& help) {
 // The host's trace settings: the file, then the other --trace-* flags read as Triton's trace
 // setting values (the same checks and messages as a client's change).
 oip::result<oip::trace_settings> trace_settings_from(const options& o) {
+  if (const std::string& file = o.server.trace.file; !file.empty()) {
+    std::FILE* probe = std::fopen(file.c_str(), "a");  // the first trace truncates it
+    if (probe == nullptr) {
+      return oip::status{oip::errc::invalid_argument,
+                         "--trace-file " + file + ": " + std::strerror(errno)};
+    }
+    std::fclose(probe);
+  }
   oip::tracer reader{o.server.trace};
   return reader.update(std::nullopt, o.trace_flags);
 }

@@ -39,7 +39,9 @@ struct server_options {
   /// registers a region maps any shared-memory object it can name that this process may open,
   /// so turn it on only where every client is trusted (as Triton's `--allow-client-shm`).
   bool shared_memory = false;
-  /// Triton's trace extension, as the host starts it: clients may change everything but the file.
+  /// Triton's trace extension, as the host starts it. Clients may change every setting but the
+  /// file (as in Triton), so with a file set any client can have every request traced, a file per
+  /// trace with `log_frequency` 1: set one only where clients are trusted.
   trace_settings trace;
 };
 
@@ -114,20 +116,22 @@ class OIP_EXPORT inference_service {
   // --- the shared-memory extensions ------------------------------------------------------------
   /// The registered regions, or null when `server_options::shared_memory` is off.
   [[nodiscard]] shared_memory_registry* shared_memory() const noexcept;
-  /// Every system region (no name) or the one named (404 when unknown). Each of the three system
-  /// operations is a 404 when the server does not offer the extension.
+  /// 404 when the server does not offer the system shared-memory extension; so is each of the
+  /// three system operations then.
+  [[nodiscard]] status system_shared_memory_offered() const;
+  /// Every system region (no name) or the one named (404 when unknown).
   [[nodiscard]] result<std::vector<shared_memory_region>> system_shared_memory_status(
       std::optional<std::string_view> region) const;
-  [[nodiscard]] status register_system_shared_memory(shared_memory_region region) const;
+  [[nodiscard]] status register_system_shared_memory(shared_memory_region region);
   /// Every region (no name) or the one named; an unknown name is not an error (as in Triton).
-  [[nodiscard]] status unregister_system_shared_memory(
-      std::optional<std::string_view> region) const;
+  [[nodiscard]] status unregister_system_shared_memory(std::optional<std::string_view> region);
   /// CUDA regions need a device handle from the client's process, which oip does not take: the
   /// status is empty (404 for a named region), registering is a 501, and unregistering succeeds
   /// (perf_analyzer unregisters CUDA's regions too, whatever its mode).
   [[nodiscard]] static result<std::vector<shared_memory_region>> cuda_shared_memory_status(
       std::optional<std::string_view> region);
   [[nodiscard]] static status register_cuda_shared_memory();
+  [[nodiscard]] static status unregister_cuda_shared_memory();
 
   // --- the trace extension ---------------------------------------------------------------------
   /// The global trace settings (no model) or a model's; 404 for an unknown model.

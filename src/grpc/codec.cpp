@@ -433,18 +433,21 @@ result<log_settings_update> decode_log_settings_update(
     const inference::LogSettingsRequest& request) {
   using value = inference::LogSettingsRequest::SettingValue;
   log_settings_update update;
+  // A log file, which `update_log_settings` refuses, comes first whatever else is wrong (Triton).
+  if (const auto file = request.settings().find("log_file"); file != request.settings().end()) {
+    update.file = file->second.string_param();
+    return update;
+  }
   for (const auto& entry : request.settings()) {
     const std::string& key = entry.first;
     const value& setting = entry.second;
     const auto expect = [&](std::string_view kind) {
       return status{errc::invalid_argument, fmt::format("expect {} for '{}'", kind, key)};
     };
-    if (key == "log_file") {
-      update.file = setting.string_param();
-    } else if (std::optional<bool>* level = key == "log_error"     ? &update.error
-                                            : key == "log_warning" ? &update.warning
-                                            : key == "log_info"    ? &update.info
-                                                                   : nullptr) {
+    if (std::optional<bool>* level = key == "log_error"     ? &update.error
+                                     : key == "log_warning" ? &update.warning
+                                     : key == "log_info"    ? &update.info
+                                                            : nullptr) {
       if (setting.parameter_choice_case() != value::kBoolParam) return expect("boolean");
       *level = setting.bool_param();
     } else if (key == "log_verbose_level") {

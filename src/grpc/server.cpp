@@ -713,12 +713,13 @@ class service_impl final : public raw_service {
         });
   }
 
-  // Unregistering CUDA regions succeeds: there are none.
   ServerUnaryReactor* CudaSharedMemoryUnregister(CallbackServerContext* context,
                                                  const ByteBuffer* in, ByteBuffer* out) override {
     return answer<inference::CudaSharedMemoryUnregisterRequest,
                   inference::CudaSharedMemoryUnregisterResponse>(
-        context, in, out, [](const auto& /*request*/, auto& /*response*/) { return status{}; });
+        context, in, out, [](const auto& /*request*/, auto& /*response*/) {
+          return inference_service::unregister_cuda_shared_memory();
+        });
   }
 
   // --- the logging extension --------------------------------------------------------------------

@@ -87,12 +87,11 @@ struct detail::server_state {
 class session : public std::enable_shared_from_this<session> {
  public:
   session(tcp::socket socket, detail::server_state* server)
-      : stream_{std::move(socket)},
+      : registration_{server, this},
+        stream_{std::move(socket)},
         probe_{stream_.get_executor()},
         server_{server},
         buffer_{server->options.max_header_bytes + read_ahead_bytes} {}
-
-  ~session() { server_->on_session_end(this); }
 
   void start() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_header(); });
@@ -391,6 +390,19 @@ class session : public std::enable_shared_from_this<session> {
     stream_.socket().close(ignored);
   }
 
+  // Tells the server that the session has ended once every other member is gone (members go in
+  // reverse order): the socket and the timer hold the io_context's strand, which the server
+  // destroys once no session is left. (Told from the destructor's body, a stop could destroy the
+  // strand while a worker thread, dropping the last reference, was still destroying the socket.)
+  struct registration {
+    registration(detail::server_state* to, session* of) : server{to}, ended{of} {}
+    registration(const registration&) = delete;
+    registration& operator=(const registration&) = delete;
+    ~registration() { server->on_session_end(ended); }
+    detail::server_state* server;
+    session* ended;
+  };
+  registration registration_;
   beast::tcp_stream stream_;
   net::steady_timer probe_;
   cancellation current_;  // the request in flight, for abort()
