@@ -468,14 +468,25 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
       return reply(std::move(r));
     }
     if (!routes.protocol || path.empty() || path[0] != "v2") return not_found();
+    // A restricted route without its header is refused before anything else, the method
+    // included (as in Triton).
+    const auto refused = [&](api_category category) {
+      const api_restriction* needed = options.restricted_http_api.of(category);
+      if (needed == nullptr || request.header(needed->header) == needed->value) return false;
+      fail(restricted(*needed));
+      return true;
+    };
 
     if (path.size() == 1) {
+      if (refused(api_category::metadata)) return;
       return get ? reply(server_metadata_reply()) : refuse_method("GET");
     }
     if (path[1] == "health" && path.size() == 3 && (path[2] == "live" || path[2] == "ready")) {
+      if (refused(api_category::health)) return;
       return get ? reply(health_reply(path[2] == "ready")) : refuse_method("GET");
     }
     if (path[1] == "repository") {
+      if (refused(api_category::model_repository)) return;
       if (path.size() == 3 && path[2] == "index") {
         return post ? reply(repository_index_reply(request)) : refuse_method("POST");
       }
@@ -487,6 +498,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     }
     // /v2[/models/<m>]/trace/setting
     const auto trace_route = [&](std::optional<std::string_view> model) {
+      if (refused(api_category::trace)) return;
       if (get) return reply(trace_reply(service.tracing(model)));
       if (!post) return refuse_method("GET, HEAD, POST");
       return reply(trace_update_reply(request, model));
@@ -498,6 +510,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
       return trace_route(path[2]);
     }
     if (path[1] == "logging" && path.size() == 2) {
+      if (refused(api_category::logging)) return;
       if (get) return reply(json_reply(200, encode(current_log_settings())));
       if (!post) return refuse_method("GET, HEAD, POST");
       return reply(logging_reply(request));
@@ -510,6 +523,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
       if (action != "status" && action != "register" && action != "unregister") {
         return not_found();
       }
+      if (refused(api_category::shared_memory)) return;
       if (action == "status" ? !get : !post)
         return refuse_method(action == "status" ? "GET" : "POST");
       const std::optional<std::string_view> region =
@@ -518,6 +532,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     }
     if (path[1] != "models" || path.size() < 3) return not_found();
     if (path.size() == 3 && path[2] == "stats") {
+      if (refused(api_category::statistics)) return;
       return get ? reply(statistics_reply(std::nullopt, std::nullopt)) : refuse_method("GET");
     }
 
@@ -534,18 +549,23 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     if (path.size() > next + 1) return not_found();
     const std::string_view action = path.size() == next ? std::string_view{} : path[next];
     if (action.empty()) {
+      if (refused(api_category::metadata)) return;
       return get ? reply(model_metadata_reply(name, version)) : refuse_method("GET");
     }
     if (action == "ready") {
+      if (refused(api_category::health)) return;
       return get ? reply(model_ready_reply(name, version)) : refuse_method("GET");
     }
     if (action == "config") {
+      if (refused(api_category::model_config)) return;
       return get ? reply(config_reply(name, version)) : refuse_method("GET");
     }
     if (action == "stats") {
+      if (refused(api_category::statistics)) return;
       return get ? reply(statistics_reply(name, version)) : refuse_method("GET");
     }
     if (action == "infer") {
+      if (refused(api_category::inference)) return;
       if (!post) return refuse_method("POST");
       return infer(request, name, version, reply_coding, done, cancel);
     }

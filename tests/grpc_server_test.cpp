@@ -581,3 +581,62 @@ TEST_CASE("TraceSetting over gRPC: global and per model, cleared by an empty lis
   s = refused("nope", "trace_rate", {"1"});
   CHECK(s.error_code() == ::grpc::StatusCode::NOT_FOUND);
 }
+
+TEST_CASE("a restricted RPC needs its metadata entry: PERMISSION_DENIED in Triton's words") {
+  oip::model_repository models;
+  REQUIRE(models.add(oip::testing::make_simple()).ok());
+  oip::executor workers{oip::executor_options{2, 64}};
+  oip::inference_service service{models, workers};
+  oip::grpc::server_options options{"127.0.0.1", 0};
+  REQUIRE(options.restricted_protocol
+              .add(*oip::parse_api_restriction("inference,model-repository:triton-grpc-protocol-"
+                                               "infer-key=secret",
+                                               "grpc-restricted-protocol"),
+                   "protocol")
+              .ok());
+  oip::grpc::server server{service, options};
+  const oip::result<std::uint16_t> port = server.start();
+  REQUIRE(port);
+  auto stub = inference::GRPCInferenceService::NewStub(::grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(*port), ::grpc::InsecureChannelCredentials()));
+  const std::string refusal =
+      "This protocol is restricted, expecting header 'triton-grpc-protocol-infer-key'";
+  {
+    ::grpc::ClientContext context;
+    inference::ModelInferResponse response;
+    const ::grpc::Status s = stub->ModelInfer(&context, simple_request(true), &response);
+    CHECK(s.error_code() == ::grpc::StatusCode::PERMISSION_DENIED);
+    CHECK(s.error_message() == refusal);
+  }
+  {
+    ::grpc::ClientContext context;
+    context.AddMetadata("triton-grpc-protocol-infer-key", "wrong");
+    inference::RepositoryIndexResponse response;
+    const ::grpc::Status s = stub->RepositoryIndex(&context, {}, &response);
+    CHECK(s.error_code() == ::grpc::StatusCode::PERMISSION_DENIED);
+  }
+  {
+    ::grpc::ClientContext context;
+    auto stream = stub->ModelStreamInfer(&context);
+    stream->Write(simple_request(true));
+    stream->WritesDone();
+    inference::ModelStreamInferResponse response;
+    CHECK_FALSE(stream->Read(&response));
+    const ::grpc::Status s = stream->Finish();
+    CHECK(s.error_code() == ::grpc::StatusCode::PERMISSION_DENIED);
+    CHECK(s.error_message() == refusal);
+  }
+  {
+    ::grpc::ClientContext context;
+    context.AddMetadata("triton-grpc-protocol-infer-key", "secret");
+    inference::ModelInferResponse response;
+    CHECK(stub->ModelInfer(&context, simple_request(true), &response).ok());
+    CHECK(response.outputs_size() == 2);
+  }
+  {
+    ::grpc::ClientContext context;  // health is not restricted here
+    inference::ServerLiveResponse response;
+    CHECK(stub->ServerLive(&context, {}, &response).ok());
+  }
+  server.stop();
+}

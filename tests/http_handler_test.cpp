@@ -19,10 +19,18 @@ using oip::http_response;
 
 namespace {
 
+oip::server_options test_options() {
+  oip::server_options options;
+  options.name = "test-server";
+  options.version = "9.9.9";
+  options.compression_threshold = 16;
+  return options;
+}
+
 struct server {
   oip::model_repository repository;
   oip::executor workers{{2, 64}};
-  oip::http_handler handler{repository, workers, {"test-server", "9.9.9", {}, true, 16, false, {}}};
+  oip::http_handler handler{repository, workers, test_options()};
   oip::in_process_client client{handler};
 
   server() {

@@ -5,6 +5,7 @@
 #include "device_models.hpp"
 #include "reference_models.hpp"
 
+#include <oip/access.hpp>
 #include <oip/grpc/server.hpp>
 #include <oip/http/server.hpp>
 #include <oip/log.hpp>
@@ -46,6 +47,13 @@ the Open Inference Protocol, on HTTP and gRPC.
                          client error), info, or verbose (also one line per successful request)
   --log-format F         default (glog's E1125 02:50:31.123456 prefix) or ISO8601; clients can
                          change both through Triton's logging extension (/v2/logging)
+  --http-restricted-api CATEGORIES:KEY=VALUE
+                         HTTP requests of these API categories (comma-separated: health,
+                         metadata, inference, shared-memory, model-config, model-repository,
+                         statistics, trace, logging) must carry header KEY: VALUE, or get a 403;
+                         repeat for other groups (as Triton's option)
+  --grpc-restricted-protocol CATEGORIES:KEY=VALUE
+                         the same for gRPC calls, with metadata triton-grpc-protocol-KEY
   --trace-file PATH      where traced requests go (Triton's trace extension). Clients can change
                          every trace setting but this one, so with a file given any client can
                          have every request traced: give one only where clients are trusted
@@ -177,6 +185,21 @@ int parse(int argc, char** argv, options& o, bool& help) {
       oip::set_log_settings(settings);
     } else if (flag == "--device") {
       o.device = value;
+    } else if (flag == "--http-restricted-api" || flag == "--grpc-restricted-protocol") {
+      const bool grpc = flag == "--grpc-restricted-protocol";
+      oip::result<oip::api_restriction> restriction =
+          oip::parse_api_restriction(value, flag.substr(2));
+      oip::status added = restriction.to_status();
+      if (added.ok() && grpc) {
+        restriction->header = "triton-grpc-protocol-" + restriction->header;  // Triton's prefix
+        added = o.grpc.restricted_protocol.add(std::move(*restriction), "protocol");
+      } else if (added.ok()) {
+        added = o.server.restricted_http_api.add(std::move(*restriction));
+      }
+      if (!added.ok()) {
+        std::cerr << "oip-serve: " << added.message() << "\n";
+        return 2;
+      }
     } else if (flag == "--trace-file") {
       o.server.trace.file = value;
     } else if (flag == "--trace-level" || flag == "--trace-rate" || flag == "--trace-count" ||

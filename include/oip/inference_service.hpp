@@ -4,6 +4,7 @@
 /// handler and the gRPC server both sit on one `inference_service`, so that a sequence started over
 /// one transport goes on over the other, in order.
 
+#include <oip/access.hpp>
 #include <oip/executor.hpp>
 #include <oip/export.hpp>
 #include <oip/infer.hpp>
@@ -39,10 +40,12 @@ struct server_options {
   /// registers a region maps any shared-memory object it can name that this process may open,
   /// so turn it on only where every client is trusted (as Triton's `--allow-client-shm`).
   bool shared_memory = false;
+  /// The HTTP routes that need a header (Triton's `--http-restricted-api`); none by default.
+  api_restrictions restricted_http_api{};
   /// Triton's trace extension, as the host starts it. Clients may change every setting but the
   /// file (as in Triton), so with a file set any client can have every request traced, a file per
   /// trace with `log_frequency` 1: set one only where clients are trusted.
-  trace_settings trace;
+  trace_settings trace{};
 };
 
 /// A model's statistics at one moment, in the shape of Triton's statistics extension.

@@ -16,6 +16,8 @@
 #include <oip/log.hpp>
 #include <oip/shared_memory.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <deque>
 #include <mutex>
@@ -71,10 +73,13 @@ status serialize(const Message& message, ::grpc::ByteBuffer& out) {
                             Message::descriptor()->full_name(), message.ByteSizeLong())};
 }
 
-// A unary RPC answered at once: `handle(request, response)` runs on a parsed request.
+// A unary RPC answered at once: `handle(request, response)` runs on a parsed request, when the
+// call is `allowed` (its API category's header, if restricted).
 template <class Request, class Response, class Handler>
-ServerUnaryReactor* answer(CallbackServerContext* context, const ::grpc::ByteBuffer* in,
-                           ::grpc::ByteBuffer* out, Handler&& handle) {
+ServerUnaryReactor* answer(const status& allowed, CallbackServerContext* context,
+                           const ::grpc::ByteBuffer* in, ::grpc::ByteBuffer* out,
+                           Handler&& handle) {
+  if (!allowed.ok()) return finish(context, allowed);
   Request request;
   Response response;
   status s = parse(*in, request);
@@ -460,6 +465,13 @@ class stream_reactor final : public stream_reactor_base {
   ::grpc::ByteBuffer incoming_;
 };
 
+// A stream that ends as it opens, with `why`.
+class refused_stream final : public stream_reactor_base {
+ public:
+  explicit refused_stream(const status& why) { Finish(to_grpc(why)); }
+  void OnDone() override { delete this; }
+};
+
 // --- the service ---------------------------------------------------------------------------------
 
 using svc = inference::GRPCInferenceService;
@@ -485,12 +497,30 @@ using ::grpc::ByteBuffer;
 
 class service_impl final : public raw_service {
  public:
-  explicit service_impl(inference_service& service) : service_{service} {}
+  service_impl(inference_service& service, const api_restrictions& restricted)
+      : service_{service}, restricted_{restricted} {}
+
+  // A call of `category` must carry the header that restricts it, if any (Triton's
+  // `--grpc-restricted-protocol`). Metadata keys arrive in lower case.
+  [[nodiscard]] status allowed(const CallbackServerContext* context, api_category category) const {
+    const api_restriction* needed = restricted_.of(category);
+    if (needed == nullptr) return status{};
+    std::string key = needed->header;
+    std::transform(key.begin(), key.end(), key.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    const auto found = context->client_metadata().find(key);
+    if (found != context->client_metadata().end() &&
+        std::string_view{found->second.data(), found->second.size()} == needed->value) {
+      return status{};
+    }
+    return restricted(*needed, "protocol");
+  }
 
   ServerUnaryReactor* ServerLive(CallbackServerContext* context, const ByteBuffer* in,
                                  ByteBuffer* out) override {
     return answer<inference::ServerLiveRequest, inference::ServerLiveResponse>(
-        context, in, out, [](const auto& /*request*/, auto& response) {
+        allowed(context, api_category::health), context, in, out,
+        [](const auto& /*request*/, auto& response) {
           response.set_live(true);
           return status{};
         });
@@ -499,7 +529,8 @@ class service_impl final : public raw_service {
   ServerUnaryReactor* ServerReady(CallbackServerContext* context, const ByteBuffer* in,
                                   ByteBuffer* out) override {
     return answer<inference::ServerReadyRequest, inference::ServerReadyResponse>(
-        context, in, out, [this](const auto& /*request*/, auto& response) {
+        allowed(context, api_category::health), context, in, out,
+        [this](const auto& /*request*/, auto& response) {
           response.set_ready(service_.ready());
           return status{};
         });
@@ -508,7 +539,8 @@ class service_impl final : public raw_service {
   ServerUnaryReactor* ModelReady(CallbackServerContext* context, const ByteBuffer* in,
                                  ByteBuffer* out) override {
     return answer<inference::ModelReadyRequest, inference::ModelReadyResponse>(
-        context, in, out, [this](const auto& request, auto& response) {
+        allowed(context, api_category::health), context, in, out,
+        [this](const auto& request, auto& response) {
           result<std::optional<std::uint64_t>> version = parse_version(request.version());
           if (!version) return version.error();
           // An unknown model is not ready: tritonclient's is_model_ready expects a plain false.
@@ -521,7 +553,8 @@ class service_impl final : public raw_service {
   ServerUnaryReactor* ServerMetadata(CallbackServerContext* context, const ByteBuffer* in,
                                      ByteBuffer* out) override {
     return answer<inference::ServerMetadataRequest, inference::ServerMetadataResponse>(
-        context, in, out, [this](const auto& /*request*/, auto& response) {
+        allowed(context, api_category::metadata), context, in, out,
+        [this](const auto& /*request*/, auto& response) {
           const server_metadata m = service_.metadata();
           response.set_name(m.name);
           response.set_version(m.version);
@@ -533,7 +566,8 @@ class service_impl final : public raw_service {
   ServerUnaryReactor* ModelMetadata(CallbackServerContext* context, const ByteBuffer* in,
                                     ByteBuffer* out) override {
     return answer<inference::ModelMetadataRequest, inference::ModelMetadataResponse>(
-        context, in, out, [this](const auto& request, auto& response) {
+        allowed(context, api_category::metadata), context, in, out,
+        [this](const auto& request, auto& response) {
           result<std::optional<std::uint64_t>> version = parse_version(request.version());
           if (!version) return version.error();
           result<model_metadata> m = service_.metadata(request.name(), *version);
@@ -547,9 +581,13 @@ class service_impl final : public raw_service {
         });
   }
 
-  ServerUnaryReactor* ModelInfer(CallbackServerContext* /*context*/, const ByteBuffer* in,
+  ServerUnaryReactor* ModelInfer(CallbackServerContext* context, const ByteBuffer* in,
                                  ByteBuffer* out) override {
     auto* reactor = new infer_reactor;
+    if (status s = allowed(context, api_category::inference); !s.ok()) {
+      reactor->Finish(to_grpc(s));
+      return reactor;
+    }
     const auto received = inference_service::clock::now();
     // The message's raw contents move into the request's tensors rather than being copied.
     inference::ModelInferRequest message;
@@ -578,14 +616,19 @@ class service_impl final : public raw_service {
   }
 
   ::grpc::ServerBidiReactor<ByteBuffer, ByteBuffer>* ModelStreamInfer(
-      CallbackServerContext* /*context*/) override {
+      CallbackServerContext* context) override {
+    // A restricted stream is refused as it opens, before any request is read (as in Triton).
+    if (status s = allowed(context, api_category::inference); !s.ok()) {
+      return new refused_stream(s);
+    }
     return new stream_reactor(service_);
   }
 
   ServerUnaryReactor* ModelConfig(CallbackServerContext* context, const ByteBuffer* in,
                                   ByteBuffer* out) override {
     return answer<inference::ModelConfigRequest, inference::ModelConfigResponse>(
-        context, in, out, [this](const auto& request, auto& response) {
+        allowed(context, api_category::model_config), context, in, out,
+        [this](const auto& request, auto& response) {
           result<std::optional<std::uint64_t>> version = parse_version(request.version());
           if (!version) return version.error();
           result<model_config> config = service_.configuration(request.name(), *version);
@@ -598,7 +641,8 @@ class service_impl final : public raw_service {
   ServerUnaryReactor* ModelStatistics(CallbackServerContext* context, const ByteBuffer* in,
                                       ByteBuffer* out) override {
     return answer<inference::ModelStatisticsRequest, inference::ModelStatisticsResponse>(
-        context, in, out, [this](const auto& request, auto& response) {
+        allowed(context, api_category::statistics), context, in, out,
+        [this](const auto& request, auto& response) {
           result<std::optional<std::uint64_t>> version = parse_version(request.version());
           if (!version) return version.error();
           std::optional<std::string_view> name;
@@ -613,7 +657,8 @@ class service_impl final : public raw_service {
   ServerUnaryReactor* RepositoryIndex(CallbackServerContext* context, const ByteBuffer* in,
                                       ByteBuffer* out) override {
     return answer<inference::RepositoryIndexRequest, inference::RepositoryIndexResponse>(
-        context, in, out, [this](const auto& request, auto& response) {
+        allowed(context, api_category::model_repository), context, in, out,
+        [this](const auto& request, auto& response) {
           for (const model_index_entry& entry : service_.repository_index()) {
             if (request.ready() && entry.state != "READY") continue;
             inference::RepositoryIndexResponse::ModelIndex* index = response.add_models();
@@ -629,7 +674,8 @@ class service_impl final : public raw_service {
   ServerUnaryReactor* RepositoryModelLoad(CallbackServerContext* context, const ByteBuffer* in,
                                           ByteBuffer* out) override {
     return answer<inference::RepositoryModelLoadRequest, inference::RepositoryModelLoadResponse>(
-        context, in, out, [this](const auto& request, auto& /*response*/) {
+        allowed(context, api_category::model_repository), context, in, out,
+        [this](const auto& request, auto& /*response*/) {
           return service_.load(request.model_name());
         });
   }
@@ -638,7 +684,8 @@ class service_impl final : public raw_service {
                                             ByteBuffer* out) override {
     return answer<inference::RepositoryModelUnloadRequest,
                   inference::RepositoryModelUnloadResponse>(
-        context, in, out, [this](const auto& request, auto& /*response*/) {
+        allowed(context, api_category::model_repository), context, in, out,
+        [this](const auto& request, auto& /*response*/) {
           return service_.unload(request.model_name());
         });
   }
@@ -665,7 +712,8 @@ class service_impl final : public raw_service {
                                                ByteBuffer* out) override {
     return answer<inference::SystemSharedMemoryStatusRequest,
                   inference::SystemSharedMemoryStatusResponse>(
-        context, in, out, [this](const auto& request, auto& response) {
+        allowed(context, api_category::shared_memory), context, in, out,
+        [this](const auto& request, auto& response) {
           result<std::vector<shared_memory_region>> found =
               service_.system_shared_memory_status(region_named(request.name()));
           if (!found) return found.error();
@@ -678,7 +726,8 @@ class service_impl final : public raw_service {
                                                  const ByteBuffer* in, ByteBuffer* out) override {
     return answer<inference::SystemSharedMemoryRegisterRequest,
                   inference::SystemSharedMemoryRegisterResponse>(
-        context, in, out, [this](const auto& request, auto& /*response*/) {
+        allowed(context, api_category::shared_memory), context, in, out,
+        [this](const auto& request, auto& /*response*/) {
           return service_.register_system_shared_memory(
               {request.name(), request.key(), request.offset(), request.byte_size()});
         });
@@ -688,7 +737,8 @@ class service_impl final : public raw_service {
                                                    const ByteBuffer* in, ByteBuffer* out) override {
     return answer<inference::SystemSharedMemoryUnregisterRequest,
                   inference::SystemSharedMemoryUnregisterResponse>(
-        context, in, out, [this](const auto& request, auto& /*response*/) {
+        allowed(context, api_category::shared_memory), context, in, out,
+        [this](const auto& request, auto& /*response*/) {
           return service_.unregister_system_shared_memory(region_named(request.name()));
         });
   }
@@ -697,7 +747,8 @@ class service_impl final : public raw_service {
                                              ByteBuffer* out) override {
     return answer<inference::CudaSharedMemoryStatusRequest,
                   inference::CudaSharedMemoryStatusResponse>(
-        context, in, out, [](const auto& request, auto& /*response*/) {
+        allowed(context, api_category::shared_memory), context, in, out,
+        [](const auto& request, auto& /*response*/) {
           // Never a region to list: oip registers none.
           return inference_service::cuda_shared_memory_status(region_named(request.name()))
               .to_status();
@@ -708,7 +759,8 @@ class service_impl final : public raw_service {
                                                ByteBuffer* out) override {
     return answer<inference::CudaSharedMemoryRegisterRequest,
                   inference::CudaSharedMemoryRegisterResponse>(
-        context, in, out, [](const auto& /*request*/, auto& /*response*/) {
+        allowed(context, api_category::shared_memory), context, in, out,
+        [](const auto& /*request*/, auto& /*response*/) {
           return inference_service::register_cuda_shared_memory();
         });
   }
@@ -717,7 +769,8 @@ class service_impl final : public raw_service {
                                                  const ByteBuffer* in, ByteBuffer* out) override {
     return answer<inference::CudaSharedMemoryUnregisterRequest,
                   inference::CudaSharedMemoryUnregisterResponse>(
-        context, in, out, [](const auto& /*request*/, auto& /*response*/) {
+        allowed(context, api_category::shared_memory), context, in, out,
+        [](const auto& /*request*/, auto& /*response*/) {
           return inference_service::unregister_cuda_shared_memory();
         });
   }
@@ -727,7 +780,8 @@ class service_impl final : public raw_service {
   ServerUnaryReactor* LogSettings(CallbackServerContext* context, const ByteBuffer* in,
                                   ByteBuffer* out) override {
     return answer<inference::LogSettingsRequest, inference::LogSettingsResponse>(
-        context, in, out, [](const auto& request, auto& response) {
+        allowed(context, api_category::logging), context, in, out,
+        [](const auto& request, auto& response) {
           result<log_settings_update> update = decode_log_settings_update(request);
           if (!update) return std::move(update).error();
           result<log_settings> now = update_log_settings(*update);
@@ -742,7 +796,8 @@ class service_impl final : public raw_service {
   ServerUnaryReactor* TraceSetting(CallbackServerContext* context, const ByteBuffer* in,
                                    ByteBuffer* out) override {
     return answer<inference::TraceSettingRequest, inference::TraceSettingResponse>(
-        context, in, out, [this](const auto& request, auto& response) {
+        allowed(context, api_category::trace), context, in, out,
+        [this](const auto& request, auto& response) {
           std::optional<std::string_view> model;
           if (!request.model_name().empty()) model = request.model_name();
           result<trace_settings> now =
@@ -757,6 +812,7 @@ class service_impl final : public raw_service {
 
  private:
   inference_service& service_;
+  const api_restrictions& restricted_;
 };
 
 }  // namespace
@@ -768,7 +824,7 @@ struct server::state {
   std::unique_ptr<::grpc::Server> running;
 
   state(inference_service& s, server_options o)
-      : service{s}, options{std::move(o)}, rpcs{service} {}
+      : service{s}, options{std::move(o)}, rpcs{service, options.restricted_protocol} {}
 };
 
 server::server(inference_service& service, server_options options)

@@ -42,7 +42,16 @@ def health_and_metadata(client):
     assert model["inputs"][0] == {"name": "INPUT0", "datatype": "INT32", "shape": ["-1", "16"]}
     config = client.get_model_config("simple", as_json=True)["config"]
     assert config["max_batch_size"] == 8 and config["input"][0]["data_type"] == "TYPE_INT32"
-    index = client.get_model_repository_index(as_json=True)
+    # oip-serve runs here with --grpc-restricted-protocol model-repository:admin-key=admin-value.
+    try:
+        client.get_model_repository_index(as_json=True)
+        raise AssertionError("the restricted repository index answered without its header")
+    except InferenceServerException as e:
+        assert e.message() == ("This protocol is restricted, expecting header "
+                               "'triton-grpc-protocol-admin-key'"), e.message()
+        assert e.status() == "StatusCode.PERMISSION_DENIED", e.status()
+    index = client.get_model_repository_index(
+        headers={"triton-grpc-protocol-admin-key": "admin-value"}, as_json=True)
     assert any(m["name"] == "simple" and m["state"] == "READY" for m in index["models"]), index
 
 
@@ -193,7 +202,8 @@ def trace_settings(client):
 def main():
     return oip_serve_runner.run(sys.argv[1], checks,
                                 lambda http_url, grpc_url: grpcclient.InferenceServerClient(grpc_url),
-                                extra_args=("--allow-shared-memory",))
+                                extra_args=("--allow-shared-memory", "--grpc-restricted-protocol",
+                                            "model-repository:admin-key=admin-value"))
 
 
 if __name__ == "__main__":

@@ -242,10 +242,25 @@ def trace_settings(client):
     oip_serve_runner.check_trace_settings(client, lambda reply: reply)
 
 
+@check
+def restricted_repository(client):
+    """oip-serve runs here with --http-restricted-api model-repository:admin-key=admin-value."""
+    try:
+        client.get_model_repository_index()
+        raise AssertionError("the restricted repository index answered without its header")
+    except InferenceServerException as e:
+        assert e.message() == "This API is restricted, expecting header 'admin-key'", e.message()
+        assert e.status() == "403", e.status()
+    index = client.get_model_repository_index(headers={"admin-key": "admin-value"})
+    assert any(entry["name"] == "simple" for entry in index), index
+    assert client.is_server_live()  # health is not restricted
+
+
 def main():
     return oip_serve_runner.run(sys.argv[1], checks,
                                 lambda http_url, grpc_url: httpclient.InferenceServerClient(http_url),
-                                extra_args=("--allow-shared-memory",))
+                                extra_args=("--allow-shared-memory", "--http-restricted-api",
+                                            "model-repository:admin-key=admin-value"))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 /// Triton's gRPC clients and perf_analyzer work unchanged. It serves an `inference_service`,
 /// which an HTTP handler may share (a sequence can then go on over either transport).
 
+#include <oip/access.hpp>
 #include <oip/inference_service.hpp>
 #include <oip/status.hpp>
 
@@ -21,6 +22,9 @@ struct server_options {
   std::uint16_t port = 8001;  ///< 0 picks a free port (see `start`)
   /// Largest message either way; the default takes 1 GiB tensors with room to spare.
   int max_message_bytes = std::numeric_limits<int>::max();
+  /// The RPCs that need a metadata entry (Triton's `--grpc-restricted-protocol`, whose keys are
+  /// `triton-grpc-protocol-<key>`); none by default. A refused call is PERMISSION_DENIED.
+  api_restrictions restricted_protocol{};
 };
 
 /// Example:
