@@ -8,10 +8,12 @@ namespace oip {
 
 namespace {
 
-constexpr std::array<api_category, 9> every_category = {
+constexpr std::array<api_category, api_category_count> every_category = {
     api_category::health,        api_category::metadata,     api_category::inference,
     api_category::shared_memory, api_category::model_config, api_category::model_repository,
     api_category::statistics,    api_category::trace,        api_category::logging};
+
+static_assert(static_cast<std::size_t>(api_category::logging) + 1 == api_category_count);
 
 }  // namespace
 
@@ -27,7 +29,7 @@ std::string_view to_string(api_category category) noexcept {
     case api_category::trace: return "trace";
     case api_category::logging: return "logging";
   }
-  return "logging";
+  return "unknown";
 }
 
 result<api_restriction> parse_api_restriction(std::string_view text, std::string_view option) {
@@ -62,7 +64,10 @@ result<api_restriction> parse_api_restriction(std::string_view text, std::string
 }
 
 status api_restrictions::add(api_restriction restriction, std::string_view what) {
-  std::array<bool, every_category.size()> named{};
+  if (restriction.header.empty()) {
+    return status{errc::invalid_argument, "a restriction needs a header to expect"};
+  }
+  std::array<bool, api_category_count> named{};
   for (const api_category category : restriction.categories) {
     const auto i = static_cast<std::size_t>(category);
     if (named[i] || index_of_[i]) {

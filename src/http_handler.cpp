@@ -538,38 +538,36 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
 
     // /v2/models/<m>[/versions/<v>][/ready|/infer|/stats|/config]
     const std::string& name = path[2];
-    std::size_t next = 3;
+    const std::size_t next = path.size() >= 5 && path[3] == "versions" ? 5 : 3;
+    if (path.size() > next + 1) return not_found();
+    const std::string_view action = path.size() == next ? std::string_view{} : path[next];
+    std::optional<api_category> category;
+    if (action.empty()) category = api_category::metadata;
+    if (action == "ready") category = api_category::health;
+    if (action == "config") category = api_category::model_config;
+    if (action == "stats") category = api_category::statistics;
+    if (action == "infer") category = api_category::inference;
+    if (!category) return not_found();
+    if (refused(*category)) return;
     std::optional<std::uint64_t> version;
-    if (path.size() >= 5 && path[3] == "versions") {
+    if (next == 5) {
       result<std::uint64_t> v = parse_version(path[4]);
       if (!v) return fail(v.error());
       version = *v;
-      next = 5;
     }
-    if (path.size() > next + 1) return not_found();
-    const std::string_view action = path.size() == next ? std::string_view{} : path[next];
-    if (action.empty()) {
-      if (refused(api_category::metadata)) return;
-      return get ? reply(model_metadata_reply(name, version)) : refuse_method("GET");
+    switch (*category) {
+      case api_category::metadata:
+        return get ? reply(model_metadata_reply(name, version)) : refuse_method("GET");
+      case api_category::health:
+        return get ? reply(model_ready_reply(name, version)) : refuse_method("GET");
+      case api_category::model_config:
+        return get ? reply(config_reply(name, version)) : refuse_method("GET");
+      case api_category::statistics:
+        return get ? reply(statistics_reply(name, version)) : refuse_method("GET");
+      default:  // api_category::inference
+        if (!post) return refuse_method("POST");
+        return infer(request, name, version, reply_coding, done, cancel);
     }
-    if (action == "ready") {
-      if (refused(api_category::health)) return;
-      return get ? reply(model_ready_reply(name, version)) : refuse_method("GET");
-    }
-    if (action == "config") {
-      if (refused(api_category::model_config)) return;
-      return get ? reply(config_reply(name, version)) : refuse_method("GET");
-    }
-    if (action == "stats") {
-      if (refused(api_category::statistics)) return;
-      return get ? reply(statistics_reply(name, version)) : refuse_method("GET");
-    }
-    if (action == "infer") {
-      if (refused(api_category::inference)) return;
-      if (!post) return refuse_method("POST");
-      return infer(request, name, version, reply_coding, done, cancel);
-    }
-    return not_found();
   }
 };
 

@@ -92,7 +92,9 @@ TEST_CASE("HTTP: a restricted route needs its header, checked before the method 
     CHECK(oip::decode_error(r.body(), r.status).message() ==
           "This API is restricted, expecting header '" + header + "'");
   };
-  check_refused(send("POST", "/v2/repository/index"), "admin-key");
+  const oip::http_response first = send("POST", "/v2/repository/index");
+  check_refused(first, "admin-key");
+  CHECK(oip::decode_error(first.body(), first.status).code() == oip::errc::forbidden);
   check_refused(send("GET", "/v2/repository/index"), "admin-key");  // 403 before 405
   check_refused(send("POST", "/v2/repository/index", {{"admin-key", "wrong"}}), "admin-key");
   check_refused(send("POST", "/v2/systemsharedmemory/unregister"), "admin-key");
@@ -101,7 +103,7 @@ TEST_CASE("HTTP: a restricted route needs its header, checked before the method 
   check_refused(send("GET", "/v2/health/ready"), "k");
   check_refused(send("GET", "/v2/models/simple/ready"), "k");  // model readiness is health
   check_refused(send("POST", "/v2/models/simple/infer", {}, "not even JSON"), "k");
-  CHECK(oip::log_enabled(oip::log_level::warning));  // the refused change did not happen
+  CHECK_FALSE(oip::log_enabled(oip::log_level::info));  // the refused change did not happen
 
   // The header's name in any case; its value exactly.
   CHECK(send("POST", "/v2/repository/index", {{"Admin-Key", "secret"}}).status == 200);
@@ -115,4 +117,49 @@ TEST_CASE("HTTP: a restricted route needs its header, checked before the method 
   CHECK(send("GET", "/v2/models/stats").status == 200);
   CHECK(send("GET", "/v2/trace/setting").status == 200);
   CHECK(send("GET", "/v2/nowhere").status == 404);
+}
+
+TEST_CASE("HTTP: each route belongs to Triton's category for it, and only to that one") {
+  struct route {
+    const char* method;
+    const char* target;
+    oip::api_category category;
+  };
+  const std::vector<route> routes = {
+      {"GET", "/v2", oip::api_category::metadata},
+      {"GET", "/v2/health/live", oip::api_category::health},
+      {"GET", "/v2/health/ready", oip::api_category::health},
+      {"GET", "/v2/models/simple", oip::api_category::metadata},
+      {"GET", "/v2/models/simple/versions/1", oip::api_category::metadata},
+      {"GET", "/v2/models/simple/ready", oip::api_category::health},
+      {"GET", "/v2/models/simple/versions/x/ready", oip::api_category::health},
+      {"POST", "/v2/models/simple/infer", oip::api_category::inference},
+      {"GET", "/v2/models/simple/config", oip::api_category::model_config},
+      {"GET", "/v2/models/simple/stats", oip::api_category::statistics},
+      {"GET", "/v2/models/stats", oip::api_category::statistics},
+      {"GET", "/v2/trace/setting", oip::api_category::trace},
+      {"GET", "/v2/models/simple/trace/setting", oip::api_category::trace},
+      {"GET", "/v2/logging", oip::api_category::logging},
+      {"GET", "/v2/systemsharedmemory/status", oip::api_category::shared_memory},
+      {"POST", "/v2/cudasharedmemory/region/r/register", oip::api_category::shared_memory},
+      {"POST", "/v2/repository/index", oip::api_category::model_repository},
+      {"POST", "/v2/repository/models/simple/unload", oip::api_category::model_repository},
+  };
+  for (std::size_t c = 0; c < oip::api_category_count; ++c) {
+    const auto restricted = static_cast<oip::api_category>(c);
+    CAPTURE(oip::to_string(restricted));
+    oip::server_options options;
+    REQUIRE(options.restricted_http_api.add({{restricted}, "key", "value"}).ok());
+    oip::model_repository models;
+    REQUIRE(models.add(oip::testing::make_simple()).ok());
+    oip::executor workers{{2, 64}};
+    oip::http_handler handler{models, workers, options};
+    for (const route& r : routes) {
+      CAPTURE(r.target);
+      const oip::http_response answer =
+          handler.handle({r.method, r.target, {}, oip::buffer::from_string("")});
+      CHECK((answer.status == 403) == (r.category == restricted));
+    }
+    CHECK(handler.handle({"GET", "/metrics", {}, {}}).status != 403);  // no category
+  }
 }

@@ -634,6 +634,13 @@ TEST_CASE("a restricted RPC needs its metadata entry: PERMISSION_DENIED in Trito
     CHECK(response.outputs_size() == 2);
   }
   {
+    ::grpc::ClientContext context;
+    context.AddMetadata("triton-grpc-protocol-infer-key", "secret");
+    inference::RepositoryIndexResponse response;
+    CHECK(stub->RepositoryIndex(&context, {}, &response).ok());
+    CHECK(response.models_size() == 1);
+  }
+  {
     ::grpc::ClientContext context;  // health is not restricted here
     inference::ServerLiveResponse response;
     CHECK(stub->ServerLive(&context, {}, &response).ok());

@@ -27,6 +27,8 @@ TEST_CASE("every error code maps to one HTTP status and one gRPC code") {
   CHECK(oip::grpc_status(errc::not_implemented) == oip::grpc_code::unimplemented);
   CHECK(oip::grpc_status(errc::unavailable) == oip::grpc_code::unavailable);
   CHECK(static_cast<int>(oip::grpc_code::unavailable) == 14);  // grpc::StatusCode numbering
+  CHECK(oip::http_status(errc::forbidden) == 403);
+  CHECK(oip::grpc_status(errc::forbidden) == oip::grpc_code::permission_denied);
 
   // The table is indexed by the enum: every row must sit at its own code's index.
   for (std::size_t i = 0; i < std::size(oip::detail::errc_table); ++i) {
@@ -35,7 +37,7 @@ TEST_CASE("every error code maps to one HTTP status and one gRPC code") {
   // Client mistakes are 4xx, always.
   for (errc c : {errc::invalid_argument, errc::not_found, errc::method_not_allowed,
                  errc::length_required, errc::payload_too_large, errc::uri_too_long,
-                 errc::unsupported_media_type, errc::header_fields_too_large}) {
+                 errc::unsupported_media_type, errc::header_fields_too_large, errc::forbidden}) {
     CHECK(oip::http_status(c) / 100 == 4);
   }
   CHECK(oip::to_string(errc::payload_too_large) == "payload_too_large");

@@ -8,6 +8,7 @@
 #include <oip/status.hpp>
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -16,7 +17,8 @@
 
 namespace oip {
 
-/// Triton's categories: which routes and RPCs each covers is in docs/protocol-coverage.md.
+/// Triton's categories: which routes and RPCs each covers is in docs/protocol-coverage.md
+/// ("Restricted APIs").
 enum class api_category : std::uint8_t {
   health,
   metadata,
@@ -28,6 +30,7 @@ enum class api_category : std::uint8_t {
   trace,
   logging,
 };
+inline constexpr std::size_t api_category_count = 9;
 
 /// Triton's names: "health", "metadata", "inference", "shared-memory", "model-config",
 /// "model-repository", "statistics", "trace", "logging".
@@ -57,7 +60,8 @@ struct api_restriction {
 class OIP_EXPORT api_restrictions {
  public:
   /// 400 when one of its categories is restricted already, or named twice (Triton's wording,
-  /// with `what`: "api" over HTTP, "protocol" over gRPC).
+  /// with `what`: "api" over HTTP, "protocol" over gRPC), or when the header is empty. The header
+  /// is matched as given (over gRPC, Triton's options prefix it with `triton-grpc-protocol-`).
   [[nodiscard]] status add(api_restriction restriction, std::string_view what = "api");
   /// What a request of `category` must carry, or null when the category is open.
   [[nodiscard]] const api_restriction* of(api_category category) const noexcept;
@@ -65,7 +69,7 @@ class OIP_EXPORT api_restrictions {
 
  private:
   std::vector<api_restriction> restrictions_;
-  std::array<std::optional<std::size_t>, 9> index_of_{};  // per category, into restrictions_
+  std::array<std::optional<std::size_t>, api_category_count> index_of_{};  // into restrictions_
 };
 
 /// The refusal of a request without the header that `restriction` names, in Triton's words:

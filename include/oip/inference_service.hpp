@@ -40,7 +40,8 @@ struct server_options {
   /// registers a region maps any shared-memory object it can name that this process may open,
   /// so turn it on only where every client is trusted (as Triton's `--allow-client-shm`).
   bool shared_memory = false;
-  /// The HTTP routes that need a header (Triton's `--http-restricted-api`); none by default.
+  /// The HTTP routes that need a header (Triton's `--http-restricted-api`); none by default. The
+  /// gRPC server has its own set (`grpc::server_options::restricted_protocol`), as in Triton.
   api_restrictions restricted_http_api{};
   /// Triton's trace extension, as the host starts it. Clients may change every setting but the
   /// file (as in Triton), so with a file set any client can have every request traced, a file per

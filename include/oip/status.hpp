@@ -20,7 +20,6 @@ namespace oip {
 enum class errc : std::uint8_t {
   ok = 0,
   invalid_argument,         ///< 400: the client sent something malformed or inconsistent
-  forbidden,                ///< 403: a restricted API without its header (`oip/access.hpp`)
   not_found,                ///< 404: unknown model, version or route
   method_not_allowed,       ///< 405
   length_required,          ///< 411: a body without a length
@@ -31,6 +30,7 @@ enum class errc : std::uint8_t {
   internal,                 ///< 500: a fault of the server or the model, never of the client
   not_implemented,          ///< 501
   unavailable,              ///< 503: overloaded, draining or not ready
+  forbidden,                ///< 403: a restricted API without its header (`oip/access.hpp`)
 };
 
 /// The canonical gRPC status codes (the numbers are those of grpc::StatusCode).
@@ -66,7 +66,6 @@ struct errc_mapping {
 inline constexpr errc_mapping errc_table[] = {
     {errc::ok, 200, grpc_code::ok, "ok"},
     {errc::invalid_argument, 400, grpc_code::invalid_argument, "invalid_argument"},
-    {errc::forbidden, 403, grpc_code::permission_denied, "forbidden"},
     {errc::not_found, 404, grpc_code::not_found, "not_found"},
     {errc::method_not_allowed, 405, grpc_code::unimplemented, "method_not_allowed"},
     {errc::length_required, 411, grpc_code::invalid_argument, "length_required"},
@@ -77,6 +76,7 @@ inline constexpr errc_mapping errc_table[] = {
     {errc::internal, 500, grpc_code::internal, "internal"},
     {errc::not_implemented, 501, grpc_code::unimplemented, "not_implemented"},
     {errc::unavailable, 503, grpc_code::unavailable, "unavailable"},
+    {errc::forbidden, 403, grpc_code::permission_denied, "forbidden"},
 };
 }  // namespace detail
 

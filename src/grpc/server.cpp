@@ -583,11 +583,8 @@ class service_impl final : public raw_service {
 
   ServerUnaryReactor* ModelInfer(CallbackServerContext* context, const ByteBuffer* in,
                                  ByteBuffer* out) override {
+    if (status s = allowed(context, api_category::inference); !s.ok()) return finish(context, s);
     auto* reactor = new infer_reactor;
-    if (status s = allowed(context, api_category::inference); !s.ok()) {
-      reactor->Finish(to_grpc(s));
-      return reactor;
-    }
     const auto received = inference_service::clock::now();
     // The message's raw contents move into the request's tensors rather than being copied.
     inference::ModelInferRequest message;

@@ -22,8 +22,10 @@ struct server_options {
   std::uint16_t port = 8001;  ///< 0 picks a free port (see `start`)
   /// Largest message either way; the default takes 1 GiB tensors with room to spare.
   int max_message_bytes = std::numeric_limits<int>::max();
-  /// The RPCs that need a metadata entry (Triton's `--grpc-restricted-protocol`, whose keys are
-  /// `triton-grpc-protocol-<key>`); none by default. A refused call is PERMISSION_DENIED.
+  /// The RPCs that need a metadata entry (Triton's `--grpc-restricted-protocol`); none by default.
+  /// Keys are matched as given, in lower case (Triton's option prefixes them with
+  /// `triton-grpc-protocol-`; oip-serve does the same). A refused call is PERMISSION_DENIED.
+  /// Independent of the HTTP set (`server_options::restricted_http_api`), as in Triton.
   api_restrictions restricted_protocol{};
 };
 
