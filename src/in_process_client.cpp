@@ -32,6 +32,12 @@ result<inference_response> in_process_client::infer(std::string_view model,
                                                     std::optional<std::uint64_t> version) {
   result<encoded_body> body = encode_request(request, format);
   if (!body) return std::move(body).error();
+  std::optional<shared_memory_outputs> placed;
+  if (regions_ != nullptr) {
+    result<shared_memory_outputs> asked = shared_memory_outputs::of(request, *regions_);
+    if (!asked) return std::move(asked).error();
+    placed = std::move(*asked);
+  }
   std::vector<http_header> headers;
   if (body->uses_binary) {
     headers.push_back({std::string{header_length_field}, std::to_string(body->json.size())});
@@ -45,7 +51,8 @@ result<inference_response> in_process_client::infer(std::string_view model,
     if (!parsed) return std::move(parsed).error();
     header_length = *parsed;
   }
-  return decode_response(buffer::from_string(reply.body()), header_length);
+  return decode_response(buffer::from_string(reply.body()), header_length, {},
+                         placed ? &*placed : nullptr);
 }
 
 result<server_metadata> in_process_client::metadata() {

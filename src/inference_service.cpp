@@ -733,10 +733,11 @@ shared_memory_registry* inference_service::shared_memory() const noexcept {
 
 namespace {
 
-// 404 for a model the repository does not hold; none named is the global scope.
+// Triton's answer on the trace routes for a model that is unknown or not ready (none named is the
+// global scope).
 status known_or_global(const model_repository& repository, std::optional<std::string_view> model) {
-  if (!model) return status{};
-  return repository.find(*model, std::nullopt).to_status();
+  if (!model || repository.acquire(*model, std::nullopt)) return status{};
+  return status{errc::invalid_argument, fmt::format("Request for unknown model : {}", *model)};
 }
 
 }  // namespace

@@ -48,6 +48,7 @@ struct document_context {
   std::string_view what = "request";  // "request", "response", "model metadata", ...
   std::string_view model_name;        // for messages, may be empty
   const shared_memory_registry* shared_memory = nullptr;  // where inputs may name regions
+  const shared_memory_outputs* placed_outputs = nullptr;  // a client's outputs in shared memory
 
   [[nodiscard]] std::string for_model() const {
     return model_name.empty() ? std::string{} : fmt::format(" for model '{}'", model_name);
@@ -983,6 +984,12 @@ status read_tensor(const document_context& doc, od::value value, std::size_t dep
                   fmt::format("{} '{}' has {} elements, above the limit of {}", role, out.name,
                               *count, doc.bounds->max_elements)};
   }
+  if (!out.has_data && !out.binary_size && doc.placed_outputs != nullptr) {
+    // A server answers an output that it wrote to shared memory with no data at all.
+    if (const shared_memory_reference* place = doc.placed_outputs->find(out.name)) {
+      out.shared_memory = *place;
+    }
+  }
   const int sources =
       (out.has_data ? 1 : 0) + (out.binary_size ? 1 : 0) + (out.shared_memory ? 1 : 0);
   if (sources != 1) {
@@ -1027,12 +1034,17 @@ status check_byte_size(const document_context& doc, std::string_view role, const
   return {};
 }
 
-// Places inputs that name a shared-memory region: views into the region.
-status place_shared_memory(const document_context& doc, std::vector<parsed_tensor>& tensors) {
+// Places inputs that name a shared-memory region, and a client's outputs that a server wrote to
+// one: views into the region.
+status place_shared_memory(const document_context& doc, std::string_view role,
+                           std::vector<parsed_tensor>& tensors) {
   for (parsed_tensor& t : tensors) {
     if (!t.shared_memory) continue;
-    result<buffer> bytes = shared_memory_input(doc.shared_memory, *t.shared_memory, t.name, *t.type,
-                                               *t.shape, *doc.bounds, doc.model_name);
+    result<buffer> bytes =
+        role == "input" ? shared_memory_input(doc.shared_memory, *t.shared_memory, t.name, *t.type,
+                                              *t.shape, *doc.bounds, doc.model_name)
+                        : shared_memory_output_data(*doc.placed_outputs->regions, *t.shared_memory,
+                                                    t.name, *t.type, *t.shape, *doc.bounds);
     if (!bytes) return std::move(bytes).error();
     t.data = std::move(*bytes);
   }
@@ -1081,7 +1093,7 @@ result<tensor> finish_tensor(const document_context& doc, parsed_tensor&& t) {
 result<std::vector<tensor>> assemble_tensors(const document_context& doc, std::string_view role,
                                              std::vector<parsed_tensor>& parsed,
                                              const buffer& binary) {
-  if (status s = place_shared_memory(doc, parsed); !s.ok()) return s;
+  if (status s = place_shared_memory(doc, role, parsed); !s.ok()) return s;
   if (status s = place_binary(doc, role, parsed, binary); !s.ok()) return s;
   std::vector<tensor> tensors;
   tensors.reserve(parsed.size());
@@ -1659,10 +1671,11 @@ result<inference_request> decode_request(const buffer& body,
 
 result<inference_response> decode_response(const buffer& body,
                                            std::optional<std::size_t> header_length,
-                                           const limits& bounds) {
+                                           const limits& bounds,
+                                           const shared_memory_outputs* shared_memory) {
   result<body_parts> parts = split_body(body, header_length, bounds, "response");
   if (!parts) return std::move(parts).error();
-  document_context doc{nullptr, nullptr, &bounds, "response", {}};
+  document_context doc{nullptr, nullptr, &bounds, "response", {}, nullptr, shared_memory};
   const padded_json json{parts->json, parts->json_size, parts->readable_after};
   const char* document_end = json.data + json.size;
 

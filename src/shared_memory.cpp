@@ -108,6 +108,14 @@ result<std::optional<std::uint64_t>> take_size(parameters& params, std::string_v
   return out;
 }
 
+status bytes_above_limit(std::size_t size, const shared_memory_reference& place,
+                         const limits& bounds) {
+  return status{errc::payload_too_large,
+                fmt::format("BYTES data of {} bytes in shared memory region '{}' is above the "
+                            "limit of {} bytes",
+                            size, place.region, bounds.max_body_bytes)};
+}
+
 }  // namespace
 
 result<std::optional<shared_memory_reference>> take_shared_memory_reference(
@@ -305,12 +313,58 @@ result<buffer> shared_memory_input(const shared_memory_registry* regions,
   result<buffer> view = regions->bytes(place.region, place.offset, place.byte_size);
   if (!view || !is_bytes(type)) return view;
   if (view->size() > bounds.max_body_bytes) {
-    return status{errc::payload_too_large,
-                  fmt::format("BYTES data of {} bytes in shared memory region '{}' is above the "
-                              "limit of {} bytes",
-                              view->size(), place.region, bounds.max_body_bytes)};
+    return bytes_above_limit(view->size(), place, bounds);
   }
   return buffer::copy_of(view->bytes());
+}
+
+result<shared_memory_outputs> shared_memory_outputs::of(const inference_request& request,
+                                                        const shared_memory_registry& regions) {
+  inference_request asked;  // a copy of the requested outputs, whose references are taken
+  asked.outputs = request.outputs;
+  result<std::vector<shared_memory_output>> outputs = take_shared_memory_outputs(asked);
+  if (!outputs) return std::move(outputs).error();
+  return shared_memory_outputs{&regions, std::move(*outputs)};
+}
+
+const shared_memory_reference* shared_memory_outputs::find(std::string_view name) const noexcept {
+  for (const shared_memory_output& output : outputs) {
+    if (output.name == name) return &output.place;
+  }
+  return nullptr;
+}
+
+result<buffer> shared_memory_output_data(const shared_memory_registry& regions,
+                                         const shared_memory_reference& place,
+                                         std::string_view name, datatype type,
+                                         const shape_type& shape, const limits& bounds) {
+  result<buffer> room = regions.bytes(place.region, place.offset, place.byte_size);
+  if (!room) return room;
+  const result<std::uint64_t> count = element_count(shape);
+  if (!count) {
+    return status{errc::invalid_argument, fmt::format("unable to parse 'shape' for output '{}': {}",
+                                                      name, count.error().message())};
+  }
+  if (!is_bytes(type)) {
+    const result<std::uint64_t> needed = byte_size(type, shape);
+    if (!needed || *needed > room->size()) {
+      return status{errc::invalid_argument,
+                    fmt::format("output '{}' of shape {} does not fit in the {} bytes asked for "
+                                "in shared memory region '{}'",
+                                name, to_string(shape), room->size(), place.region)};
+    }
+    return room->slice(0, static_cast<std::size_t>(*needed));
+  }
+  const std::string what =
+      fmt::format("output '{}' in shared memory region '{}'", name, place.region);
+  const result<std::size_t> extent = bytes_elements_extent(room->bytes(), *count, what);
+  if (!extent) return extent.error();
+  if (*extent > bounds.max_body_bytes) return bytes_above_limit(*extent, place, bounds);
+  result<buffer> copy = buffer::copy_of(room->bytes().first(*extent));
+  if (!copy) return copy;
+  // What the walk measured may have changed before the copy: the copy is what the tensor holds.
+  if (status s = validate_bytes_elements(copy->bytes(), *count, what); !s.ok()) return s;
+  return copy;
 }
 
 result<std::vector<shared_memory_destination>> shared_memory_registry::destinations(

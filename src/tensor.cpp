@@ -64,16 +64,24 @@ result<std::uint64_t> byte_size(datatype type, std::span<const std::int64_t> sha
   return byte_size_of(type, shape, *count);
 }
 
-status validate_bytes_elements(std::span<const std::byte> data, std::uint64_t expected_count,
-                               std::string_view what) {
-  std::size_t offset = 0;
+namespace {
+// The BYTES elements at the start of `data`, at most `most` of them: how many and the bytes they
+// take; an error for an element that does not fit.
+struct bytes_walk {
   std::uint64_t count = 0;
-  while (offset < data.size()) {
+  std::size_t size = 0;
+};
+
+result<bytes_walk> walk_bytes_elements(std::span<const std::byte> data, std::uint64_t most,
+                                       std::string_view what) {
+  bytes_walk walked;
+  std::size_t& offset = walked.size;
+  while (walked.count < most && offset < data.size()) {
     if (data.size() - offset < 4) {
       return status{errc::invalid_argument,
                     fmt::format("malformed BYTES data for {}: element {} has a truncated 4-byte "
                                 "length prefix ({} bytes left at offset {})",
-                                what, count, data.size() - offset, offset)};
+                                what, walked.count, data.size() - offset, offset)};
     }
     const std::uint32_t length = detail::read_bytes_length(data.data() + offset);
     offset += 4;
@@ -81,17 +89,40 @@ status validate_bytes_elements(std::span<const std::byte> data, std::uint64_t ex
       return status{errc::invalid_argument,
                     fmt::format("malformed BYTES data for {}: element {} has length {} but only {} "
                                 "bytes remain",
-                                what, count, length, data.size() - offset)};
+                                what, walked.count, length, data.size() - offset)};
     }
     offset += length;
-    ++count;
+    ++walked.count;
   }
-  if (count != expected_count) {
-    return status{errc::invalid_argument,
-                  fmt::format("unexpected number of BYTES elements for {}: expecting {}, got {}",
-                              what, expected_count, count)};
+  return walked;
+}
+
+status wrong_count(std::string_view what, std::uint64_t expected, std::uint64_t got) {
+  return status{errc::invalid_argument,
+                fmt::format("unexpected number of BYTES elements for {}: expecting {}, got {}",
+                            what, expected, got)};
+}
+}  // namespace
+
+status validate_bytes_elements(std::span<const std::byte> data, std::uint64_t expected_count,
+                               std::string_view what) {
+  const result<bytes_walk> walked =
+      walk_bytes_elements(data, std::numeric_limits<std::uint64_t>::max(), what);
+  if (!walked) return walked.error();
+  if (walked->count != expected_count) {
+    return wrong_count(what, expected_count, walked->count);
   }
   return {};
+}
+
+result<std::size_t> bytes_elements_extent(std::span<const std::byte> data, std::uint64_t count,
+                                          std::string_view what) {
+  const result<bytes_walk> walked = walk_bytes_elements(data, count, what);
+  if (!walked) return walked.error();
+  if (walked->count != count) {
+    return wrong_count(what, count, walked->count);
+  }
+  return walked->size;
 }
 
 result<buffer> encode_bytes_elements(std::span<const std::string_view> elements) {

@@ -161,6 +161,7 @@ struct json_array_file {
     if (file == nullptr) return;
     std::fputc(traces == 1 ? '[' : ',', file);
     std::fwrite(text.data(), 1, text.size(), file);
+    std::fflush(file);  // a server that dies keeps every trace written (the array left open)
   }
 
   void close() {

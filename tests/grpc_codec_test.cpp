@@ -1,6 +1,8 @@
+#include "shm_object.hpp"
 #include "test_support.hpp"
 
 #include <oip/grpc/codec.hpp>
+#include <oip/shared_memory.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -117,6 +119,53 @@ TEST_CASE("raw bytes move into the tensor without a copy") {
   oip::result<oip::inference_request> r = oip::grpc::decode_request(message);
   REQUIRE(r);
   CHECK(reinterpret_cast<const char*>(r->inputs[0].data().data()) == bytes);
+}
+
+TEST_CASE("a client reads outputs that the server wrote to shared memory, raw or typed") {
+  oip::testing::shm_object object{"grpc_response", 64};
+  object.put(16, std::vector<float>{1.5F, -2.0F});
+  oip::shared_memory_registry mine;
+  REQUIRE(mine.register_region("r", object.key(), 0, 64).ok());
+  const oip::shared_memory_outputs placed{&mine, {{"Y", {"r", 16, 32}}}};
+  for (const bool raw : {false, true}) {
+    CAPTURE(raw);
+    // What the server answers: name, datatype and shape, and an empty raw entry when raw.
+    inference::ModelInferResponse message;
+    message.set_model_name("m");
+    auto* y = message.add_outputs();
+    y->set_name("Y");
+    y->set_datatype("FP32");
+    y->add_shape(2);
+    auto* z = message.add_outputs();
+    z->set_name("Z");
+    z->set_datatype("INT32");
+    z->add_shape(1);
+    if (raw) {
+      message.add_raw_output_contents();
+      message.add_raw_output_contents()->assign("\x07\0\0\0", 4);
+    } else {
+      z->mutable_contents()->add_int_contents(7);
+    }
+    inference::ModelInferResponse unplaced = message;
+    oip::result<oip::inference_response> r = oip::grpc::decode_response(message, {}, &placed);
+    REQUIRE_MESSAGE(r, r.error().message());
+    CHECK(oip::testing::values_of<float>(r->outputs[0]) == std::vector<float>{1.5F, -2.0F});
+    CHECK(oip::testing::values_of<std::int32_t>(r->outputs[1]) == std::vector<std::int32_t>{7});
+    // Without the client's places, Y has no data.
+    const oip::result<oip::inference_response> refused = oip::grpc::decode_response(unplaced);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code() == oip::errc::invalid_argument);
+  }
+  inference::ModelInferResponse too_big;
+  auto* y = too_big.add_outputs();
+  y->set_name("Y");
+  y->set_datatype("FP32");
+  y->add_shape(9);
+  const oip::result<oip::inference_response> r = oip::grpc::decode_response(too_big, {}, &placed);
+  REQUIRE_FALSE(r);
+  CHECK(
+      r.error().message() ==
+      "output 'Y' of shape [9] does not fit in the 32 bytes asked for in shared memory region 'r'");
 }
 
 TEST_CASE("parameters of every kind, request and tensor level, both directions") {

@@ -579,7 +579,8 @@ TEST_CASE("TraceSetting over gRPC: global and per model, cleared by an empty lis
   s = refused("", "trace_file", {"/tmp/elsewhere"});
   CHECK(s.error_code() == ::grpc::StatusCode::UNIMPLEMENTED);
   s = refused("nope", "trace_rate", {"1"});
-  CHECK(s.error_code() == ::grpc::StatusCode::NOT_FOUND);
+  CHECK(s.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(s.error_message() == "Request for unknown model : nope");
 }
 
 TEST_CASE("a restricted RPC needs its metadata entry: PERMISSION_DENIED in Triton's words") {

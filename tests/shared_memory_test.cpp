@@ -3,6 +3,7 @@
 
 #include "serving_support.hpp"
 #include "shm_object.hpp"
+#include "test_support.hpp"
 
 #include <oip/http_handler.hpp>
 #include <oip/in_process_client.hpp>
@@ -10,6 +11,7 @@
 #include <oip/shared_memory.hpp>
 
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -370,4 +372,152 @@ TEST_CASE("a BYTES input in shared memory is checked element by element") {
   REQUIRE_FALSE(cut);
   CHECK(cut.error().code() == oip::errc::invalid_argument);
   CHECK(cut.error().message().find("for model 'm'") != std::string::npos);
+}
+
+TEST_CASE("a client reads the outputs that a server wrote to its regions (in-process client)") {
+  oip::testing::shm_object inputs{"client_in", 128};
+  oip::testing::shm_object outputs{"client_out", 256};
+  inputs.put(0, oip::testing::iota(0, 16));
+  shm_server server;
+  server.register_region("out", outputs, 0, 256);
+  oip::shared_memory_registry mine;  // the client's own mapping of the region it registered
+  REQUIRE(mine.register_region("out", outputs.key(), 0, 256).ok());
+  oip::in_process_client client{server.handler, &mine};
+
+  oip::inference_request request;
+  request.inputs.push_back(*oip::tensor::from_values<std::int32_t>(
+      "INPUT0", {1, 16}, std::span<const std::int32_t>(oip::testing::iota(0, 16))));
+  request.inputs.push_back(*oip::tensor::from_values<std::int32_t>(
+      "INPUT1", {1, 16}, std::span<const std::int32_t>(std::vector<std::int32_t>(16, 1))));
+  oip::parameters in_region;
+  in_region.set("shared_memory_region", std::string{"out"});
+  in_region.set("shared_memory_offset", std::int64_t{64});
+  in_region.set("shared_memory_byte_size", std::int64_t{128});
+  request.outputs.push_back({"OUTPUT0", in_region});
+  request.outputs.push_back({"OUTPUT1", {}});
+
+  for (const bool binary : {false, true}) {
+    CAPTURE(binary);
+    oip::result<oip::inference_response> r = client.infer("simple", request, {binary});
+    REQUIRE_MESSAGE(r, r.error().message());
+    REQUIRE(r->outputs.size() == 2);
+    const oip::tensor& sum = r->outputs[0];
+    CHECK(sum.name() == "OUTPUT0");
+    CHECK(sum.shape() == oip::shape_type{1, 16});
+    REQUIRE(sum.data().size() == 64);  // the output's bytes, not the whole room
+    CHECK(oip::testing::values_of<std::int32_t>(sum) == oip::testing::iota(1, 16));
+    CHECK(sum.parameters().empty());
+    CHECK(oip::testing::values_of<std::int32_t>(r->outputs[1]) == oip::testing::iota(-1, 16));
+    outputs.put(64, std::vector<std::int32_t>{42});
+    CHECK(sum.at<std::int32_t>(0) == 42);  // a view of the client's mapping, not a copy
+  }
+
+  SUBCASE("without its own mapping, the client cannot read such an output") {
+    oip::in_process_client unmapped{server.handler};
+    const oip::result<oip::inference_response> r = unmapped.infer("simple", request);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == oip::errc::invalid_argument);
+    CHECK(r.error().message().find("'OUTPUT0' must set only one of") != std::string::npos);
+  }
+  SUBCASE("a region the client has not mapped is named") {
+    oip::shared_memory_registry other;
+    oip::in_process_client lost{server.handler, &other};
+    const oip::result<oip::inference_response> r = lost.infer("simple", request);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == oip::errc::not_found);
+    CHECK(r.error().message() == "Unable to find shared memory region: 'out'");
+  }
+}
+
+TEST_CASE("decode_response reads outputs in shared memory: fixed sizes fit, BYTES are walked") {
+  oip::testing::shm_object object{"response", 64};
+  const std::vector<std::uint8_t> two_strings{2, 0, 0, 0, 'h', 'i', 0, 0, 0, 0};
+  object.put(0, two_strings);
+  object.put(32, std::vector<float>{1.5F, -2.0F});
+  oip::shared_memory_registry mine;
+  REQUIRE(mine.register_region("r", object.key(), 0, 64).ok());
+  const auto places = [&](std::uint64_t offset, std::uint64_t room) {
+    return oip::shared_memory_outputs{&mine, {{"Y", {"r", offset, room}}}};
+  };
+  const auto decode = [](const std::string& output, const oip::shared_memory_outputs& placed) {
+    return oip::decode_response(
+        oip::buffer::from_string(R"({"model_name":"m","outputs":[)" + output + "]}"), std::nullopt,
+        {}, &placed);
+  };
+
+  const oip::shared_memory_outputs strings = places(0, 32);
+  oip::result<oip::inference_response> text =
+      decode(R"({"name":"Y","datatype":"BYTES","shape":[2]})", strings);
+  REQUIRE_MESSAGE(text, text.error().message());
+  std::vector<std::string> seen;
+  for (std::string_view element : text->outputs[0].strings()) seen.emplace_back(element);
+  CHECK(seen == std::vector<std::string>{"hi", ""});
+  CHECK(text->outputs[0].data().size() == two_strings.size());  // the elements, not the room
+  object.put(0, std::vector<std::uint8_t>{0xff, 0xff, 0xff, 0x7f});
+  CHECK(text->outputs[0].data().load<std::uint8_t>(0) == 2);  // BYTES are copied
+  const oip::result<oip::inference_response> garbled =
+      decode(R"({"name":"Y","datatype":"BYTES","shape":[2]})", strings);
+  REQUIRE_FALSE(garbled);
+  CHECK(garbled.error().code() == oip::errc::invalid_argument);
+  CHECK(garbled.error().message() ==
+        "malformed BYTES data for output 'Y' in shared memory region 'r': element 0 has length "
+        "2147483647 but only 28 bytes remain");
+  object.put(0, two_strings);
+  const oip::result<oip::inference_response> short_of =
+      decode(R"({"name":"Y","datatype":"BYTES","shape":[3]})", places(0, 10));
+  REQUIRE_FALSE(short_of);
+  CHECK(short_of.error().message() ==
+        "unexpected number of BYTES elements for output 'Y' in shared memory region 'r': "
+        "expecting 3, got 2");
+
+  oip::result<oip::inference_response> floats =
+      decode(R"({"name":"Y","datatype":"FP32","shape":[2]})", places(32, 32));
+  REQUIRE(floats);
+  CHECK(oip::testing::values_of<float>(floats->outputs[0]) == std::vector<float>{1.5F, -2.0F});
+  const oip::result<oip::inference_response> too_big =
+      decode(R"({"name":"Y","datatype":"FP32","shape":[3]})", places(32, 8));
+  REQUIRE_FALSE(too_big);
+  CHECK(too_big.error().code() == oip::errc::invalid_argument);
+  CHECK(
+      too_big.error().message() ==
+      "output 'Y' of shape [3] does not fit in the 8 bytes asked for in shared memory region 'r'");
+  const oip::result<oip::inference_response> outside =
+      decode(R"({"name":"Y","datatype":"FP32","shape":[2]})", places(60, 8));
+  REQUIRE_FALSE(outside);
+  CHECK(outside.error().code() == oip::errc::invalid_argument);
+
+  // Data that the response does carry is read from it; other outputs are as usual.
+  oip::result<oip::inference_response> carried =
+      decode(R"({"name":"Y","datatype":"FP32","shape":[1],"data":[7]},)"
+             R"({"name":"Z","datatype":"INT8","shape":[1],"data":[3]})",
+             places(32, 32));
+  REQUIRE(carried);
+  CHECK(oip::testing::values_of<float>(carried->outputs[0]) == std::vector<float>{7.0F});
+  CHECK(oip::testing::values_of<std::int8_t>(carried->outputs[1]) == std::vector<std::int8_t>{3});
+
+  // The places are read from the request as a server reads them, and the request keeps them.
+  oip::inference_request request;
+  oip::parameters in_region;
+  in_region.set("shared_memory_region", std::string{"r"});
+  in_region.set("shared_memory_byte_size", std::int64_t{8});
+  request.outputs.push_back({"Y", in_region});
+  request.outputs.push_back({"Z", {}});
+  const oip::result<oip::shared_memory_outputs> asked =
+      oip::shared_memory_outputs::of(request, mine);
+  REQUIRE(asked);
+  REQUIRE(asked->outputs.size() == 1);
+  CHECK(asked->outputs[0].name == "Y");
+  CHECK(asked->outputs[0].place.region == "r");
+  CHECK(asked->outputs[0].place.offset == 0);
+  CHECK(asked->outputs[0].place.byte_size == 8);
+  CHECK(asked->find("Z") == nullptr);
+  CHECK(request.outputs[0].parameters.size() == 2);
+  request.outputs[0].parameters = {};
+  request.outputs[0].parameters.set("shared_memory_region", std::string{"r"});
+  const oip::result<oip::shared_memory_outputs> no_size =
+      oip::shared_memory_outputs::of(request, mine);
+  REQUIRE_FALSE(no_size);
+  CHECK(no_size.error().message() ==
+        "'shared_memory_byte_size' must be specified along with 'shared_memory_region' parameter "
+        "for output 'Y'");
 }

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -181,6 +182,23 @@ TEST_CASE("malformed BYTES buffers are errors") {
     CHECK(oip::tensor::make("in", datatype::bytes, {0}, bytes_buffer("")).ok());
     CHECK_FALSE(oip::tensor::make("in", datatype::bytes, {1}, bytes_buffer("")).ok());
   }
+}
+
+TEST_CASE("bytes_elements_extent measures the first elements and ignores what follows") {
+  const std::string data = le32(1) + "x" + le32(0) + le32(3) + "abc" + "trailing";
+  const auto bytes = std::as_bytes(std::span(data.data(), data.size()));
+  CHECK(*oip::bytes_elements_extent(bytes, 0, "t") == 0);
+  CHECK(*oip::bytes_elements_extent(bytes, 1, "t") == 5);
+  CHECK(*oip::bytes_elements_extent(bytes, 3, "t") == 16);
+  // The fourth "element" is the trailing text, whose prefix claims far more than remains.
+  const oip::result<std::size_t> past = oip::bytes_elements_extent(bytes, 4, "t");
+  REQUIRE_FALSE(past);
+  CHECK(past.error().message() ==
+        "malformed BYTES data for t: element 3 has length 1767993972 but only 4 bytes remain");
+  const oip::result<std::size_t> short_of = oip::bytes_elements_extent(bytes.first(16), 4, "t");
+  REQUIRE_FALSE(short_of);
+  CHECK(short_of.error().message() ==
+        "unexpected number of BYTES elements for t: expecting 4, got 3");
 }
 
 TEST_CASE("tensor parameters") {

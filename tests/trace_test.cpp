@@ -355,8 +355,9 @@ TEST_CASE("HTTP: /v2/trace/setting and /v2/models/<m>/trace/setting; traced requ
     CHECK(send("GET", "/v2/models/simple/trace/setting").body() == own.body());
 
     const oip::http_response unknown = send("GET", "/v2/models/nope/trace/setting");
-    CHECK(unknown.status == 404);
-    CHECK(send("POST", "/v2/models/nope/trace/setting", "{}").status == 404);
+    CHECK(unknown.status == 400);
+    CHECK(oip::decode_error(unknown.body(), 400).message() == "Request for unknown model : nope");
+    CHECK(send("POST", "/v2/models/nope/trace/setting", "{}").status == 400);
     const oip::http_response wrong_type = send("POST", "/v2/trace/setting", R"({"trace_rate":5})");
     CHECK(wrong_type.status == 400);
     CHECK(oip::decode_error(wrong_type.body(), 400).message() ==

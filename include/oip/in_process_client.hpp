@@ -9,6 +9,7 @@
 #include <oip/infer.hpp>
 #include <oip/json.hpp>
 #include <oip/metadata.hpp>
+#include <oip/shared_memory.hpp>
 #include <oip/status.hpp>
 
 #include <optional>
@@ -27,7 +28,11 @@ namespace oip {
 /// \endcode
 class OIP_EXPORT in_process_client {
  public:
-  explicit in_process_client(http_handler& handler) : handler_{handler} {}
+  /// `regions`, when given, are the client's own mappings of the shared-memory regions that it
+  /// registered with the server (by the same names): outputs that a request asks for in one are
+  /// read from it.
+  explicit in_process_client(http_handler& handler, const shared_memory_registry* regions = nullptr)
+      : handler_{handler}, regions_{regions} {}
 
   /// POST /v2/models/<model>[/versions/<version>]/infer; inputs go as binary data when
   /// `format.binary_inputs` is set. An error reply becomes the error status, code included.
@@ -49,6 +54,7 @@ class OIP_EXPORT in_process_client {
 
  private:
   http_handler& handler_;
+  const shared_memory_registry* regions_;
 };
 
 }  // namespace oip

@@ -138,9 +138,10 @@ class OIP_EXPORT inference_service {
   [[nodiscard]] static status unregister_cuda_shared_memory();
 
   // --- the trace extension ---------------------------------------------------------------------
-  /// The global trace settings (no model) or a model's; 404 for an unknown model.
+  /// The global trace settings (no model) or a model's; 400 for a model that is unknown or not
+  /// ready, in Triton's words (`Request for unknown model : <m>`).
   [[nodiscard]] result<trace_settings> tracing(std::optional<std::string_view> model) const;
-  /// Changes them as `tracer::update` does; 404 for an unknown model.
+  /// Changes them as `tracer::update` does; 400 for a model that is unknown or not ready.
   [[nodiscard]] result<trace_settings> update_tracing(std::optional<std::string_view> model,
                                                       const trace_settings_change& change);
 

@@ -102,8 +102,14 @@ struct request_format {
                                                               const response_format& format = {});
 
 /// Decodes `$inference_response` (the client side), binary outputs as views into `body`.
+///
+/// With `shared_memory`, an output that the request asked for in shared memory and that the
+/// response carries no data for (as a server answers it) is read from the client's mapping of its
+/// region (`shared_memory_output_data`); an output the response does carry data for is read from
+/// the response as usual. Without, such an output is a 400.
 [[nodiscard]] OIP_EXPORT result<inference_response> decode_response(
-    const buffer& body, std::optional<std::size_t> header_length, const limits& bounds = {});
+    const buffer& body, std::optional<std::size_t> header_length, const limits& bounds = {},
+    const shared_memory_outputs* shared_memory = nullptr);
 
 // --- metadata, health, errors ------------------------------------------------------------------
 

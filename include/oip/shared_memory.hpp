@@ -88,6 +88,42 @@ class shared_memory_registry;
                                                             const limits& bounds,
                                                             std::string_view model_name = {});
 
+/// The client side of outputs in shared memory: the outputs that a request asks for in shared
+/// memory, and the client's own mappings of their regions (registered in `regions` under the
+/// names that the request uses). A server writes such an output to its region and answers with
+/// its name, datatype and shape only; `decode_response` (JSON or gRPC), given this, reads its data
+/// from the region.
+///
+/// Example:
+/// \code
+///   oip::shared_memory_registry mine;  // the client maps the region it registered with the server
+///   if (oip::status s = mine.register_region("out", "/my_key", 0, 4096); !s.ok()) return s;
+///   oip::result<oip::shared_memory_outputs> places = oip::shared_memory_outputs::of(request,
+///   mine); if (!places) return places.error(); oip::result<oip::inference_response> r =
+///   oip::decode_response(body, length, {}, &*places);
+/// \endcode
+struct OIP_EXPORT shared_memory_outputs {
+  const shared_memory_registry* regions = nullptr;
+  std::vector<shared_memory_output> outputs;
+
+  /// The outputs of `request` that name a region, read from their parameters (which stay as they
+  /// are) with the checks and errors of `take_shared_memory_outputs`.
+  [[nodiscard]] static result<shared_memory_outputs> of(const inference_request& request,
+                                                        const shared_memory_registry& regions);
+
+  /// Where output `name` was asked for, or null.
+  [[nodiscard]] const shared_memory_reference* find(std::string_view name) const noexcept;
+};
+
+/// The data of output `name` (of `type` and `shape`) that a server wrote at `place`, read through
+/// the client's mapping in `regions`: a view of the bytes that the datatype and shape take, which
+/// must fit in the room; for BYTES, a copy of the elements that the shape counts (the region may
+/// change under the client). 400 when they do not fit or BYTES data is malformed, 413 for BYTES
+/// data above `bounds.max_body_bytes`; otherwise errors as `shared_memory_registry::bytes`.
+[[nodiscard]] OIP_EXPORT result<buffer> shared_memory_output_data(
+    const shared_memory_registry& regions, const shared_memory_reference& place,
+    std::string_view name, datatype type, const shape_type& shape, const limits& bounds);
+
 /// Where the request's outputs that go to shared memory are to be written, looked up in
 /// `regions` when the request arrives; their references are taken out of their parameters. 400
 /// for a malformed reference, or when `regions` is null (the server does not offer the

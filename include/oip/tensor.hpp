@@ -45,6 +45,13 @@ using shape_type = std::vector<std::int64_t>;
                                                         std::uint64_t expected_count,
                                                         std::string_view what);
 
+/// The bytes that the first `count` BYTES elements of `data` take (what follows them is not
+/// looked at): for BYTES data whose end is not known, such as an output in shared memory. An
+/// error, worded as `validate_bytes_elements` words it, when `data` ends before `count` elements.
+[[nodiscard]] OIP_EXPORT result<std::size_t> bytes_elements_extent(std::span<const std::byte> data,
+                                                                   std::uint64_t count,
+                                                                   std::string_view what);
+
 /// Serialises strings into the BYTES element format, in one allocation.
 [[nodiscard]] OIP_EXPORT result<buffer> encode_bytes_elements(
     std::span<const std::string_view> elements);

@@ -183,7 +183,8 @@ bool needs_raw(const std::vector<tensor>& tensors) {
 template <class TensorMessage>
 result<tensor> decode_tensor(const TensorMessage& message, std::string* raw, std::string_view role,
                              std::string_view model, const limits& bounds,
-                             const shared_memory_registry* shared_memory) {
+                             const shared_memory_registry* shared_memory,
+                             const shared_memory_outputs* placed_outputs) {
   const std::string& name = message.name();
   const std::string for_model = model.empty() ? "" : fmt::format(" for model '{}'", model);
   result<datatype> type = parse_datatype(message.datatype());
@@ -211,8 +212,18 @@ result<tensor> decode_tensor(const TensorMessage& message, std::string* raw, std
     if (!taken) return std::move(taken).error();
     place = std::move(*taken);
   }
+  // A server answers an output that it wrote to shared memory with no contents (and an empty raw
+  // entry when the reply is raw).
+  const shared_memory_reference* written = nullptr;
+  if (placed_outputs != nullptr && (raw == nullptr || raw->empty()) &&
+      !(message.has_contents() && !filled_fields(message.contents()).empty())) {
+    written = placed_outputs->find(name);
+  }
   result<buffer> data = status{errc::internal, "no data"};
-  if (place) {
+  if (written != nullptr) {
+    data =
+        shared_memory_output_data(*placed_outputs->regions, *written, name, *type, shape, bounds);
+  } else if (place) {
     if (message.has_contents() && !filled_fields(message.contents()).empty()) {
       return invalid(
           fmt::format("unexpected 'content' provided when using shared memory for "
@@ -281,7 +292,8 @@ result<std::vector<tensor>> decode_tensors(const Tensors& messages,
                                            google::protobuf::RepeatedPtrField<std::string>& raw,
                                            std::string_view role, std::string_view model,
                                            const limits& bounds,
-                                           const shared_memory_registry* shared_memory = nullptr) {
+                                           const shared_memory_registry* shared_memory,
+                                           const shared_memory_outputs* placed_outputs) {
   // As in Triton, an input in shared memory has no entry among the raw contents.
   int carried = 0;
   for (const auto& message : messages) {
@@ -301,7 +313,8 @@ result<std::vector<tensor>> decode_tensors(const Tensors& messages,
   for (int i = 0; i < messages.size(); ++i) {
     const bool carries = role != "input" || !in_shared_memory(messages.Get(i));
     std::string* bytes = raw.empty() || !carries ? nullptr : raw.Mutable(next_raw++);
-    result<tensor> t = decode_tensor(messages.Get(i), bytes, role, model, bounds, shared_memory);
+    result<tensor> t =
+        decode_tensor(messages.Get(i), bytes, role, model, bounds, shared_memory, placed_outputs);
     if (!t) return std::move(t).error();
     out.push_back(std::move(*t));
   }
@@ -365,7 +378,7 @@ result<inference_request> decode_request(inference::ModelInferRequest& message,
   request.parameters = std::move(*params);
   result<std::vector<tensor>> inputs =
       decode_tensors(message.inputs(), *message.mutable_raw_input_contents(), "input", model,
-                     bounds, shared_memory);
+                     bounds, shared_memory, nullptr);
   if (!inputs) return std::move(inputs).error();
   request.inputs = std::move(*inputs);
   if (const std::optional<std::string_view> twin = repeated_name(message.outputs())) {
@@ -413,7 +426,8 @@ status encode_request(const inference_request& request, std::string_view model,
 }
 
 result<inference_response> decode_response(inference::ModelInferResponse& message,
-                                           const limits& bounds) {
+                                           const limits& bounds,
+                                           const shared_memory_outputs* shared_memory) {
   inference_response response;
   response.model_name = message.model_name();
   response.model_version = message.model_version();
@@ -423,7 +437,7 @@ result<inference_response> decode_response(inference::ModelInferResponse& messag
   response.parameters = std::move(*params);
   result<std::vector<tensor>> outputs =
       decode_tensors(message.outputs(), *message.mutable_raw_output_contents(), "output",
-                     message.model_name(), bounds);
+                     message.model_name(), bounds, nullptr, shared_memory);
   if (!outputs) return std::move(outputs).error();
   response.outputs = std::move(*outputs);
   return response;

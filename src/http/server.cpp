@@ -429,16 +429,18 @@ void detail::server_state::accept() {
                             // of a large reply waited for the client's delayed ACK (40 ms).
                             beast::error_code ignored;
                             socket.set_option(tcp::no_delay(true), ignored);
-                            std::shared_ptr<session> s;
+                            // Made outside the lock: a session that ends, even in its
+                            // constructor, takes the lock to leave the set.
+                            auto s = std::make_shared<session>(std::move(socket), self);
+                            bool admitted = false;
                             {
                               const std::lock_guard lock{self->mutex};
                               if (self->sessions.size() < self->options.max_connections) {
-                                s = std::make_shared<session>(std::move(socket), self);
                                 self->sessions.emplace(s.get(), s);
+                                admitted = true;
                               }
                             }
-                            if (s)
-                              s->start();  // else the socket closes here: over the connection limit
+                            if (admitted) s->start();  // else it closes here: over the limit
                           }
                           self->accept();
                         });

@@ -171,6 +171,11 @@ def check_trace_settings(client, flat):
                 raise AssertionError(f"{refused} was accepted")
             except InferenceServerException as e:
                 assert words in e.message(), e.message()
+        try:  # Triton's own test of an unknown model asserts this text
+            client.get_trace_settings(model_name="does-not-exist")
+            raise AssertionError("an unknown model's trace settings were given")
+        except InferenceServerException as e:
+            assert "Request for unknown model : does-not-exist" in e.message(), e.message()
     finally:
         client.update_trace_settings(model_name="simple", settings={"trace_rate": None})
     assert flat(client.get_trace_settings(model_name="simple")) == defaults

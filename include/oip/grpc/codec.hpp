@@ -57,9 +57,12 @@ using parameter_map = google::protobuf::Map<std::string, inference::InferParamet
                                     std::string_view version, bool raw,
                                     inference::ModelInferRequest& out);
 
-/// Client side: a response message to an oip response; `message`'s raw contents are taken.
-[[nodiscard]] result<inference_response> decode_response(inference::ModelInferResponse& message,
-                                                         const limits& bounds = {});
+/// Client side: a response message to an oip response; `message`'s raw contents are taken. With
+/// `shared_memory`, outputs that the request asked for in shared memory are read from the client's
+/// mappings of their regions, as `oip::decode_response` reads them.
+[[nodiscard]] result<inference_response> decode_response(
+    inference::ModelInferResponse& message, const limits& bounds = {},
+    const shared_memory_outputs* shared_memory = nullptr);
 
 /// Parameters of every kind (bool, int64, uint64, double, string) in both directions.
 void encode_parameters(const parameters& in, parameter_map& out);
