@@ -399,18 +399,23 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     service.infer(
         std::move(*lease), std::move(*decoded), cancel,
         [self = shared_from_this(), format = std::move(*format), reply_coding,
-         destinations = std::move(*destinations),
+         destinations = std::move(*destinations), trace = request.trace,
          done = std::move(done)](const result<inference_response>& response) {
-          if (response && !destinations.empty()) {
-            if (const status written = write_outputs(destinations, *response); !written.ok()) {
-              log_request_failure(written, fmt::format("model '{}'", response->model_name),
-                                  response->id.value_or(""));
-              return done(self->finish_reply(error_reply(written), reply_coding));
+          const auto reply = [&] {
+            if (response && !destinations.empty()) {
+              if (const status written = write_outputs(destinations, *response); !written.ok()) {
+                log_request_failure(written, fmt::format("model '{}'", response->model_name),
+                                    response->id.value_or(""));
+                return self->finish_reply(error_reply(written), reply_coding);
+              }
             }
-          }
-          done(self->finish_reply(reply_of(response, format), reply_coding));
+            return self->finish_reply(reply_of(response, format), reply_coding);
+          };
+          http_response made = reply();
+          if (trace != nullptr && trace->sampled) trace->sampled->stamp("INFER_RESPONSE_COMPLETE");
+          done(std::move(made));
         },
-        received);
+        received, request.trace);
   }
 
   static http_response reply_of(const result<inference_response>& response,

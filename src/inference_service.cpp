@@ -103,11 +103,14 @@ struct pending_inference {
   clock::time_point started;
   std::optional<std::uint64_t> trace_id;  // when the tracer sampled it
   std::shared_ptr<tracer> traces;         // set with trace_id
+  transport_trace* transport = nullptr;   // the transport's part in the trace, if it takes one
 };
 
-// A sampled request's timestamps (those it reached) to the trace file; REQUEST_END is `ended`.
-void write_trace(const pending_inference& pending, clock::time_point computed,
-                 clock::time_point ended) noexcept {
+// A sampled request's trace: the transport's reading, then the timestamps the request reached
+// (REQUEST_END is `ended`). Handed to the transport when it takes part (it adds the reply's
+// sending), written at once otherwise.
+void finish_trace(const pending_inference& pending, clock::time_point computed,
+                  clock::time_point ended) noexcept {
   if (!pending.trace_id) return;
   try {
     tracer::record traced{*pending.trace_id,
@@ -115,6 +118,12 @@ void write_trace(const pending_inference& pending, clock::time_point computed,
                           pending.lease.version(),
                           pending.id.value_or(""),
                           {}};
+    traced.timestamps.reserve(10);
+    if (pending.transport != nullptr) {
+      for (const trace_stamp& read : pending.transport->read) {
+        if (!read.name.empty()) traced.timestamps.emplace_back(read.name, read.at);
+      }
+    }
     traced.timestamps.emplace_back("REQUEST_START", pending.received);
     traced.timestamps.emplace_back("QUEUE_START", pending.queued);
     if (pending.started != clock::time_point{}) {
@@ -122,9 +131,24 @@ void write_trace(const pending_inference& pending, clock::time_point computed,
     }
     if (computed != clock::time_point{}) traced.timestamps.emplace_back("COMPUTE_END", computed);
     traced.timestamps.emplace_back("REQUEST_END", ended);
-    pending.traces->write(traced);
+    if (pending.transport != nullptr) {
+      pending.transport->sampled = std::make_shared<open_trace>(pending.traces, std::move(traced));
+    } else {
+      pending.traces->write(traced);
+    }
   } catch (...) {  // NOLINT(bugprone-empty-catch): only the trace is lost
   }
+}
+
+// Calls `done` with the outcome and finishes the trace: before, when the transport takes the trace
+// over (it must have it when its completion runs); after otherwise, off the reply's path.
+template <class Outcome>
+void answer(const pending_inference& pending, const inference_service::completion& done,
+            Outcome&& outcome, clock::time_point computed, clock::time_point ended) {
+  const bool joined = pending.transport != nullptr;
+  if (joined) finish_trace(pending, computed, ended);
+  done(std::forward<Outcome>(outcome));
+  if (!joined) finish_trace(pending, computed, ended);
 }
 
 // --- dynamic batching ----------------------------------------------------------------------------
@@ -493,7 +517,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   }
 
   void infer(model_lease lease, inference_request request, cancellation cancel, completion done,
-             clock::time_point received) {
+             clock::time_point received, transport_trace* transport) {
     const model_config& config = lease.get().config();
     const auto refuse = [&](const status& s) {
       record_failure(lease, received, s, request.id.value_or(""));
@@ -520,7 +544,10 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     pending->received = received;
     pending->queued = clock::now();
     pending->trace_id = traces->sample(config.name);
-    if (pending->trace_id) pending->traces = traces;
+    if (pending->trace_id) {
+      pending->traces = traces;
+      pending->transport = transport;
+    }
     pending->lease = std::move(lease);
     auto request_ptr = std::make_shared<inference_request>(std::move(request));
 
@@ -654,8 +681,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     completion done = std::move(pending->done);
     if (!done) return;
     record_failure(pending->lease, pending->received, s, pending->id.value_or(""));
-    done(s);
-    write_trace(*pending, {}, clock::now());
+    answer(*pending, done, s, {}, clock::now());
   }
 
   // `execution_rows`: the rows of the execution this request was part of, for the one request
@@ -700,8 +726,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
                       pending->lease.version(), pending->id.value_or(""),
                       nanoseconds_between(pending->received, made) / 1000));
     }
-    done(std::move(*response));
-    write_trace(*pending, computed, made);
+    answer(*pending, done, std::move(*response), computed, made);
   }
 };
 
@@ -746,6 +771,8 @@ result<trace_settings> inference_service::tracing(std::optional<std::string_view
   if (status s = known_or_global(state_->repository, model); !s.ok()) return s;
   return state_->traces->settings(model);
 }
+
+bool inference_service::tracing_active() const noexcept { return state_->traces->active(); }
 
 result<trace_settings> inference_service::update_tracing(std::optional<std::string_view> model,
                                                          const trace_settings_change& change) {
@@ -878,8 +905,10 @@ result<model_lease> inference_service::acquire(std::string_view model,
 }
 
 void inference_service::infer(model_lease lease, inference_request request, cancellation cancel,
-                              completion done, clock::time_point received) {
-  state_->infer(std::move(lease), std::move(request), std::move(cancel), std::move(done), received);
+                              completion done, clock::time_point received,
+                              transport_trace* transport) {
+  state_->infer(std::move(lease), std::move(request), std::move(cancel), std::move(done), received,
+                transport);
 }
 
 void inference_service::record_failure(const model_lease& lease, clock::time_point received,

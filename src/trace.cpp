@@ -319,7 +319,7 @@ result<trace_settings> tracer::update(std::optional<std::string_view> model,
 }
 
 std::optional<std::uint64_t> tracer::sample(std::string_view model) {
-  if (!state_->any_tracing.load(std::memory_order_relaxed)) return std::nullopt;
+  if (!active()) return std::nullopt;
   const std::lock_guard lock{state_->mutex};
   const auto found = state_->models.find(model);
   model_override* own = found == state_->models.end() ? nullptr : &found->second;
@@ -334,7 +334,21 @@ std::optional<std::uint64_t> tracer::sample(std::string_view model) {
   return state_->next_id++;
 }
 
-void tracer::write(const record& traced) {
+bool tracer::active() const noexcept { return state_->any_tracing.load(std::memory_order_relaxed); }
+
+open_trace::open_trace(std::shared_ptr<tracer> to, tracer::record traced) noexcept
+    : to_{std::move(to)}, traced_{std::move(traced)} {}
+
+open_trace::~open_trace() { to_->write(traced_); }
+
+void open_trace::stamp(std::string_view name, tracer::clock::time_point at) noexcept {
+  try {
+    traced_.timestamps.emplace_back(name, at);
+  } catch (...) {  // NOLINT(bugprone-empty-catch): only this timestamp is lost
+  }
+}
+
+void tracer::write(const record& traced) noexcept {
   try {
     std::uint32_t log_frequency = 0;
     {

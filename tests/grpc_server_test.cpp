@@ -1,5 +1,6 @@
 #include "serving_support.hpp"
 #include "shm_object.hpp"
+#include "trace_support.hpp"
 
 #include <oip/grpc/codec.hpp>
 #include <oip/grpc/grpc_service.grpc.pb.h>
@@ -12,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <doctest/doctest.h>
 #include <grpcpp/generic/generic_stub.h>
@@ -647,4 +649,54 @@ TEST_CASE("a restricted RPC needs its metadata entry: PERMISSION_DENIED in Trito
     CHECK(stub->ServerLive(&context, {}, &response).ok());
   }
   server.stop();
+}
+
+TEST_CASE("traced requests carry the server's wait/read and send timestamps, unary and streamed") {
+  oip::testing::temporary_trace_file file;
+  oip::server_options options;
+  options.trace.file = file.path;
+  options.trace.level = oip::trace_level::timestamps;
+  options.trace.rate = 1;
+  oip::model_repository models;
+  REQUIRE(models.add(oip::testing::make_simple()).ok());
+  oip::executor workers{oip::executor_options{2, 64}};
+  oip::inference_service service{models, workers, options};
+  oip::grpc::server server{service, {"127.0.0.1", 0}};
+  const oip::result<std::uint16_t> port = server.start();
+  REQUIRE(port);
+  auto stub = inference::GRPCInferenceService::NewStub(::grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(*port), ::grpc::InsecureChannelCredentials()));
+  const std::vector<std::string> expected{
+      "GRPC_WAITREAD_START", "GRPC_WAITREAD_END", "REQUEST_START",   "QUEUE_START",
+      "COMPUTE_START",       "COMPUTE_END",       "REQUEST_END",     "INFER_RESPONSE_COMPLETE",
+      "GRPC_SEND_START",     "GRPC_SEND_END"};
+  // A trace is written once its reply has gone, which the client may see first.
+  const auto names_after = [&](std::size_t count) {
+    std::vector<std::string> names;
+    for (int i = 0; i < 200 && names.size() < count; ++i) {
+      names = oip::testing::timestamp_names(file.read(file.path));
+      if (names.size() < count) std::this_thread::sleep_for(10ms);
+    }
+    return names;
+  };
+  {
+    ::grpc::ClientContext context;
+    inference::ModelInferResponse response;
+    REQUIRE(stub->ModelInfer(&context, simple_request(true), &response).ok());
+  }
+  CHECK(names_after(expected.size()) == expected);
+  {
+    ::grpc::ClientContext context;
+    auto stream = stub->ModelStreamInfer(&context);
+    REQUIRE(stream->Write(simple_request(false)));
+    inference::ModelStreamInferResponse response;
+    REQUIRE(stream->Read(&response));
+    CHECK(response.error_message().empty());
+    stream->WritesDone();
+    CHECK(stream->Finish().ok());
+  }
+  const std::vector<std::string> both = names_after(2 * expected.size());
+  REQUIRE(both.size() == 2 * expected.size());
+  CHECK(std::vector<std::string>(both.begin() + static_cast<std::ptrdiff_t>(expected.size()),
+                                 both.end()) == expected);
 }

@@ -3,6 +3,7 @@
 // scatter/gather binary replies, cancellation on disconnect, graceful stop.
 
 #include "serving_support.hpp"
+#include "trace_support.hpp"
 
 #include <oip/http/server.hpp>
 
@@ -12,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <doctest/doctest.h>
 
@@ -521,4 +523,34 @@ TEST_CASE("past the grace period, stop cancels the requests still running") {
   CHECK(f.waiter->saw_cancel.load());
   CHECK(f.server.connections() == 0);
   CHECK(busy.closed_by_server());
+}
+
+TEST_CASE("a traced request carries the server's receive and send timestamps, in Triton's names") {
+  oip::testing::temporary_trace_file file;
+  oip::server_options options = fixture::options();
+  options.trace.file = file.path;
+  options.trace.level = oip::trace_level::timestamps;
+  options.trace.rate = 1;
+  oip::model_repository repository;
+  REQUIRE(repository.add(oip::testing::make_simple()).ok());
+  oip::executor workers{{2, 64}};
+  oip::http_handler handler{repository, workers, options};
+  oip::http::server server{handler, fixture::http_options()};
+  const oip::result<std::uint16_t> port = server.start();
+  REQUIRE(port);
+  connection c{*port};
+  c.send(post("/v2/models/simple/infer", simple_body));
+  const std::optional<reply> r = c.read_reply();
+  REQUIRE(r.has_value());
+  CHECK(r->status == 200);
+  // The trace is written once the reply has gone, which the client may see first.
+  std::vector<std::string> names;
+  for (int i = 0; i < 200 && names.size() < 10; ++i) {
+    names = oip::testing::timestamp_names(file.read(file.path));
+    if (names.size() < 10) std::this_thread::sleep_for(10ms);
+  }
+  CHECK(names == std::vector<std::string>{"HTTP_RECV_START", "HTTP_RECV_END", "REQUEST_START",
+                                          "QUEUE_START", "COMPUTE_START", "COMPUTE_END",
+                                          "REQUEST_END", "INFER_RESPONSE_COMPLETE",
+                                          "HTTP_SEND_START", "HTTP_SEND_END"});
 }

@@ -3,6 +3,7 @@
 
 #include "served.hpp"
 #include "serving_support.hpp"
+#include "trace_support.hpp"
 
 #include <oip/http_handler.hpp>
 #include <oip/json.hpp>
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -25,6 +27,7 @@
 
 namespace {
 
+using oip::testing::temporary_trace_file;
 using change = oip::trace_settings_change;
 
 change set(std::string name, std::vector<std::string> values) {
@@ -32,27 +35,6 @@ change set(std::string name, std::vector<std::string> values) {
 }
 
 change clear(std::string name) { return change{{{std::move(name), std::nullopt}}}; }
-
-// A file name of its own for each test, removed (with its numbered siblings) at the end.
-struct temporary_trace_file {
-  temporary_trace_file() {
-    static int n = 0;
-    path = (std::filesystem::temp_directory_path() /
-            ("oip_trace_test_" + std::to_string(::getpid()) + "_" + std::to_string(n++) + ".json"))
-               .string();
-  }
-  ~temporary_trace_file() {
-    std::filesystem::remove(path);
-    for (int i = 0; i < 4; ++i) std::filesystem::remove(path + "." + std::to_string(i));
-  }
-  [[nodiscard]] std::string read(const std::string& which) const {
-    std::ifstream in{which};
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
-  std::string path;
-};
 
 oip::trace_settings tracing_all(std::string file) {
   oip::trace_settings s;
@@ -388,4 +370,48 @@ TEST_CASE("HTTP: /v2/trace/setting and /v2/models/<m>/trace/setting; traced requ
                                                       "REQUEST_END"});
     CHECK(std::is_sorted(traced.ns[i].begin(), traced.ns[i].end()));
   }
+}
+
+TEST_CASE("a transport's timestamps join the trace, which is written when it lets go of it") {
+  temporary_trace_file file;
+  const std::string ones = "[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]";
+  const std::string body =
+      R"({"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":)" + ones +
+      R"(},{"name":"INPUT1","shape":[1,16],"datatype":"INT32","data":)" + ones + "}]}";
+  {
+    oip::server_options options;
+    options.trace = tracing_all(file.path);
+    options.trace.rate = 2;  // the first request is not sampled, the second is
+    oip::model_repository models;
+    REQUIRE(models.add(oip::testing::make_simple()).ok());
+    oip::executor workers{{2, 64}};
+    oip::http_handler handler{models, workers, options};
+    const auto start = oip::tracer::clock::now();
+    for (const bool sampled : {false, true}) {
+      oip::transport_trace trace;
+      trace.read = {oip::trace_stamp{"HTTP_RECV_START", start},
+                    oip::trace_stamp{"HTTP_RECV_END", oip::tracer::clock::now()}};
+      oip::http_request request{
+          "POST", "/v2/models/simple/infer", {}, oip::buffer::from_string(body)};
+      request.trace = &trace;
+      std::promise<oip::http_response> replied;
+      handler.handle(std::move(request),
+                     [&](oip::http_response r) { replied.set_value(std::move(r)); });
+      REQUIRE(replied.get_future().get().status == 200);
+      REQUIRE(static_cast<bool>(trace.sampled) == sampled);
+      if (!sampled) continue;
+      trace.sampled->stamp("HTTP_SEND_START");
+      trace.sampled->stamp("HTTP_SEND_END");
+      CHECK(file.read(file.path).empty());  // held until the transport lets go of it
+      trace.sampled.reset();
+      CHECK_FALSE(file.read(file.path).empty());
+    }
+  }
+  const parsed_trace traced = parse_trace(file.read(file.path));
+  REQUIRE(traced.names.size() == 1);
+  CHECK(traced.names[0] ==
+        std::vector<std::string>{"HTTP_RECV_START", "HTTP_RECV_END", "REQUEST_START", "QUEUE_START",
+                                 "COMPUTE_START", "COMPUTE_END", "REQUEST_END",
+                                 "INFER_RESPONSE_COMPLETE", "HTTP_SEND_START", "HTTP_SEND_END"});
+  CHECK(std::is_sorted(traced.ns[0].begin(), traced.ns[0].end()));
 }

@@ -39,6 +39,9 @@ struct http_request {
   std::string target;  ///< path and optional query ("/v2/models/m/infer?x=1"); the query is ignored
   std::vector<http_header> headers;
   buffer body;
+  /// Optional: how the transport takes part in the request's trace (`HTTP_RECV_START`/`_END` in
+  /// `read`); it must stay valid until the completion has been called. See `transport_trace`.
+  transport_trace* trace = nullptr;
 
   [[nodiscard]] std::optional<std::string_view> header(std::string_view name) const noexcept {
     return find_header(headers, name);

@@ -144,6 +144,8 @@ class OIP_EXPORT inference_service {
   /// Changes them as `tracer::update` does; 400 for a model that is unknown or not ready.
   [[nodiscard]] result<trace_settings> update_tracing(std::optional<std::string_view> model,
                                                       const trace_settings_change& change);
+  /// Whether any request could be traced now (`tracer::active`).
+  [[nodiscard]] bool tracing_active() const noexcept;
 
   // --- inference -------------------------------------------------------------------------------
   /// A lease on the model that a request names (404, or 503 while it drains or is not ready).
@@ -154,9 +156,11 @@ class OIP_EXPORT inference_service {
   /// for a sequence model (one request at a time per sequence, in arrival order), Triton's
   /// `timeout` parameter, the executor, the model, then the response with only the requested
   /// outputs (classification applied). `done` is called exactly once, from any thread; the
-  /// statistics are recorded before it. `received` is when the transport got the request.
+  /// statistics are recorded before it. `received` is when the transport got the request;
+  /// `transport`, when given, is how the transport takes part in the request's trace (see
+  /// `transport_trace`); without, a sampled request's trace is written once `done` returns.
   void infer(model_lease lease, inference_request request, cancellation cancel, completion done,
-             clock::time_point received = clock::now());
+             clock::time_point received = clock::now(), transport_trace* transport = nullptr);
 
   /// Records a request that failed (before `infer`: a body that did not decode, for instance) in
   /// its model's statistics, and logs it (`oip/log.hpp`).

@@ -9,6 +9,7 @@
 #include <oip/export.hpp>
 #include <oip/status.hpp>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -82,14 +83,52 @@ class OIP_EXPORT tracer {
   [[nodiscard]] result<trace_settings> update(std::optional<std::string_view> model,
                                               const trace_settings_change& change);
 
+  /// Whether any request could be sampled now (one atomic load): a transport that would allocate
+  /// to take part in traces asks first.
+  [[nodiscard]] bool active() const noexcept;
   /// Whether to trace the next request for `model`: the trace's id when it is one.
   [[nodiscard]] std::optional<std::uint64_t> sample(std::string_view model);
   /// Writes a traced request to the file its model's settings say.
-  void write(const record& traced);
+  void write(const record& traced) noexcept;
 
  private:
   struct state;
   std::unique_ptr<state> state_;
+};
+
+/// A sampled request's trace while its transport finishes it: timestamps are added as they are
+/// taken, and the trace is written (`tracer::write`) when the last owner lets go of it.
+class OIP_EXPORT open_trace {
+ public:
+  open_trace(std::shared_ptr<tracer> to, tracer::record traced) noexcept;
+  open_trace(const open_trace&) = delete;
+  open_trace& operator=(const open_trace&) = delete;
+  ~open_trace();
+
+  /// Adds a timestamp; `name` must outlive the trace (a literal, in Triton's names).
+  void stamp(std::string_view name, tracer::clock::time_point at = tracer::clock::now()) noexcept;
+
+ private:
+  std::shared_ptr<tracer> to_;
+  tracer::record traced_;
+};
+
+/// One timestamp that a transport takes; an empty name is none.
+struct trace_stamp {
+  std::string_view name;  ///< a literal, such as "HTTP_RECV_START"
+  tracer::clock::time_point at{};
+};
+
+/// How a transport takes part in a request's trace, as Triton's frontends do: it sets `read` to
+/// when it read the request (`HTTP_RECV_START`/`_END`, `GRPC_WAITREAD_START`/`_END`), passes this
+/// to `inference_service::infer`, and keeps it alive and in place until the completion has been
+/// called. When the tracer sampled the request, the service sets `sampled` before it calls the
+/// completion; the transport stamps `INFER_RESPONSE_COMPLETE` and the reply's sending
+/// (`HTTP_SEND_START`/`_END`, `GRPC_SEND_START`/`_END`) on it, then lets go of it, which writes
+/// the trace. (Triton's `trace_summary.py` reads only traces with a transport's timestamps.)
+struct transport_trace {
+  std::array<trace_stamp, 2> read{};
+  std::shared_ptr<open_trace> sampled;
 };
 
 /// `trace_level` as Triton lists it: `["OFF"]` or `["TIMESTAMPS"]`.

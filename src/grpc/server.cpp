@@ -277,11 +277,21 @@ result<admitted_request> admit(inference_service& service, inference::ModelInfer
 class infer_reactor final : public ServerUnaryReactor {
  public:
   [[nodiscard]] const cancellation& cancel() const noexcept { return cancel_; }
+  [[nodiscard]] transport_trace& trace() noexcept { return trace_; }
+  // Finishes the call; a sampled request's trace is completed once grpc++ is done with it.
+  void send(const ::grpc::Status& outcome) {
+    if (trace_.sampled) trace_.sampled->stamp("GRPC_SEND_START");
+    Finish(outcome);
+  }
   void OnCancel() override { cancel_.cancel(); }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    if (trace_.sampled) trace_.sampled->stamp("GRPC_SEND_END");
+    delete this;  // and with it the trace, which is written
+  }
 
  private:
   cancellation cancel_;
+  transport_trace trace_;
 };
 
 // --- ModelStreamInfer ----------------------------------------------------------------------------
@@ -295,7 +305,12 @@ struct stream_state {
   // Recursive: grpc++ may run a reaction inline from a Start call made under this lock.
   std::recursive_mutex mutex;
   stream_reactor* reactor = nullptr;       // null once the stream is done
-  std::deque<::grpc::ByteBuffer> replies;  // serialized ModelStreamInferResponse messages
+  struct queued_reply {
+    ::grpc::ByteBuffer bytes;  // a serialized ModelStreamInferResponse
+    std::shared_ptr<open_trace> trace;  // the request's, when it was sampled
+  };
+  std::deque<queued_reply> replies;
+  tracer::clock::time_point read_started;  // when the read in progress was started
   bool writing = false;
   bool reads_done = false;
   bool reading_paused = false;
@@ -312,7 +327,7 @@ class stream_reactor final : public stream_reactor_base {
   explicit stream_reactor(inference_service& service)
       : service_{service}, shared_{std::make_shared<stream_state>()} {
     shared_->reactor = this;
-    StartRead(&incoming_);
+    read_next();
   }
 
   void OnReadDone(bool ok) override {
@@ -322,15 +337,17 @@ class stream_reactor final : public stream_reactor_base {
       finish_if_done();
       return;
     }
+    tracer::clock::time_point read_started;
     {
       const std::lock_guard lock{shared_->mutex};
       if (shared_->finished) return;  // cancelled meanwhile: a late request is not run
+      read_started = shared_->read_started;
     }
     inference::ModelInferRequest message;
     const status parsed = parse(incoming_, message);
     incoming_.Clear();
     if (parsed.ok()) {
-      dispatch(message);
+      dispatch(message, read_started);
     } else {
       ::grpc::ByteBuffer error = error_reply(parsed, "");
       const std::lock_guard lock{shared_->mutex};
@@ -339,7 +356,7 @@ class stream_reactor final : public stream_reactor_base {
     const std::lock_guard lock{shared_->mutex};
     if (shared_->finished) return;
     if (shared_->running + shared_->replies.size() < max_outstanding_per_stream) {
-      StartRead(&incoming_);
+      read_next();
     } else {
       shared_->reading_paused = true;
     }
@@ -354,7 +371,10 @@ class stream_reactor final : public stream_reactor_base {
       finish(::grpc::Status{::grpc::StatusCode::UNAVAILABLE, "the stream could not be written"});
       return;
     }
-    shared_->replies.pop_front();
+    if (const std::shared_ptr<open_trace>& trace = shared_->replies.front().trace) {
+      trace->stamp("GRPC_SEND_END");
+    }
+    shared_->replies.pop_front();  // and with it a sampled request's trace, which is written
     write_next();
     resume_reading();
     finish_if_done();
@@ -376,15 +396,25 @@ class stream_reactor final : public stream_reactor_base {
 
   // Queues a serialized reply (from any thread), taking its contents; the caller holds the shared
   // mutex. (grpc++'s ByteBuffer has no move operations: a "move" would copy it.)
-  void reply(::grpc::ByteBuffer& message) {
+  void reply(::grpc::ByteBuffer& message, std::shared_ptr<open_trace> trace = nullptr) {
     if (shared_->finished) return;
-    shared_->replies.emplace_back().Swap(&message);
+    if (trace) trace->stamp("GRPC_SEND_START");
+    stream_state::queued_reply& queued = shared_->replies.emplace_back();
+    queued.bytes.Swap(&message);
+    queued.trace = std::move(trace);
     write_next();
   }
 
  private:
-  void dispatch(inference::ModelInferRequest& message) {
+  void dispatch(inference::ModelInferRequest& message, tracer::clock::time_point read_started) {
     const auto received = inference_service::clock::now();
+    // Only while tracing is on: a request's part in its trace is an allocation here.
+    std::shared_ptr<transport_trace> trace;
+    if (service_.tracing_active()) {
+      trace = std::make_shared<transport_trace>();
+      trace->read = {trace_stamp{"GRPC_WAITREAD_START", read_started},
+                     trace_stamp{"GRPC_WAITREAD_END", received}};
+    }
     const bool raw = replies_raw(message);
     std::string id = message.id();
     result<admitted_request> admitted = admit(service_, message, received);
@@ -400,9 +430,11 @@ class stream_reactor final : public stream_reactor_base {
     }
     service_.infer(
         std::move(admitted->lease), std::move(admitted->request), shared_->cancel,
-        [shared = shared_, raw, id = std::move(id),
+        [shared = shared_, raw, id = std::move(id), trace,
          destinations = std::move(admitted->destinations),
          format = std::move(admitted->format)](const result<inference_response>& response) {
+          std::shared_ptr<open_trace> sampled;
+          if (trace) sampled = std::move(trace->sampled);
           inference::ModelStreamInferResponse reply_message;
           status encoded = admitted_request::finish(destinations, response, raw, format,
                                                     *reply_message.mutable_infer_response());
@@ -412,14 +444,15 @@ class stream_reactor final : public stream_reactor_base {
             ::grpc::ByteBuffer error = error_reply(encoded, id);
             bytes.Swap(&error);
           }
+          if (sampled) sampled->stamp("INFER_RESPONSE_COMPLETE");
           const std::lock_guard lock{shared->mutex};
           --shared->running;
           if (shared->reactor == nullptr) return;
-          shared->reactor->reply(bytes);
+          shared->reactor->reply(bytes, std::move(sampled));
           shared->reactor->resume_reading();
           shared->reactor->finish_if_done();
         },
-        received);
+        received, trace.get());
   }
 
   // An error message cannot fail to serialize: the service's messages are short, and the id is
@@ -437,13 +470,19 @@ class stream_reactor final : public stream_reactor_base {
   void write_next() {
     if (shared_->writing || shared_->finished || shared_->replies.empty()) return;
     shared_->writing = true;
-    StartWrite(&shared_->replies.front());
+    StartWrite(&shared_->replies.front().bytes);
   }
 
   void resume_reading() {
     if (!shared_->reading_paused || shared_->finished) return;
     if (shared_->running + shared_->replies.size() >= max_outstanding_per_stream) return;
     shared_->reading_paused = false;
+    read_next();
+  }
+
+  // The callers hold the shared mutex (or are the constructor).
+  void read_next() {
+    shared_->read_started = tracer::clock::now();
     StartRead(&incoming_);
   }
 
@@ -585,7 +624,7 @@ class service_impl final : public raw_service {
                                  ByteBuffer* out) override {
     if (status s = allowed(context, api_category::inference); !s.ok()) return finish(context, s);
     auto* reactor = new infer_reactor;
-    const auto received = inference_service::clock::now();
+    const auto called = tracer::clock::now();
     // The message's raw contents move into the request's tensors rather than being copied.
     inference::ModelInferRequest message;
     status parsed = parse(*in, message);
@@ -593,6 +632,10 @@ class service_impl final : public raw_service {
       reactor->Finish(to_grpc(parsed));
       return reactor;
     }
+    // grpc++ calls this with the message read: its wait and read are what parsing it takes.
+    const auto received = inference_service::clock::now();
+    reactor->trace().read = {trace_stamp{"GRPC_WAITREAD_START", called},
+                             trace_stamp{"GRPC_WAITREAD_END", received}};
     const bool raw = replies_raw(message);
     result<admitted_request> admitted = admit(service_, message, received);
     if (!admitted) {
@@ -606,9 +649,10 @@ class service_impl final : public raw_service {
           inference::ModelInferResponse response;
           status s = admitted_request::finish(destinations, outcome, raw, format, response);
           if (s.ok()) s = serialize(response, *out);
-          reactor->Finish(to_grpc(s));
+          if (reactor->trace().sampled) reactor->trace().sampled->stamp("INFER_RESPONSE_COMPLETE");
+          reactor->send(to_grpc(s));
         },
-        received);
+        received, &reactor->trace());
     return reactor;
   }
 

@@ -134,6 +134,7 @@ class session : public std::enable_shared_from_this<session> {
 
   void on_header(beast::error_code ec) {
     if (ec) return on_read_error(ec);
+    header_read_ = tracer::clock::now();
     busy_ = true;
     ++requests_;
     const auto& request = parser_->get();
@@ -273,6 +274,11 @@ class session : public std::enable_shared_from_this<session> {
     http_1_0_ = in.version() == 10;
     head_only_ = in.method() == bhttp::verb::head;
 
+    // Triton's HTTP_RECV_START is the request's first byte; Beast tells when its header is in.
+    trace_.read = {trace_stamp{"HTTP_RECV_START", header_read_},
+                   trace_stamp{"HTTP_RECV_END", tracer::clock::now()}};
+    request.trace = &trace_;
+
     cancellation cancel;
     current_ = cancel;
     watch_for_disconnect(cancel, requests_);
@@ -312,6 +318,7 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   void write(http_response reply) {
+    if (trace_.sampled) trace_.sampled->stamp("HTTP_SEND_START");
     reply_ = std::move(reply);
     if (server_->stopping.load()) keep_alive_ = false;  // the last reply on this connection
     header_ = fmt::format("HTTP/1.1 {} {}\r\n", reply_.status, reason_phrase(reply_.status));
@@ -339,6 +346,10 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   void on_write(beast::error_code ec) {
+    if (trace_.sampled) {
+      trace_.sampled->stamp("HTTP_SEND_END");
+      trace_.sampled.reset();  // writes the trace
+    }
     busy_ = false;
     reply_ = {};
     if (ec || !keep_alive_) return close();
@@ -413,6 +424,8 @@ class session : public std::enable_shared_from_this<session> {
   std::string chunked_;
   http_response reply_;
   std::string header_;
+  tracer::clock::time_point header_read_;
+  transport_trace trace_;  // the request in flight's part in its trace
   std::size_t requests_ = 0;
   bool busy_ = false;
   bool keep_alive_ = true;
