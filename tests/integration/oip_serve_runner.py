@@ -5,10 +5,13 @@ Each check is called with the object that `make_clients(http_url, grpc_url)` ret
 metrics endpoint's address is in `metrics_url` while the checks run.
 """
 
+import json
 import os
 import re
 import signal
 import subprocess
+import tempfile
+import time
 import traceback
 
 import ml_dtypes
@@ -33,14 +36,18 @@ def identity_values(name, rng):
 
 
 metrics_url = None
+# oip-serve's trace file (tracing is off until a check turns it on).
+trace_file = None
 
 
 def run(server_path, checks, make_clients, extra_args=()):
-    global metrics_url
+    global metrics_url, trace_file
+    trace_directory = tempfile.TemporaryDirectory()
+    trace_file = os.path.join(trace_directory.name, "trace.json")
     server = subprocess.Popen([server_path, "--http-port", "0", "--grpc-port", "0",
                                "--metrics-port", "0",
                                "--address", "127.0.0.1", "--threads", "2", "--io-threads", "2",
-                               *extra_args],
+                               "--trace-file", trace_file, *extra_args],
                               stdout=subprocess.PIPE, text=True)
     passed = failed = 0
     try:
@@ -79,6 +86,7 @@ def run(server_path, checks, make_clients, extra_args=()):
         except subprocess.TimeoutExpired:
             server.kill()
             code = "killed"
+    trace_directory.cleanup()
     if code != 0:
         print(f"FAILED: oip-serve exited with {code} after SIGTERM")
         failed += 1
@@ -153,10 +161,10 @@ def check_log_settings(client, flat):
 
 def check_trace_settings(client, flat):
     """Triton's trace extension through the client's get_trace_settings / update_trace_settings,
-    globally and for a model (oip-serve runs here with no trace file, so tracing cannot be
-    turned on); `flat(reply)` turns a reply into a plain dict of Triton's HTTP shape."""
+    globally and for a model; `flat(reply)` turns a reply into a plain dict of Triton's HTTP
+    shape."""
     defaults = {"trace_level": ["OFF"], "trace_rate": "1000", "trace_count": "-1",
-                "log_frequency": "0", "trace_file": "", "trace_mode": "triton"}
+                "log_frequency": "0", "trace_file": trace_file, "trace_mode": "triton"}
     assert flat(client.get_trace_settings()) == defaults
     try:
         own = flat(client.update_trace_settings(model_name="simple", settings={"trace_rate": "7"}))
@@ -164,7 +172,7 @@ def check_trace_settings(client, flat):
         assert flat(client.get_trace_settings(model_name="simple")) == own
         assert flat(client.get_trace_settings()) == defaults
         for refused, words in (({"trace_file": "/tmp/oip.trace"}, "trace file location"),
-                               ({"trace_level": ["TIMESTAMPS"]}, "trace file name is not given"),
+                               ({"trace_count": "-2"}, "Expecting value >= -1, got: -2"),
                                ({"trace_rate": "often"}, "Unable to parse 'trace_rate'")):
             try:
                 client.update_trace_settings(settings=refused)
@@ -179,3 +187,36 @@ def check_trace_settings(client, flat):
     finally:
         client.update_trace_settings(model_name="simple", settings={"trace_rate": None})
     assert flat(client.get_trace_settings(model_name="simple")) == defaults
+
+
+def check_traced_request(client, infer, frontend):
+    """One request traced through oip-serve's own transport: the trace file holds Triton's
+    frontend timestamps (`frontend` "HTTP" or "GRPC") around the request's, in order. Triton's
+    trace_summary.py skips every trace that lacks them."""
+    client.update_trace_settings(settings={"trace_level": ["TIMESTAMPS"], "trace_rate": "1"})
+    try:
+        infer()
+    finally:
+        client.update_trace_settings(settings={"trace_level": None, "trace_rate": None})
+    sent = frontend + "_SEND_END"
+    text = ""
+    for _ in range(300):  # the trace is written once the reply has gone
+        if os.path.exists(trace_file):
+            with open(trace_file) as f:
+                text = f.read()
+        if sent in text:
+            break
+        time.sleep(0.01)
+    # The file is one JSON array, closed when oip-serve stops.
+    stamps = {}
+    for entry in json.loads(text.rstrip() + "]"):
+        for stamp in entry.get("timestamps", []):
+            stamps.setdefault(entry["id"], {})[stamp["name"]] = stamp["ns"]
+    traced = [t for t in stamps.values() if sent in t]
+    assert traced, text
+    read = ("HTTP_RECV_START", "HTTP_RECV_END") if frontend == "HTTP" else (
+        "GRPC_WAITREAD_START", "GRPC_WAITREAD_END")
+    order = [*read, "REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_END",
+             "REQUEST_END", "INFER_RESPONSE_COMPLETE", frontend + "_SEND_START", sent]
+    times = [traced[-1][name] for name in order]
+    assert times == sorted(times), traced[-1]

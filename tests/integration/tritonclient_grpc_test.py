@@ -199,6 +199,14 @@ def trace_settings(client):
     oip_serve_runner.check_trace_settings(client, flat_trace_settings)
 
 
+@check
+def traced_request(client):
+    """A request traced with Triton's gRPC frontend timestamps."""
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    oip_serve_runner.check_traced_request(
+        client, lambda: client.infer("simple", simple_inputs(a, a)), "GRPC")
+
+
 def main():
     return oip_serve_runner.run(sys.argv[1], checks,
                                 lambda http_url, grpc_url: grpcclient.InferenceServerClient(grpc_url),

@@ -243,6 +243,13 @@ def trace_settings(client):
 
 
 @check
+def traced_request(client):
+    """A request traced with Triton's HTTP frontend timestamps."""
+    oip_serve_runner.check_traced_request(
+        client, lambda: infer_simple(client, binary_inputs=True, binary_outputs=True), "HTTP")
+
+
+@check
 def restricted_repository(client):
     """oip-serve runs here with --http-restricted-api model-repository:admin-key=admin-value."""
     try:
