@@ -667,8 +667,8 @@ TEST_CASE("traced requests carry the server's wait/read and send timestamps, una
   auto stub = inference::GRPCInferenceService::NewStub(::grpc::CreateChannel(
       "127.0.0.1:" + std::to_string(*port), ::grpc::InsecureChannelCredentials()));
   const std::vector<std::string> expected{
-      "GRPC_WAITREAD_START", "GRPC_WAITREAD_END", "REQUEST_START",   "QUEUE_START",
-      "COMPUTE_START",       "COMPUTE_END",       "REQUEST_END",     "INFER_RESPONSE_COMPLETE",
+      "GRPC_WAITREAD_START", "GRPC_WAITREAD_END", "REQUEST_START", "QUEUE_START",
+      "COMPUTE_START",       "COMPUTE_END",       "REQUEST_END",   "INFER_RESPONSE_COMPLETE",
       "GRPC_SEND_START",     "GRPC_SEND_END"};
   // A trace is written once its reply has gone, which the client may see first.
   const auto names_after = [&](std::size_t count) {

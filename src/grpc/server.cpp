@@ -304,9 +304,9 @@ class stream_reactor;
 struct stream_state {
   // Recursive: grpc++ may run a reaction inline from a Start call made under this lock.
   std::recursive_mutex mutex;
-  stream_reactor* reactor = nullptr;       // null once the stream is done
+  stream_reactor* reactor = nullptr;  // null once the stream is done
   struct queued_reply {
-    ::grpc::ByteBuffer bytes;  // a serialized ModelStreamInferResponse
+    ::grpc::ByteBuffer bytes;           // a serialized ModelStreamInferResponse
     std::shared_ptr<open_trace> trace;  // the request's, when it was sampled
   };
   std::deque<queued_reply> replies;
