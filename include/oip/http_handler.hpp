@@ -12,6 +12,7 @@
 #include <oip/metrics.hpp>
 #include <oip/model.hpp>
 #include <oip/repository.hpp>
+#include <oip/trace.hpp>
 
 #include <chrono>
 #include <cstddef>
