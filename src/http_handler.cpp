@@ -263,8 +263,13 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     return json_reply(200, out + "]");
   }
 
-  http_response load_reply(const std::string& name) const {
-    if (status s = service.load(name); !s.ok()) return error_reply(s);
+  http_response load_reply(const http_request& request, const std::string& name) const {
+    result<buffer> body = plain_body(request);
+    if (!body) return error_reply(body.error());
+    result<parameters> asked =
+        decode_repository_load_request(body->as_string_view(), options.bounds);
+    if (!asked) return error_reply(asked.error());
+    if (status s = service.load(name, *asked); !s.ok()) return error_reply(s);
     return json_reply(200, "{}");
   }
 
@@ -497,7 +502,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
       }
       if (path.size() == 5 && path[2] == "models" && (path[4] == "load" || path[4] == "unload")) {
         if (!post) return refuse_method("POST");
-        return reply(path[4] == "load" ? load_reply(path[3]) : unload_reply(path[3]));
+        return reply(path[4] == "load" ? load_reply(request, path[3]) : unload_reply(path[3]));
       }
       return not_found();
     }

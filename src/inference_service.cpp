@@ -878,7 +878,7 @@ std::vector<model_index_entry> inference_service::repository_index() const {
   return out;
 }
 
-status inference_service::load(const std::string& model) {
+status inference_service::load(const std::string& model, const parameters& request) {
   model_repository& repository = state_->repository;
   const std::shared_ptr<model_loader> loader = repository.loader();
   if (!loader) {
@@ -886,8 +886,14 @@ status inference_service::load(const std::string& model) {
                   "this server has no model loader: its models are registered by the host "
                   "application"};
   }
-  if (repository.acquire(model, std::nullopt).ok()) return {};
-  result<std::shared_ptr<oip::model>> loaded = loader->load(model);
+  if (repository.acquire(model, std::nullopt).ok()) {
+    if (request.empty()) return {};
+    return status{errc::invalid_argument,
+                  fmt::format("model '{}' is already loaded: unload it before loading it with "
+                              "parameters",
+                              model)};
+  }
+  result<std::shared_ptr<oip::model>> loaded = loader->load_with(model, request);
   if (!loaded) return loaded.error();
   if (*loaded == nullptr || (*loaded)->config().name != model) {
     return status{errc::internal, fmt::format("the loader did not produce model '{}'", model)};

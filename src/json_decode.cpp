@@ -1866,6 +1866,68 @@ result<repository_index_request> decode_repository_index_request(std::string_vie
   return out;
 }
 
+namespace {
+// Standard base64 with its padding, as Python's base64.b64encode writes it; nullopt otherwise.
+std::optional<std::string> from_base64(std::string_view text) {
+  const auto value_of = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  if (text.size() % 4 != 0) return std::nullopt;
+  std::string out;
+  out.reserve(text.size() / 4 * 3);
+  for (std::size_t i = 0; i < text.size(); i += 4) {
+    const bool last = i + 4 == text.size();
+    const int padding = last ? (text[i + 3] == '=') + (text[i + 2] == '=') : 0;
+    std::uint32_t bits = 0;
+    for (int j = 0; j < 4 - padding; ++j) {
+      const int v = value_of(text[i + static_cast<std::size_t>(j)]);
+      if (v < 0) return std::nullopt;
+      bits = bits << 6U | static_cast<std::uint32_t>(v);
+    }
+    bits <<= 6U * static_cast<unsigned>(padding);
+    out.push_back(static_cast<char>(bits >> 16U));
+    if (padding < 2) out.push_back(static_cast<char>(bits >> 8U & 0xFFU));
+    if (padding < 1) out.push_back(static_cast<char>(bits & 0xFFU));
+  }
+  return out;
+}
+}  // namespace
+
+result<parameters> decode_repository_load_request(std::string_view json, const limits& bounds) {
+  parameters out;
+  if (json.find_first_not_of(" \t\r\n") == std::string_view::npos) return out;
+  status s = decode_small(json, "model load request", bounds, [&](auto& doc, auto&& fields) {
+    return fields([&](std::string_view key, od::value v) {
+      if (key == "parameters") return read_parameters(doc, v, 1, out);
+      return walk_value(doc, v, 1);
+    });
+  });
+  if (!s.ok()) return s;
+  // A file's content comes in base64 over HTTP (Triton's form): the loader gets its bytes.
+  parameters decoded;
+  for (const auto& [name, value] : out) {
+    if (!name.starts_with("file:")) {
+      decoded.set(name, value);
+      continue;
+    }
+    const auto* text = std::get_if<std::string>(&value);
+    std::optional<std::string> bytes = text != nullptr ? from_base64(*text) : std::nullopt;
+    if (!bytes) {
+      return status{errc::invalid_argument,
+                    fmt::format("unable to parse parameter '{}' of the model load request: "
+                                "expected its content in base64",
+                                name)};
+    }
+    decoded.set(name, std::move(*bytes));
+  }
+  return decoded;
+}
+
 result<shared_memory_region> decode_shared_memory_register(std::string_view json, std::string name,
                                                            const limits& bounds) {
   shared_memory_region out;

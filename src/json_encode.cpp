@@ -427,6 +427,15 @@ std::string encode(const repository_index_request& request) {
   return request.ready ? R"({"ready":true})" : "{}";
 }
 
+std::string encode_repository_load_request(const parameters& request) {
+  std::string text;
+  json_out out{text};
+  out.raw('{');
+  write_parameters(out, request, false);
+  out.raw('}');
+  return text;
+}
+
 std::string encode_shared_memory_register(const shared_memory_region& region) {
   std::string text;
   json_out out{text};

@@ -78,6 +78,15 @@ model_statistics& model_lease::statistics() const noexcept { return slot_->stati
 
 model_loader::~model_loader() = default;
 
+result<std::shared_ptr<model>> model_loader::load_with(std::string_view name,
+                                                       const parameters& request) {
+  if (request.empty()) return load(name);
+  return status{errc::invalid_argument,
+                fmt::format("this server's model loader takes no load parameters: got '{}' for "
+                            "model '{}'",
+                            request.begin()->first, name)};
+}
+
 // --- repository --------------------------------------------------------------------------------
 
 status unknown_model(std::string_view name, std::optional<std::uint64_t> version) {

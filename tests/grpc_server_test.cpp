@@ -323,6 +323,33 @@ TEST_CASE("configuration, statistics, metadata and the repository over gRPC") {
     inference::RepositoryModelLoadResponse loaded;
     const ::grpc::Status s = f.stub->RepositoryModelLoad(&load_context, load, &loaded);
     CHECK(s.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);  // no loader in this host
+
+    // A loader that takes parameters gets the request's, a file's bytes as they came.
+    struct recording_loader : oip::model_loader {
+      std::vector<std::string> available() const override { return {"simple"}; }
+      oip::result<std::shared_ptr<oip::model>> load(std::string_view /*name*/) override {
+        return oip::testing::make_simple();
+      }
+      oip::result<std::shared_ptr<oip::model>> load_with(std::string_view name,
+                                                         const oip::parameters& request) override {
+        given = request;
+        return load(name);
+      }
+      oip::parameters given;
+    };
+    auto recording = std::make_shared<recording_loader>();
+    f.models.set_loader(recording);
+    (*load.mutable_parameters())["config"].set_string_param("{}");
+    (*load.mutable_parameters())["file:1/w.bin"].set_bytes_param(std::string("\0\x01", 2));
+    ::grpc::ClientContext with_parameters;
+    REQUIRE(f.stub->RepositoryModelLoad(&with_parameters, load, &loaded).ok());
+    CHECK(*recording->given.find("config") == oip::parameter_value{std::string{"{}"}});
+    CHECK(*recording->given.find("file:1/w.bin") == oip::parameter_value{std::string("\0\x01", 2)});
+    (*load.mutable_parameters())["empty"];  // no value set
+    ::grpc::ClientContext unset;
+    const ::grpc::Status refused = f.stub->RepositoryModelLoad(&unset, load, &loaded);
+    CHECK(refused.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(refused.error_message() == "parameter 'empty' of the model load request has no value");
   }
 }
 

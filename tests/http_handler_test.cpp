@@ -512,6 +512,63 @@ TEST_CASE("repository extension: index, load, unload") {
   CHECK(client.send("GET", "/v2/repository/index").status == 405);
 }
 
+namespace {
+// A loader that applies a `config` parameter: the model's name must match, and the loader keeps
+// what it was given.
+class configurable_loader : public loader {
+ public:
+  oip::result<std::shared_ptr<oip::model>> load_with(std::string_view name,
+                                                     const oip::parameters& request) override {
+    given = request;
+    return load(name);
+  }
+  oip::parameters given;
+};
+}  // namespace
+
+TEST_CASE("a model load's parameters reach the host's loader; one that takes none refuses them") {
+  oip::model_repository repository;
+  oip::executor workers{{1, 8}};
+  oip::http_handler handler{repository, workers};
+  oip::in_process_client client{handler};
+  repository.set_loader(std::make_shared<loader>());
+  const std::string with_config = R"({"parameters":{"config":"{\"max_batch_size\":4}"}})";
+  const oip::http_response refused =
+      client.send("POST", "/v2/repository/models/simple/load", with_config);
+  CHECK(refused.status == 400);
+  CHECK(oip::decode_error(refused.body(), 400).message() ==
+        "this server's model loader takes no load parameters: got 'config' for model 'simple'");
+  for (const char* bad :
+       {R"({"parameters":{"file:x":"not base64!"}})", R"({"parameters":{"file:x":"aGVsbG8"}})",
+        R"({"parameters":{"file:x":5}})", R"({"parameters":[1]})",
+        R"({"parameters":{"config":"a"})"}) {
+    CAPTURE(bad);
+    CHECK(client.send("POST", "/v2/repository/models/simple/load", bad).status == 400);
+  }
+  CHECK_FALSE(client.ready("simple"));
+  CHECK(client.send("POST", "/v2/repository/models/simple/load", "{}").status == 200);
+
+  auto configurable = std::make_shared<configurable_loader>();
+  repository.set_loader(configurable);
+  // "aGVsbG8=" is base64 for "hello": a file's content arrives as its bytes.
+  const oip::http_response loaded =
+      client.send("POST", "/v2/repository/models/scores/load",
+                  R"({"parameters":{"config":"{}","file:1/model.bin":"aGVsbG8=","verbose":true}})");
+  REQUIRE_MESSAGE(loaded.status == 200, loaded.body());
+  CHECK(*configurable->given.find("config") == oip::parameter_value{std::string{"{}"}});
+  CHECK(*configurable->given.find("file:1/model.bin") ==
+        oip::parameter_value{std::string{"hello"}});
+  CHECK(*configurable->given.find("verbose") == oip::parameter_value{true});
+  CHECK(client.ready("scores"));
+
+  // A loaded model is not reloaded with parameters (Triton would): it must be unloaded first.
+  const oip::http_response again =
+      client.send("POST", "/v2/repository/models/scores/load", with_config);
+  CHECK(again.status == 400);
+  CHECK(oip::decode_error(again.body(), 400).message() ==
+        "model 'scores' is already loaded: unload it before loading it with parameters");
+}
+
 TEST_CASE("repository index: the ready filter of the body, and bodies that are not one") {
   oip::model_repository repository;
   oip::executor workers{{1, 8}};

@@ -760,6 +760,37 @@ TEST_CASE("metadata, health and error objects, both directions") {
   CHECK(not_bool.error().code() == oip::errc::invalid_argument);
   CHECK(not_bool.error().message().find("'ready'") != std::string::npos);
 
+  // A model load's parameters, both ways; a file's base64 content decodes to its bytes.
+  oip::parameters load;
+  load.set("config", std::string{R"({"max_batch_size":2})"});
+  load.set("retries", std::int64_t{3});
+  CHECK(oip::encode_repository_load_request(load) ==
+        R"({"parameters":{"config":"{\"max_batch_size\":2}","retries":3}})");
+  CHECK(*oip::decode_repository_load_request(oip::encode_repository_load_request(load)) == load);
+  CHECK(oip::encode_repository_load_request({}) == "{}");
+  CHECK(oip::decode_repository_load_request(" ")->empty());
+  for (const auto& [base64, bytes] :
+       std::vector<std::pair<std::string, std::string>>{{"", ""},
+                                                        {"YQ==", "a"},
+                                                        {"YWI=", "ab"},
+                                                        {"YWJj", "abc"},
+                                                        {"AP8A", std::string("\0\xff\0", 3)}}) {
+    CAPTURE(base64);
+    const oip::result<oip::parameters> file =
+        oip::decode_repository_load_request(R"({"parameters":{"file:m.bin":")" + base64 + "\"}}");
+    REQUIRE(file);
+    CHECK(*file->find("file:m.bin") == oip::parameter_value{bytes});
+  }
+  for (const char* bad : {"YQ=", "Y===", "YQ=a", "Y!==", "=YQ="}) {
+    CAPTURE(bad);
+    const oip::result<oip::parameters> file = oip::decode_repository_load_request(
+        R"({"parameters":{"file:m.bin":")" + std::string{bad} + "\"}}");
+    REQUIRE_FALSE(file);
+    CHECK(file.error().message() ==
+          "unable to parse parameter 'file:m.bin' of the model load request: expected its content "
+          "in base64");
+  }
+
   const oip::status error =
       oip::decode_error(R"({"error":"Request for unknown model: 'x' is not found"})", 404);
   CHECK(error.code() == oip::errc::not_found);

@@ -119,6 +119,8 @@ struct request_format {
 [[nodiscard]] OIP_EXPORT std::string encode(const server_ready& ready);
 [[nodiscard]] OIP_EXPORT std::string encode(const model_ready& ready);
 [[nodiscard]] OIP_EXPORT std::string encode(const repository_index_request& request);
+/// A model load's body (the client side): `{"parameters":{...}}`, or `{}` for none.
+[[nodiscard]] OIP_EXPORT std::string encode_repository_load_request(const parameters& request);
 
 [[nodiscard]] OIP_EXPORT result<server_metadata> decode_server_metadata(std::string_view json,
                                                                         const limits& bounds = {});
@@ -130,6 +132,11 @@ struct request_format {
 /// An empty (or all-blank) body is the default request; `ready`, when present, must be a bool;
 /// other keys are ignored.
 [[nodiscard]] OIP_EXPORT result<repository_index_request> decode_repository_index_request(
+    std::string_view json, const limits& bounds = {});
+/// A model load's body (`POST /v2/repository/models/<m>/load`): its `parameters`, types kept
+/// (Triton's `config` and `file:<path>` entries), for `model_loader::load_with`. An empty (or
+/// all-blank) body has none; other keys are ignored.
+[[nodiscard]] OIP_EXPORT result<parameters> decode_repository_load_request(
     std::string_view json, const limits& bounds = {});
 
 // --- the system shared-memory extension -------------------------------------------------------

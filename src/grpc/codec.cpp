@@ -348,6 +348,23 @@ void encode_parameters(const parameters& in, parameter_map& out) {
   for (const auto& [name, value] : in) out[name] = to_message(value);
 }
 
+result<parameters> decode_load_parameters(
+    const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& in) {
+  using choice = inference::ModelRepositoryParameter::ParameterChoiceCase;
+  parameters out;
+  for (const auto& [name, value] : in) {
+    switch (value.parameter_choice_case()) {
+      case choice::kBoolParam: out.set(name, value.bool_param()); break;
+      case choice::kInt64Param: out.set(name, value.int64_param()); break;
+      case choice::kStringParam: out.set(name, value.string_param()); break;
+      case choice::kBytesParam: out.set(name, value.bytes_param()); break;
+      case choice::PARAMETER_CHOICE_NOT_SET:
+        return invalid(fmt::format("parameter '{}' of the model load request has no value", name));
+    }
+  }
+  return out;
+}
+
 result<parameters> decode_parameters(const parameter_map& in, std::string_view where) {
   // A protobuf map's keys are unique.
   parameters out;

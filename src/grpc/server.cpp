@@ -717,7 +717,9 @@ class service_impl final : public raw_service {
     return answer<inference::RepositoryModelLoadRequest, inference::RepositoryModelLoadResponse>(
         allowed(context, api_category::model_repository), context, in, out,
         [this](const auto& request, auto& /*response*/) {
-          return service_.load(request.model_name());
+          result<parameters> asked = decode_load_parameters(request.parameters());
+          if (!asked) return asked.error();
+          return service_.load(request.model_name(), *asked);
         });
   }
 

@@ -200,6 +200,17 @@ def trace_settings(client):
 
 
 @check
+def load_with_a_configuration(client):
+    """oip-serve's loader takes no configuration: a load with one is refused, never ignored."""
+    try:
+        client.load_model("simple", config='{"max_batch_size": 8}',
+                          headers={"triton-grpc-protocol-admin-key": "admin-value"})
+        raise AssertionError("a load with a configuration was accepted")
+    except InferenceServerException as e:
+        assert "unload it before loading it with parameters" in e.message(), e.message()
+
+
+@check
 def traced_request(client):
     """A request traced with Triton's gRPC frontend timestamps."""
     a = np.arange(16, dtype=np.int32).reshape(1, 16)

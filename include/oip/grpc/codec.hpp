@@ -64,6 +64,12 @@ using parameter_map = google::protobuf::Map<std::string, inference::InferParamet
     inference::ModelInferResponse& message, const limits& bounds = {},
     const shared_memory_outputs* shared_memory = nullptr);
 
+/// A `RepositoryModelLoad` request's parameters for `model_loader::load_with`: bool, int64,
+/// string, and bytes (Triton's `file:<path>` contents) as a string of those bytes; one with no
+/// value set is a 400.
+[[nodiscard]] result<parameters> decode_load_parameters(
+    const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& in);
+
 /// Parameters of every kind (bool, int64, uint64, double, string) in both directions.
 void encode_parameters(const parameters& in, parameter_map& out);
 [[nodiscard]] result<parameters> decode_parameters(const parameter_map& in, std::string_view where);
