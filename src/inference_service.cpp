@@ -886,19 +886,16 @@ status inference_service::load(const std::string& model, const parameters& reque
                   "this server has no model loader: its models are registered by the host "
                   "application"};
   }
-  if (repository.acquire(model, std::nullopt).ok()) {
-    if (request.empty()) return {};
-    return status{errc::invalid_argument,
-                  fmt::format("model '{}' is already loaded: unload it before loading it with "
-                              "parameters",
-                              model)};
-  }
+  const bool loaded_already = repository.acquire(model, std::nullopt).ok();
+  if (loaded_already && request.empty()) return {};
   result<std::shared_ptr<oip::model>> loaded = loader->load_with(model, request);
   if (!loaded) return loaded.error();
   if (*loaded == nullptr || (*loaded)->config().name != model) {
     return status{errc::internal, fmt::format("the loader did not produce model '{}'", model)};
   }
-  return repository.add(std::move(*loaded));
+  // With parameters, a model that is loaded is reloaded, as in Triton.
+  return loaded_already ? repository.replace(std::move(*loaded))
+                        : repository.add(std::move(*loaded));
 }
 
 status inference_service::unload(const std::string& model) {

@@ -101,24 +101,44 @@ status unknown_model(std::string_view name, std::optional<std::uint64_t> version
 model_repository::model_repository() : state_{std::make_shared<detail::repository_state>()} {}
 model_repository::~model_repository() = default;
 
-status model_repository::add(std::shared_ptr<model> m, std::uint64_t version) {
+namespace {
+status check_registrable(const std::shared_ptr<model>& m, std::uint64_t version) {
   if (!m) return status{errc::invalid_argument, "no model to add"};
-  const std::string& name = m->config().name;
-  if (name.empty()) return status{errc::invalid_argument, "a model needs a name"};
+  if (m->config().name.empty()) return status{errc::invalid_argument, "a model needs a name"};
   if (version == 0) {
     return status{errc::invalid_argument,
-                  fmt::format("model '{}': versions are positive integers", name)};
+                  fmt::format("model '{}': versions are positive integers", m->config().name)};
   }
+  return {};
+}
+
+std::shared_ptr<detail::model_slot> slot_of(std::shared_ptr<model> m, std::uint64_t version) {
+  auto slot = std::make_shared<detail::model_slot>();
+  slot->instance = std::move(m);
+  slot->version = version;
+  return slot;
+}
+}  // namespace
+
+status model_repository::add(std::shared_ptr<model> m, std::uint64_t version) {
+  if (status s = check_registrable(m, version); !s.ok()) return s;
+  const std::string name = m->config().name;
   const std::unique_lock lock{state_->mutex};
   auto& versions = state_->models[name];
   if (versions.contains(version)) {
     return status{errc::invalid_argument,
                   fmt::format("model '{}' version {} is already loaded", name, version)};
   }
-  auto slot = std::make_shared<detail::model_slot>();
-  slot->instance = std::move(m);
-  slot->version = version;
-  versions.emplace(version, std::move(slot));
+  versions.emplace(version, slot_of(std::move(m), version));
+  return {};
+}
+
+status model_repository::replace(std::shared_ptr<model> m, std::uint64_t version) {
+  if (status s = check_registrable(m, version); !s.ok()) return s;
+  const std::string name = m->config().name;
+  const std::unique_lock lock{state_->mutex};
+  // The slot replaced leaves the map; the requests that hold it keep it until they finish.
+  state_->models[name][version] = slot_of(std::move(m), version);
   return {};
 }
 

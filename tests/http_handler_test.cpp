@@ -520,9 +520,11 @@ class configurable_loader : public loader {
   oip::result<std::shared_ptr<oip::model>> load_with(std::string_view name,
                                                      const oip::parameters& request) override {
     given = request;
+    ++loads;
     return load(name);
   }
   oip::parameters given;
+  int loads = 0;
 };
 }  // namespace
 
@@ -561,12 +563,14 @@ TEST_CASE("a model load's parameters reach the host's loader; one that takes non
   CHECK(*configurable->given.find("verbose") == oip::parameter_value{true});
   CHECK(client.ready("scores"));
 
-  // A loaded model is not reloaded with parameters (Triton would): it must be unloaded first.
-  const oip::http_response again =
-      client.send("POST", "/v2/repository/models/scores/load", with_config);
-  CHECK(again.status == 400);
-  CHECK(oip::decode_error(again.body(), 400).message() ==
-        "model 'scores' is already loaded: unload it before loading it with parameters");
+  // A loaded model is reloaded when parameters come (as in Triton), and left alone without.
+  CHECK(client.send("POST", "/v2/repository/models/scores/load", with_config).status == 200);
+  CHECK(configurable->loads == 2);
+  CHECK(*configurable->given.find("config") ==
+        oip::parameter_value{std::string{R"({"max_batch_size":4})"}});
+  CHECK(client.ready("scores"));
+  CHECK(client.send("POST", "/v2/repository/models/scores/load").status == 200);
+  CHECK(configurable->loads == 2);
 }
 
 TEST_CASE("repository index: the ready filter of the body, and bodies that are not one") {

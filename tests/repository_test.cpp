@@ -75,6 +75,30 @@ TEST_CASE("unloading drains: in-flight requests finish, new ones get 503, then 4
   CHECK(repository.remove("m").code() == oip::errc::not_found);
 }
 
+TEST_CASE("replacing a model: new requests get the new one, held ones finish on the old") {
+  oip::model_repository repository;
+  std::weak_ptr<flaky> old_model;
+  {
+    auto m = std::make_shared<flaky>("m");
+    old_model = m;
+    REQUIRE(repository.add(std::move(m)).ok());
+  }
+  oip::result<oip::model_lease> held = repository.acquire("m", std::nullopt);
+  REQUIRE(held.ok());
+  auto fresh = std::make_shared<flaky>("m");
+  REQUIRE(repository.replace(fresh).ok());
+  oip::result<oip::model_lease> next = repository.acquire("m", std::nullopt);
+  REQUIRE(next.ok());
+  CHECK(&next->get() == fresh.get());
+  CHECK(&held->get() == old_model.lock().get());  // the request in flight keeps its model
+  *held = oip::model_lease{};
+  CHECK(old_model.expired());  // released with its last request
+  CHECK(repository.versions("m") == std::vector<std::uint64_t>{1});
+  CHECK(repository.replace(std::make_shared<flaky>("other")).ok());  // nothing to replace: added
+  CHECK(repository.acquire("other", std::nullopt).ok());
+  CHECK(repository.replace(nullptr).code() == oip::errc::invalid_argument);
+}
+
 TEST_CASE("the executor runs every queued job before it stops, and refuses past its capacity") {
   std::atomic<int> ran{0};
   {
@@ -133,6 +157,8 @@ TEST_CASE("many threads infer while the model is unloaded and reloaded") {
     REQUIRE(repository.remove("simple").ok());
     REQUIRE(repository.wait_removed("simple", std::chrono::seconds{10}));
     REQUIRE(repository.add(oip::testing::make_simple()).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds{2});
+    REQUIRE(repository.replace(oip::testing::make_simple()).ok());  // a reload under load
   }
   std::this_thread::sleep_for(std::chrono::milliseconds{5});
   stop = true;

@@ -114,9 +114,9 @@ class OIP_EXPORT inference_service {
   /// The registered models and, when a loader is set, the ones it could load.
   [[nodiscard]] std::vector<model_index_entry> repository_index() const;
   /// Loads `model` through the host's loader (`model_loader::load_with`), with the parameters of
-  /// the client's request. 400 when the host set no loader, or when the model is already loaded
-  /// and parameters are given (Triton reloads it: here it must be unloaded first); a model
-  /// already loaded and no parameters is a success that changes nothing.
+  /// the client's request; a model already loaded is reloaded when parameters are given
+  /// (`model_repository::replace`, as in Triton) and left as it is otherwise. 400 when the host
+  /// set no loader.
   [[nodiscard]] status load(const std::string& model, const parameters& request = {});
   [[nodiscard]] status unload(const std::string& model);
 

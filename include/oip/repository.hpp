@@ -160,6 +160,9 @@ class OIP_EXPORT model_repository {
 
   /// Registers `m` under its configured name; 400 when that version is already there.
   [[nodiscard]] status add(std::shared_ptr<model> m, std::uint64_t version = 1);
+  /// Registers `m` in place of the version there, if any (a reload): new requests go to `m` at
+  /// once, requests that hold the model it replaces finish on it, and its statistics start again.
+  [[nodiscard]] status replace(std::shared_ptr<model> m, std::uint64_t version = 1);
   /// Starts unloading one version, or every version; 404 when there is none.
   [[nodiscard]] status remove(std::string_view name,
                               std::optional<std::uint64_t> version = std::nullopt);

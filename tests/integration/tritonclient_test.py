@@ -260,14 +260,14 @@ def restricted_repository(client):
         assert e.status() == "403", e.status()
     index = client.get_model_repository_index(headers={"admin-key": "admin-value"})
     assert any(entry["name"] == "simple" for entry in index), index
-    # A configuration for a model that is loaded is refused, not ignored.
+    # oip-serve's loader takes no configuration: one is refused, not ignored.
     try:
         client.load_model("simple", headers={"admin-key": "admin-value"},
                           config='{"max_batch_size": 8}')
         raise AssertionError("a load with a configuration was accepted")
     except InferenceServerException as e:
         assert e.status() == "400", e.status()
-        assert "unload it before loading it with parameters" in e.message(), e.message()
+        assert "takes no load parameters" in e.message(), e.message()
     assert client.is_server_live()  # health is not restricted
 
 
