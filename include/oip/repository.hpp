@@ -131,10 +131,11 @@ class OIP_EXPORT model_loader {
   [[nodiscard]] virtual std::vector<std::string> available() const = 0;
   /// Builds the model `name`; the repository registers it as version 1.
   [[nodiscard]] virtual result<std::shared_ptr<model>> load(std::string_view name) = 0;
-  /// Builds `name` with the parameters of the client's load request, as it sent them (Triton's
-  /// `config`, a model configuration in JSON, and `file:<path>` entries: base64 text over HTTP,
-  /// bytes over gRPC). The default refuses any parameter with a 400, so that a configuration a
-  /// loader cannot apply is never ignored, and calls `load(name)` otherwise.
+  /// Builds `name` with the parameters of the client's load request (Triton's `config`, a model
+  /// configuration in JSON, and `file:<path>` entries, each a string of the file's bytes, decoded
+  /// from base64 when they came over HTTP). Called also to reload a model that is loaded. The
+  /// default refuses any parameter with a 400, so that a configuration a loader cannot apply is
+  /// never ignored, and calls `load(name)` otherwise.
   [[nodiscard]] virtual result<std::shared_ptr<model>> load_with(std::string_view name,
                                                                  const parameters& request);
 };
