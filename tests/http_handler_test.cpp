@@ -477,6 +477,14 @@ TEST_CASE("statistics and configuration in Triton's shapes") {
 }
 
 namespace {
+// A repository, with no model yet, behind a handler and an in-process client.
+struct repository_host {
+  oip::model_repository repository;
+  oip::executor workers{{1, 8}};
+  oip::http_handler handler{repository, workers};
+  oip::in_process_client client{handler};
+};
+
 class loader : public oip::model_loader {
  public:
   std::vector<std::string> available() const override { return {"simple", "scores"}; }
@@ -489,10 +497,9 @@ class loader : public oip::model_loader {
 }  // namespace
 
 TEST_CASE("repository extension: index, load, unload") {
-  oip::model_repository repository;
-  oip::executor workers{{1, 8}};
-  oip::http_handler handler{repository, workers};
-  oip::in_process_client client{handler};
+  repository_host host;
+  oip::model_repository& repository = host.repository;
+  oip::in_process_client& client = host.client;
   CHECK(client.send("POST", "/v2/repository/models/simple/load").status == 400);  // no loader
   repository.set_loader(std::make_shared<loader>());
   CHECK(client.send("POST", "/v2/repository/index").body() ==
@@ -529,10 +536,9 @@ class configurable_loader : public loader {
 }  // namespace
 
 TEST_CASE("a model load's parameters reach the host's loader; one that takes none refuses them") {
-  oip::model_repository repository;
-  oip::executor workers{{1, 8}};
-  oip::http_handler handler{repository, workers};
-  oip::in_process_client client{handler};
+  repository_host host;
+  oip::model_repository& repository = host.repository;
+  oip::in_process_client& client = host.client;
   repository.set_loader(std::make_shared<loader>());
   const std::string with_config = R"({"parameters":{"config":"{\"max_batch_size\":4}"}})";
   const oip::http_response refused =
@@ -574,10 +580,9 @@ TEST_CASE("a model load's parameters reach the host's loader; one that takes non
 }
 
 TEST_CASE("repository index: the ready filter of the body, and bodies that are not one") {
-  oip::model_repository repository;
-  oip::executor workers{{1, 8}};
-  oip::http_handler handler{repository, workers};
-  oip::in_process_client client{handler};
+  repository_host host;
+  oip::model_repository& repository = host.repository;
+  oip::in_process_client& client = host.client;
   repository.set_loader(std::make_shared<loader>());
   REQUIRE(client.send("POST", "/v2/repository/models/scores/load").status == 200);
   const std::string scores = R"({"name":"scores","version":"1","state":"READY","reason":""})";

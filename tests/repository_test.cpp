@@ -28,6 +28,14 @@ class flaky : public oip::model {
   oip::model_config config_;
 };
 
+// Adds a model "m" that only the repository holds, and a watch on it.
+std::weak_ptr<flaky> add_watched(oip::model_repository& repository) {
+  auto m = std::make_shared<flaky>("m");
+  std::weak_ptr<flaky> watch = m;
+  REQUIRE(repository.add(std::move(m)).ok());
+  return watch;
+}
+
 }  // namespace
 
 TEST_CASE("versions: latest ready by default, a specific one on request") {
@@ -55,12 +63,7 @@ TEST_CASE("versions: latest ready by default, a specific one on request") {
 
 TEST_CASE("unloading drains: in-flight requests finish, new ones get 503, then 404") {
   oip::model_repository repository;
-  std::weak_ptr<flaky> watch;
-  {
-    auto m = std::make_shared<flaky>("m");
-    watch = m;
-    REQUIRE(repository.add(std::move(m)).ok());
-  }
+  const std::weak_ptr<flaky> watch = add_watched(repository);
   oip::result<oip::model_lease> held = repository.acquire("m", std::nullopt);
   REQUIRE(held.ok());
   REQUIRE(repository.remove("m").ok());
@@ -77,12 +80,7 @@ TEST_CASE("unloading drains: in-flight requests finish, new ones get 503, then 4
 
 TEST_CASE("replacing a model: new requests get the new one, held ones finish on the old") {
   oip::model_repository repository;
-  std::weak_ptr<flaky> old_model;
-  {
-    auto m = std::make_shared<flaky>("m");
-    old_model = m;
-    REQUIRE(repository.add(std::move(m)).ok());
-  }
+  const std::weak_ptr<flaky> old_model = add_watched(repository);
   oip::result<oip::model_lease> held = repository.acquire("m", std::nullopt);
   REQUIRE(held.ok());
   auto fresh = std::make_shared<flaky>("m");
