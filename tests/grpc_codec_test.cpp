@@ -168,6 +168,36 @@ TEST_CASE("a client reads outputs that the server wrote to shared memory, raw or
       "output 'Y' of shape [9] does not fit in the 32 bytes asked for in shared memory region 'r'");
 }
 
+TEST_CASE("a model load's parameters, both directions: files as bytes, what cannot go refused") {
+  oip::parameters load;
+  load.set("config", std::string{R"({"max_batch_size":2})"});
+  load.set("file:1/w.bin", std::string("\0\x01", 2));
+  load.set("retries", std::uint64_t{3});
+  load.set("strict", true);
+  inference::RepositoryModelLoadRequest message;
+  REQUIRE(oip::grpc::encode_load_parameters(load, *message.mutable_parameters()).ok());
+  CHECK(message.parameters().at("config").has_string_param());
+  CHECK(message.parameters().at("file:1/w.bin").bytes_param() == std::string("\0\x01", 2));
+  CHECK(message.parameters().at("retries").int64_param() == 3);
+  const oip::result<oip::parameters> back = oip::grpc::decode_load_parameters(message.parameters());
+  REQUIRE(back);
+  CHECK(*back->find("config") == *load.find("config"));
+  CHECK(*back->find("file:1/w.bin") == *load.find("file:1/w.bin"));
+  CHECK(*back->find("retries") == oip::parameter_value{std::int64_t{3}});
+  CHECK(*back->find("strict") == oip::parameter_value{true});
+  for (const oip::parameter_value& refused :
+       {oip::parameter_value{0.5}, oip::parameter_value{std::uint64_t{1} << 63U}}) {
+    oip::parameters odd;
+    odd.set("x", refused);
+    inference::RepositoryModelLoadRequest out;
+    const oip::status s = oip::grpc::encode_load_parameters(odd, *out.mutable_parameters());
+    CHECK(s.code() == oip::errc::invalid_argument);
+    CHECK(s.message() ==
+          "parameter 'x' of a model load request must be a bool, an integer up to "
+          "9223372036854775807 or a string");
+  }
+}
+
 TEST_CASE("parameters of every kind, request and tensor level, both directions") {
   oip::inference_request request;
   request.id = "42";

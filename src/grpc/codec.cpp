@@ -365,6 +365,34 @@ result<parameters> decode_load_parameters(
   return out;
 }
 
+status encode_load_parameters(
+    const parameters& in,
+    google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& out) {
+  for (const auto& [name, value] : in) {
+    inference::ModelRepositoryParameter& message = out[name];
+    if (const auto* flag = std::get_if<bool>(&value)) {
+      message.set_bool_param(*flag);
+    } else if (const auto* integer = std::get_if<std::int64_t>(&value)) {
+      message.set_int64_param(*integer);
+    } else if (const auto* text = std::get_if<std::string>(&value)) {
+      if (name.starts_with("file:")) {
+        message.set_bytes_param(*text);
+      } else {
+        message.set_string_param(*text);
+      }
+    } else if (const auto* large = std::get_if<std::uint64_t>(&value);
+               large != nullptr && *large <= std::numeric_limits<std::int64_t>::max()) {
+      message.set_int64_param(static_cast<std::int64_t>(*large));
+    } else {
+      return invalid(
+          fmt::format("parameter '{}' of a model load request must be a bool, an "
+                      "integer up to {} or a string",
+                      name, std::numeric_limits<std::int64_t>::max()));
+    }
+  }
+  return {};
+}
+
 result<parameters> decode_parameters(const parameter_map& in, std::string_view where) {
   // A protobuf map's keys are unique.
   parameters out;

@@ -69,6 +69,11 @@ using parameter_map = google::protobuf::Map<std::string, inference::InferParamet
 /// value set is a 400.
 [[nodiscard]] result<parameters> decode_load_parameters(
     const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& in);
+/// Client side: a load request's parameters into `out`, `file:<path>` entries as bytes. 400 for
+/// what the message cannot carry: a double, or a uint64 above INT64_MAX.
+[[nodiscard]] status encode_load_parameters(
+    const parameters& in,
+    google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& out);
 
 /// Parameters of every kind (bool, int64, uint64, double, string) in both directions.
 void encode_parameters(const parameters& in, parameter_map& out);
