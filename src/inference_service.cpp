@@ -101,9 +101,11 @@ struct pending_inference {
   clock::time_point received;
   clock::time_point queued;
   clock::time_point started;
-  std::optional<std::uint64_t> trace_id;  // when the tracer sampled it
-  std::shared_ptr<tracer> traces;         // set with trace_id
-  transport_trace* transport = nullptr;   // the transport's part in the trace, if it takes one
+  std::optional<tracer::sampled> trace;  // when the tracer sampled it
+  std::shared_ptr<tracer> traces;        // set with trace
+  transport_trace* transport = nullptr;  // the transport's part in the trace, if it takes one
+  // With a trace of the `tensors` level: the inputs as queued, then the model's outputs.
+  std::vector<std::pair<std::string_view, tensor>> traced_tensors;
 };
 
 // A sampled request's trace: the transport's reading, then the timestamps the request reached
@@ -111,13 +113,15 @@ struct pending_inference {
 // sending), written at once otherwise.
 void finish_trace(const pending_inference& pending, clock::time_point computed,
                   clock::time_point ended) noexcept {
-  if (!pending.trace_id) return;
+  if (!pending.trace) return;
   try {
-    tracer::record traced{*pending.trace_id,
+    tracer::record traced{pending.trace->id,
                           pending.lease.get().config().name,
                           pending.lease.version(),
                           pending.id.value_or(""),
-                          {}};
+                          {},
+                          pending.trace->level,
+                          pending.traced_tensors};
     traced.timestamps.reserve(10);
     if (pending.transport != nullptr) {
       for (const trace_stamp& read : pending.transport->read) {
@@ -543,10 +547,15 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     pending->batch = detail::batch_size(config, request);
     pending->received = received;
     pending->queued = clock::now();
-    pending->trace_id = traces->sample(config.name);
-    if (pending->trace_id) {
+    pending->trace = traces->sample(config.name);
+    if (pending->trace) {
       pending->traces = traces;
       pending->transport = transport;
+      if (includes(pending->trace->level, trace_level::tensors)) {
+        for (const tensor& input : request.inputs) {
+          pending->traced_tensors.emplace_back("TENSOR_QUEUE_INPUT", input);
+        }
+      }
     }
     pending->lease = std::move(lease);
     auto request_ptr = std::make_shared<inference_request>(std::move(request));
@@ -691,6 +700,11 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
                        std::optional<std::uint64_t> execution_rows = std::nullopt) {
     const clock::time_point computed = clock::now();
     if (!outcome) return fail(pending, outcome.error());
+    if (pending->trace && includes(pending->trace->level, trace_level::tensors)) {
+      for (const tensor& output : outcome->outputs) {
+        pending->traced_tensors.emplace_back("TENSOR_BACKEND_OUTPUT", output);
+      }
+    }
     const model_config& config = pending->lease.get().config();
     result<inference_response> response = detail::make_response(
         config, pending->lease.version(), pending->id, pending->asked, std::move(*outcome));

@@ -3,6 +3,7 @@
 
 #include "detail/decimal.hpp"
 #include "detail/json_string.hpp"
+#include "detail/json_values.hpp"
 #include "detail/number_format.hpp"
 
 #include <oip/json.hpp>
@@ -13,6 +14,7 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace oip {
 
@@ -61,22 +63,29 @@ class json_out {
   std::string& out_;
 };
 
+}  // namespace
+
+namespace detail {
+
+namespace {
+
 template <class T, class Write>
-void write_elements(json_out& out, const tensor& t, Write write) {
-  std::string& text = out.text();
+void append_elements(std::string& text, const tensor& t, Write write) {
   const std::size_t start = text.size();
-  text.resize(start + t.element_count() * (detail::max_element_chars<T> + 1) + 2);
+  text.resize(start + t.element_count() * (detail::max_element_chars<T> + 1) + 1);
   char* at = text.data() + start;
-  *at++ = '[';
   for (std::size_t i = 0; i < t.element_count(); ++i) {
     if (i != 0) *at++ = ',';
     at = write(at, t.data().load<T>(i));
   }
-  *at++ = ']';
   text.resize(static_cast<std::size_t>(at - text.data()));
 }
 
-status write_data(json_out& out, const tensor& t, std::string_view role, bool non_finite_as_null) {
+}  // namespace
+
+status append_json_values(std::string& text, const tensor& t, std::string_view role,
+                          json_value_format format) {
+  const bool non_finite_as_null = format.non_finite_as_null;
   const auto floating = [non_finite_as_null](auto v) {
     return [non_finite_as_null](char* at, decltype(v) x) {
       return write_floating(at, x, non_finite_as_null);
@@ -84,67 +93,72 @@ status write_data(json_out& out, const tensor& t, std::string_view role, bool no
   };
   switch (t.type()) {
     case datatype::boolean:
-      write_elements<std::uint8_t>(out, t, [](char* at, std::uint8_t b) {
-        const std::string_view token = b != 0 ? "true" : "false";
+      append_elements<std::uint8_t>(text, t, [&format](char* at, std::uint8_t b) {
+        const std::string_view token =
+            format.booleans_as_digits ? (b != 0 ? "1" : "0") : (b != 0 ? "true" : "false");
         std::memcpy(at, token.data(), token.size());
         return at + token.size();
       });
       return {};
     case datatype::uint8:
-      write_elements<std::uint8_t>(out, t, write_integer<std::uint8_t>);
+      append_elements<std::uint8_t>(text, t, write_integer<std::uint8_t>);
       return {};
     case datatype::uint16:
-      write_elements<std::uint16_t>(out, t, write_integer<std::uint16_t>);
+      append_elements<std::uint16_t>(text, t, write_integer<std::uint16_t>);
       return {};
     case datatype::uint32:
-      write_elements<std::uint32_t>(out, t, write_integer<std::uint32_t>);
+      append_elements<std::uint32_t>(text, t, write_integer<std::uint32_t>);
       return {};
     case datatype::uint64:
-      write_elements<std::uint64_t>(out, t, write_integer<std::uint64_t>);
+      append_elements<std::uint64_t>(text, t, write_integer<std::uint64_t>);
       return {};
-    case datatype::int8: write_elements<std::int8_t>(out, t, write_integer<std::int8_t>); return {};
+    case datatype::int8:
+      append_elements<std::int8_t>(text, t, write_integer<std::int8_t>);
+      return {};
     case datatype::int16:
-      write_elements<std::int16_t>(out, t, write_integer<std::int16_t>);
+      append_elements<std::int16_t>(text, t, write_integer<std::int16_t>);
       return {};
     case datatype::int32:
-      write_elements<std::int32_t>(out, t, write_integer<std::int32_t>);
+      append_elements<std::int32_t>(text, t, write_integer<std::int32_t>);
       return {};
     case datatype::int64:
-      write_elements<std::int64_t>(out, t, write_integer<std::int64_t>);
+      append_elements<std::int64_t>(text, t, write_integer<std::int64_t>);
       return {};
     case datatype::fp16:
-      write_elements<half>(out, t, [non_finite_as_null](char* at, half h) {
+      append_elements<half>(text, t, [non_finite_as_null](char* at, half h) {
         return write_half(at, h, non_finite_as_null);
       });
       return {};
     case datatype::bf16:
-      write_elements<bfloat16>(out, t, [non_finite_as_null](char* at, bfloat16 b) {
+      append_elements<bfloat16>(text, t, [non_finite_as_null](char* at, bfloat16 b) {
         return write_half(at, b, non_finite_as_null);
       });
       return {};
-    case datatype::fp32: write_elements<float>(out, t, floating(0.0F)); return {};
-    case datatype::fp64: write_elements<double>(out, t, floating(0.0)); return {};
+    case datatype::fp32: append_elements<float>(text, t, floating(0.0F)); return {};
+    case datatype::fp64: append_elements<double>(text, t, floating(0.0)); return {};
     case datatype::bytes: {
-      out.raw('[');
       std::size_t index = 0;
       for (const std::string_view element : t.strings()) {
         if (const std::size_t bad = detail::find_invalid_utf8(element);
-            bad != std::string_view::npos) {
+            bad != std::string_view::npos && !format.replace_invalid_utf8) {
           return status{errc::invalid_argument,
                         fmt::format("{} '{}' element {} is not valid UTF-8 (byte {}) and cannot be "
                                     "written as a JSON string: ask for it as binary data",
                                     role, t.name(), index, bad)};
         }
-        if (index != 0) out.raw(',');
-        out.string(element);
+        if (index != 0) text.push_back(',');
+        detail::append_json_string(text, element);
         ++index;
       }
-      out.raw(']');
       return {};
     }
   }
   return status{errc::internal, "unknown datatype"};
 }
+
+}  // namespace detail
+
+namespace {
 
 void write_parameter_value(json_out& out, const parameter_value& value) {
   std::visit(
@@ -254,7 +268,10 @@ status write_tensor(json_out& out, encoded_body& body, const tensor& t, tensor_p
     write_parameters(out, t.parameters(), true, {true, std::nullopt});
     out.raw(',');
     out.key<"data">();
-    if (status s = write_data(out, t, role, non_finite_as_null); !s.ok()) return s;
+    out.raw('[');
+    if (status s = detail::append_json_values(out.text(), t, role, {non_finite_as_null}); !s.ok())
+      return s;
+    out.raw(']');
   }
   out.raw('}');
   return {};
@@ -509,7 +526,8 @@ std::string encode(const trace_settings& settings) {
   std::string text = fmt::format(
       R"({{"trace_level":["{}"],"trace_rate":"{}","trace_count":"{}","log_frequency":"{}",)"
       R"("trace_file":)",
-      to_string(settings.level), settings.rate, settings.count, settings.log_frequency);
+      fmt::join(level_names(settings.level), R"(",")"), settings.rate, settings.count,
+      settings.log_frequency);
   json_out out{text};
   out.string(settings.file);
   out.raw(R"(,"trace_mode":"triton"})");

@@ -1,4 +1,5 @@
 #include "detail/json_string.hpp"
+#include "detail/json_values.hpp"
 
 #include <oip/log.hpp>
 #include <oip/trace.hpp>
@@ -11,6 +12,7 @@
 #include <mutex>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace oip {
 
@@ -54,21 +56,23 @@ result<T> integer_setting(std::string_view name, const std::vector<std::string>&
 }
 
 result<trace_level> level_setting(const std::vector<std::string>& values) {
-  if (values.empty()) return invalid("'trace_level' needs a value: OFF or TIMESTAMPS");
+  if (values.empty()) return invalid("'trace_level' needs a value: OFF, TIMESTAMPS or TENSORS");
   bool off = false;
+  trace_level level = trace_level::off;
   for (const std::string& value : values) {
     if (value == "OFF") {
       off = true;
+    } else if (value == "TIMESTAMPS") {
+      level = level | trace_level::timestamps;
     } else if (value == "TENSORS") {
-      return status{errc::not_implemented,
-                    "trace level 'TENSORS' is not supported: oip traces TIMESTAMPS only"};
-    } else if (value != "TIMESTAMPS") {
+      level = level | trace_level::tensors;
+    } else {
       return invalid(fmt::format("unknown trace level '{}': expected OFF, TIMESTAMPS or TENSORS",
                                  value.substr(0, 64)));
     }
   }
   if (off && values.size() > 1) return invalid("Expect only one trace level 'OFF' is specified");
-  return off ? trace_level::off : trace_level::timestamps;
+  return level;
 }
 
 // Settings that a change names: absent, a setting stays; an empty optional inside, it is cleared.
@@ -122,20 +126,47 @@ trace_settings with_override(trace_settings settings, const model_override* own)
   return settings;
 }
 
-// One traced request in Triton's shape: its model, then one object per timestamp.
+// A traced tensor in Triton's shape: its values, and its shape, as comma-separated text.
+void append_tensor_json(std::string& text, std::uint64_t id, std::string_view activity,
+                        const tensor& t) {
+  text += fmt::format(R"({{"id":{},"activity":"{}","tensor":{{"name":)", id, activity);
+  detail::append_json_string(text, t.name());
+  std::string values;
+  static_cast<void>(detail::append_json_values(
+      values, t, "traced tensor", {.booleans_as_digits = true, .replace_invalid_utf8 = true}));
+  text += R"(,"data":)";
+  detail::append_json_string(text, values);
+  text += fmt::format(R"(,"shape":"{}","dtype":"{}"}}}})", fmt::join(t.shape(), ","),
+                      to_string(t.type()));
+}
+
+// One traced request in Triton's shape: its model, then one object per timestamp, then one per
+// tensor, each part as its level asks. Empty when the level asks for nothing the record holds.
 std::string trace_json(const tracer::record& traced) {
-  std::string text = fmt::format(R"({{"id":{},"model_name":)", traced.id);
-  detail::append_json_string(text, traced.model_name);
-  text += fmt::format(R"(,"model_version":{})", traced.model_version);
-  if (!traced.request_id.empty()) {
-    text += R"(,"request_id":)";
-    detail::append_json_string(text, traced.request_id);
+  std::string text;
+  const auto separate = [&text] {
+    if (!text.empty()) text += ',';
+  };
+  if (includes(traced.level, trace_level::timestamps)) {
+    text += fmt::format(R"({{"id":{},"model_name":)", traced.id);
+    detail::append_json_string(text, traced.model_name);
+    text += fmt::format(R"(,"model_version":{})", traced.model_version);
+    if (!traced.request_id.empty()) {
+      text += R"(,"request_id":)";
+      detail::append_json_string(text, traced.request_id);
+    }
+    text += '}';
+    for (const auto& [name, at] : traced.timestamps) {
+      text += fmt::format(
+          R"(,{{"id":{},"timestamps":[{{"name":"{}","ns":{}}}]}})", traced.id, name,
+          std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count());
+    }
   }
-  text += '}';
-  for (const auto& [name, at] : traced.timestamps) {
-    text += fmt::format(
-        R"(,{{"id":{},"timestamps":[{{"name":"{}","ns":{}}}]}})", traced.id, name,
-        std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count());
+  if (includes(traced.level, trace_level::tensors)) {
+    for (const auto& [activity, t] : traced.tensors) {
+      separate();
+      append_tensor_json(text, traced.id, activity, t);
+    }
   }
   return text;
 }
@@ -179,8 +210,12 @@ struct json_array_file {
 
 }  // namespace
 
-std::string_view to_string(trace_level level) noexcept {
-  return level == trace_level::off ? "OFF" : "TIMESTAMPS";
+std::vector<std::string_view> level_names(trace_level level) {
+  std::vector<std::string_view> names;
+  if (includes(level, trace_level::timestamps)) names.emplace_back("TIMESTAMPS");
+  if (includes(level, trace_level::tensors)) names.emplace_back("TENSORS");
+  if (names.empty()) names.emplace_back("OFF");
+  return names;
 }
 
 struct tracer::state {
@@ -318,7 +353,7 @@ result<trace_settings> tracer::update(std::optional<std::string_view> model,
   return after;
 }
 
-std::optional<std::uint64_t> tracer::sample(std::string_view model) {
+std::optional<tracer::sampled> tracer::sample(std::string_view model) {
   if (!active()) return std::nullopt;
   const std::lock_guard lock{state_->mutex};
   const auto found = state_->models.find(model);
@@ -331,7 +366,7 @@ std::optional<std::uint64_t> tracer::sample(std::string_view model) {
   std::uint64_t& seen = own != nullptr ? own->seen : state_->global_seen;
   if (++seen % rate != 0) return std::nullopt;
   if (count > 0 && --count == 0) state_->refresh_any_tracing();
-  return state_->next_id++;
+  return sampled{state_->next_id++, level};
 }
 
 bool tracer::active() const noexcept { return state_->any_tracing.load(std::memory_order_relaxed); }
@@ -356,7 +391,8 @@ void tracer::write(const record& traced) noexcept {
       const model_override* own = state_->own(traced.model_name);
       log_frequency = effective(own, &model_override::log_frequency, state_->global.log_frequency);
     }
-    state_->write(trace_json(traced), log_frequency);
+    const std::string text = trace_json(traced);
+    if (!text.empty()) state_->write(text, log_frequency);
   } catch (...) {  // NOLINT(bugprone-empty-catch): a trace that cannot be formatted is dropped
   }
 }

@@ -351,3 +351,18 @@ TEST_CASE("requests of very many names: all decoded, a duplicate found wherever 
   m.add_outputs()->set_name("OUT1");
   CHECK(error_of(m) == "duplicate requested output name 'OUT1'");
 }
+
+TEST_CASE("trace settings: each level that is on is one value of trace_level, as in Triton") {
+  const auto levels = [](oip::trace_level level) {
+    oip::trace_settings settings;
+    settings.level = level;
+    inference::TraceSettingResponse out;
+    oip::grpc::encode_trace_settings(settings, out);
+    const auto& values = out.settings().at("trace_level").value();
+    return std::vector<std::string>(values.begin(), values.end());
+  };
+  CHECK(levels(oip::trace_level::off) == std::vector<std::string>{"OFF"});
+  CHECK(levels(oip::trace_level::tensors) == std::vector<std::string>{"TENSORS"});
+  CHECK(levels(oip::trace_level::timestamps | oip::trace_level::tensors) ==
+        std::vector<std::string>{"TIMESTAMPS", "TENSORS"});
+}

@@ -55,6 +55,8 @@ struct parsed_trace {
   std::vector<std::string> request_ids;
   std::vector<std::vector<std::string>> names;  // per trace, in file order
   std::vector<std::vector<std::uint64_t>> ns;
+  // TENSORS entries: "<activity> <name> <data> <shape> <dtype>", in file order
+  std::vector<std::string> tensors;
 };
 
 parsed_trace parse_trace(const std::string& text) {
@@ -66,6 +68,18 @@ parsed_trace parse_trace(const std::string& text) {
     std::uint64_t id = 0;
     REQUIRE(entry["id"].get_uint64().get(id) == simdjson::SUCCESS);
     REQUIRE(id >= 1);
+    std::string_view activity;
+    if (entry["activity"].get_string().get(activity) == simdjson::SUCCESS) {
+      std::string text{activity};
+      for (const char* field : {"name", "data", "shape", "dtype"}) {
+        std::string_view value;
+        REQUIRE(entry["tensor"][field].get_string().get(value) == simdjson::SUCCESS);
+        text += ' ';
+        text += value;
+      }
+      out.tensors.push_back(std::move(text));
+      continue;
+    }
     std::string_view model;
     if (entry["model_name"].get_string().get(model) == simdjson::SUCCESS) {
       out.models.emplace_back(model);
@@ -158,9 +172,8 @@ TEST_CASE("bad settings are refused in Triton's words, and change nothing") {
   CHECK(refused(set("trace_level", {"LOUD"})).message() ==
         "unknown trace level 'LOUD': expected OFF, TIMESTAMPS or TENSORS");
   CHECK(refused(set("trace_level", {})).http_status() == 400);
-  const oip::status tensors = refused(set("trace_level", {"TIMESTAMPS", "TENSORS"}));
-  CHECK(tensors.http_status() == 501);
-  CHECK(tensors.message() == "trace level 'TENSORS' is not supported: oip traces TIMESTAMPS only");
+  CHECK(refused(set("trace_level", {"TENSORS", "OFF"})).message() ==
+        "Expect only one trace level 'OFF' is specified");
   const oip::status file_change = refused(set("trace_file", {"/etc/passwd"}));
   CHECK(file_change.http_status() == 501);
   CHECK(file_change.message() == "trace file location can not be updated through network protocol");
@@ -215,9 +228,9 @@ TEST_CASE("sampling, writing and changes from many threads at once") {
       threads.emplace_back([&, t] {
         const std::string model = t % 2 == 0 ? "even" : "odd";
         for (int i = 0; i < 200; ++i) {
-          if (const std::optional<std::uint64_t> id = traces.sample(model)) {
+          if (const std::optional<oip::tracer::sampled> chosen = traces.sample(model)) {
             ++sampled;
-            traces.write({*id, model, 1, std::to_string(i), {}});
+            traces.write({chosen->id, model, 1, std::to_string(i), {}});
           }
           if (i % 50 == 0) {
             REQUIRE(traces.update(model, set("trace_rate", {std::to_string(1 + i % 3)})));
@@ -271,14 +284,15 @@ TEST_CASE("the trace file: Triton's objects in one JSON array, escaped, complete
   };
   {
     oip::tracer traces{tracing_all(file.path)};
-    const std::optional<std::uint64_t> first = traces.sample("simple");
-    const std::optional<std::uint64_t> second = traces.sample("simple");
+    const std::optional<oip::tracer::sampled> first = traces.sample("simple");
+    const std::optional<oip::tracer::sampled> second = traces.sample("simple");
     REQUIRE(first);
     REQUIRE(second);
-    CHECK(*second == *first + 1);
+    CHECK(second->id == first->id + 1);
+    CHECK(first->level == oip::trace_level::timestamps);
     traces.write(
-        {*first, "simple", 1, "r\"1", {{"REQUEST_START", at(10)}, {"REQUEST_END", at(25)}}});
-    traces.write({*second, "simple", 2, "", {{"REQUEST_START", at(30)}}});
+        {first->id, "simple", 1, "r\"1", {{"REQUEST_START", at(10)}, {"REQUEST_END", at(25)}}});
+    traces.write({second->id, "simple", 2, "", {{"REQUEST_START", at(30)}}});
   }
   CHECK(file.read(file.path) ==
         R"([{"id":1,"model_name":"simple","model_version":1,"request_id":"r\"1"},)"
@@ -289,6 +303,72 @@ TEST_CASE("the trace file: Triton's objects in one JSON array, escaped, complete
         "\n");
 }
 
+TEST_CASE("TENSORS: each tensor's values as one text, as Triton writes them; levels combine") {
+  temporary_trace_file file;
+  oip::trace_settings host;
+  host.file = file.path;
+  host.rate = 1;
+  const auto values = [](std::string name, oip::shape_type shape, auto... v) {
+    using T = std::common_type_t<decltype(v)...>;
+    const std::vector<T> data{v...};
+    return *oip::tensor::from_values<T>(std::move(name), std::move(shape),
+                                        std::span<const T>(data));
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  {
+    oip::tracer traces{host};
+    const oip::result<oip::trace_settings> both =
+        traces.update(std::nullopt, set("trace_level", {"TIMESTAMPS", "TENSORS"}));
+    REQUIRE(both);
+    CHECK(both->level == (oip::trace_level::timestamps | oip::trace_level::tensors));
+    CHECK(oip::level_names(both->level) == std::vector<std::string_view>{"TIMESTAMPS", "TENSORS"});
+    CHECK(oip::encode(*both).find(R"("trace_level":["TIMESTAMPS","TENSORS"])") !=
+          std::string::npos);
+
+    REQUIRE(traces.update(std::nullopt, set("trace_level", {"TENSORS"})));
+    const std::optional<oip::tracer::sampled> chosen = traces.sample("m");
+    REQUIRE(chosen);
+    CHECK(chosen->level == oip::trace_level::tensors);
+    oip::tracer::record traced{chosen->id, "m", 1, "r", {{"REQUEST_START", {}}}, chosen->level};
+    const std::vector<std::string_view> texts{"a\"b", "\xff"};
+    const oip::tensor strings = *oip::tensor::from_strings("S", {2}, texts);
+    traced.tensors = std::vector<std::pair<std::string_view, oip::tensor>>{
+        {"TENSOR_QUEUE_INPUT", values("I", {2, 2}, 1, -2, 3, 4)},
+        {"TENSOR_QUEUE_INPUT", values("B", {3}, std::uint8_t{1}, std::uint8_t{0}, std::uint8_t{1})},
+        {"TENSOR_QUEUE_INPUT", values("U8", {2}, std::uint8_t{0}, std::uint8_t{255})},
+        {"TENSOR_QUEUE_INPUT", strings},
+        {"TENSOR_BACKEND_OUTPUT", values("F", {1, 3}, 1.5F, nan, -inf)},
+        {"TENSOR_BACKEND_OUTPUT", values("scalar", {}, std::int64_t{-7})}};
+    // A BOOL tensor: the same bytes, read as booleans.
+    traced.tensors[1].second =
+        *oip::tensor::make("B", oip::datatype::boolean, {3}, traced.tensors[1].second.data());
+    traces.write(traced);  // TENSORS alone: no model entry and no timestamps, as in Triton
+
+    traced.level = oip::trace_level::timestamps;  // and TIMESTAMPS alone: no tensors
+    traces.write(traced);
+  }
+  CHECK(file.read(file.path) ==
+        R"([{"id":1,"activity":"TENSOR_QUEUE_INPUT","tensor":{"name":"I","data":"1,-2,3,4",)"
+        R"("shape":"2,2","dtype":"INT32"}},)"
+        R"({"id":1,"activity":"TENSOR_QUEUE_INPUT","tensor":{"name":"B","data":"1,0,1",)"
+        R"("shape":"3","dtype":"BOOL"}},)"
+        R"({"id":1,"activity":"TENSOR_QUEUE_INPUT","tensor":{"name":"U8","data":"0,255",)"
+        R"("shape":"2","dtype":"UINT8"}},)"
+        R"({"id":1,"activity":"TENSOR_QUEUE_INPUT","tensor":{"name":"S",)"
+        R"("data":"\"a\\\"b\",\")"
+        "\xef\xbf\xbd"
+        R"(\"",)"
+        R"("shape":"2","dtype":"BYTES"}},)"
+        R"({"id":1,"activity":"TENSOR_BACKEND_OUTPUT","tensor":{"name":"F",)"
+        R"("data":"1.5,NaN,-Infinity","shape":"1,3","dtype":"FP32"}},)"
+        R"({"id":1,"activity":"TENSOR_BACKEND_OUTPUT","tensor":{"name":"scalar","data":"-7",)"
+        R"("shape":"","dtype":"INT64"}},)"
+        R"({"id":1,"model_name":"m","model_version":1,"request_id":"r"},)"
+        R"({"id":1,"timestamps":[{"name":"REQUEST_START","ns":0}]}])"
+        "\n");
+}
+
 TEST_CASE("log_frequency: every N traces in a file of their own, the rest at the end") {
   temporary_trace_file file;
   oip::trace_settings host = tracing_all(file.path);
@@ -296,9 +376,9 @@ TEST_CASE("log_frequency: every N traces in a file of their own, the rest at the
   {
     oip::tracer traces{host};
     for (int i = 0; i < 3; ++i) {
-      const std::optional<std::uint64_t> id = traces.sample("m");
-      REQUIRE(id);
-      traces.write({*id, "m", 1, std::to_string(i), {}});
+      const std::optional<oip::tracer::sampled> chosen = traces.sample("m");
+      REQUIRE(chosen);
+      traces.write({chosen->id, "m", 1, std::to_string(i), {}});
       if (i == 1)
         CHECK(parse_trace(file.read(file.path + ".0")).request_ids ==
               std::vector<std::string>{"0", "1"});
@@ -370,6 +450,43 @@ TEST_CASE("HTTP: /v2/trace/setting and /v2/models/<m>/trace/setting; traced requ
                                                       "REQUEST_END"});
     CHECK(std::is_sorted(traced.ns[i].begin(), traced.ns[i].end()));
   }
+}
+
+TEST_CASE("TENSORS through the handler: the inputs as queued, the model's outputs") {
+  temporary_trace_file file;
+  const auto join = [](auto first, auto step) {
+    std::string text;
+    for (int i = 0; i < 16; ++i) text += (i == 0 ? "" : ",") + std::to_string(first + i * step);
+    return text;
+  };
+  {
+    oip::server_options options;
+    options.trace = tracing_all(file.path);
+    options.trace.level = oip::trace_level::timestamps | oip::trace_level::tensors;
+    oip::model_repository models;
+    REQUIRE(models.add(oip::testing::make_simple()).ok());
+    oip::executor workers{{2, 64}};
+    oip::http_handler handler{models, workers, options};
+    CHECK(handler.handle({"GET", "/v2/trace/setting", {}, oip::buffer::from_string("")})
+              .body()
+              .find(R"("trace_level":["TIMESTAMPS","TENSORS"])") != std::string::npos);
+    const oip::http_response r = handler.handle(
+        {"POST",
+         "/v2/models/simple/infer",
+         {},
+         oip::buffer::from_string(
+             R"({"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":[)" +
+             join(0, 1) + R"(]},{"name":"INPUT1","shape":[1,16],"datatype":"INT32","data":[)" +
+             join(1, 0) + "]}]}")});
+    REQUIRE(r.status == 200);
+  }
+  const parsed_trace traced = parse_trace(file.read(file.path));
+  CHECK(traced.models == std::vector<std::string>{"simple"});
+  CHECK(traced.tensors ==
+        std::vector<std::string>{"TENSOR_QUEUE_INPUT INPUT0 " + join(0, 1) + " 1,16 INT32",
+                                 "TENSOR_QUEUE_INPUT INPUT1 " + join(1, 0) + " 1,16 INT32",
+                                 "TENSOR_BACKEND_OUTPUT OUTPUT0 " + join(1, 1) + " 1,16 INT32",
+                                 "TENSOR_BACKEND_OUTPUT OUTPUT1 " + join(-1, 1) + " 1,16 INT32"});
 }
 
 TEST_CASE("a transport's timestamps join the trace, which is written when it lets go of it") {

@@ -57,7 +57,8 @@ the Open Inference Protocol, on HTTP and gRPC.
   --trace-file PATH      where traced requests go (Triton's trace extension). Clients can change
                          every trace setting but this one, so with a file given any client can
                          have every request traced: give one only where clients are trusted
-  --trace-level L        OFF (default) or TIMESTAMPS
+  --trace-level L        OFF (default), TIMESTAMPS or TENSORS (the inputs and outputs of each
+                         traced request); given twice, TIMESTAMPS and TENSORS together
   --trace-rate N         trace one request in N (default 1000)
   --trace-count N        stop after N traces (default -1: no limit)
   --trace-log-frequency N
@@ -207,7 +208,16 @@ int parse(int argc, char** argv, options& o, bool& help) {
       // Read as a client's change would be, once the file is known (see trace_settings_from).
       std::string name{flag == "--trace-log-frequency" ? "log_frequency" : flag.substr(2)};
       std::replace(name.begin(), name.end(), '-', '_');
-      o.trace_flags.settings.emplace_back(std::move(name), std::vector<std::string>{value});
+      auto& settings = o.trace_flags.settings;
+      // --trace-level may be repeated, as in Triton: TIMESTAMPS and TENSORS together.
+      const auto levels = std::find_if(settings.begin(), settings.end(), [](const auto& setting) {
+        return setting.first == "trace_level";
+      });
+      if (name == "trace_level" && levels != settings.end()) {
+        levels->second->push_back(value);
+      } else {
+        settings.emplace_back(std::move(name), std::vector<std::string>{value});
+      }
     } else if (flag == "--server-name") {
       o.server.name = value;
     } else if (flag == "--models") {

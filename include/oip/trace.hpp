@@ -8,6 +8,7 @@
 
 #include <oip/export.hpp>
 #include <oip/status.hpp>
+#include <oip/tensor.hpp>
 
 #include <array>
 #include <chrono>
@@ -21,9 +22,17 @@
 
 namespace oip {
 
-/// What a traced request records: nothing (`off`) or its timestamps. (Triton's `TENSORS` level,
-/// which also writes the tensors, is not offered.)
-enum class trace_level : std::uint8_t { off, timestamps };
+/// What a traced request records, as Triton's levels: its timestamps, its tensors (the inputs as
+/// they were queued and the model's outputs), both (`timestamps | tensors`), or nothing (`off`).
+enum class trace_level : std::uint8_t { off = 0, timestamps = 1, tensors = 2 };
+
+[[nodiscard]] constexpr trace_level operator|(trace_level a, trace_level b) noexcept {
+  return static_cast<trace_level>(static_cast<std::uint8_t>(a) | static_cast<std::uint8_t>(b));
+}
+/// Whether `level` records `part` (`timestamps` or `tensors`).
+[[nodiscard]] constexpr bool includes(trace_level level, trace_level part) noexcept {
+  return (static_cast<std::uint8_t>(level) & static_cast<std::uint8_t>(part)) != 0;
+}
 
 struct trace_settings {
   trace_level level = trace_level::off;
@@ -54,19 +63,29 @@ struct trace_settings_change {
 ///   host.rate = 100;
 ///   host.file = "/tmp/trace.json";
 ///   oip::tracer traces{host};
-///   if (std::optional<std::uint64_t> id = traces.sample("simple")) { /* ... */ }
+///   if (std::optional<oip::tracer::sampled> chosen = traces.sample("simple")) { /* ... */ }
 /// \endcode
 class OIP_EXPORT tracer {
  public:
   using clock = std::chrono::steady_clock;
 
-  /// A traced request: its model and id, and its timestamps in the order they were taken.
+  /// A request chosen for tracing: its trace's id, and what its trace records.
+  struct sampled {
+    std::uint64_t id = 0;
+    trace_level level = trace_level::timestamps;
+  };
+
+  /// A traced request: its model and id, its timestamps in the order they were taken, and its
+  /// tensors, each with Triton's name for when it was taken (`TENSOR_QUEUE_INPUT`,
+  /// `TENSOR_BACKEND_OUTPUT`). `level` says which of them the file gets.
   struct record {
     std::uint64_t id = 0;
     std::string model_name;
     std::uint64_t model_version = 0;
     std::string request_id;
     std::vector<std::pair<std::string_view, clock::time_point>> timestamps;
+    trace_level level = trace_level::timestamps;
+    std::vector<std::pair<std::string_view, tensor>> tensors;
   };
 
   explicit tracer(trace_settings host = {});
@@ -78,17 +97,20 @@ class OIP_EXPORT tracer {
   /// The global settings (no model) or a model's, its own where it set them.
   [[nodiscard]] trace_settings settings(std::optional<std::string_view> model = std::nullopt) const;
   /// Applies `change` whole, or nothing: 400 for a value that does not parse, is out of range, or
-  /// leaves the settings unable to trace (no file, a rate of 0); 501 for `trace_file` or
-  /// `TENSORS`. Returns the settings after it. The caller has checked that `model` exists.
+  /// leaves the settings unable to trace (no file, a rate of 0); 501 for `trace_file`. Returns the
+  /// settings after it. The caller has checked that `model` exists.
   [[nodiscard]] result<trace_settings> update(std::optional<std::string_view> model,
                                               const trace_settings_change& change);
 
   /// Whether any request could be sampled now (one atomic load): a transport that would allocate
   /// to take part in traces asks first.
   [[nodiscard]] bool active() const noexcept;
-  /// Whether to trace the next request for `model`: the trace's id when it is one.
-  [[nodiscard]] std::optional<std::uint64_t> sample(std::string_view model);
-  /// Writes a traced request to the file its model's settings say.
+  /// Whether to trace the next request for `model`: its trace's id and level when it is one.
+  [[nodiscard]] std::optional<sampled> sample(std::string_view model);
+  /// Writes a traced request to the file its model's settings say. A tensor's values are
+  /// written as Triton writes them, one text of comma-separated values: numbers in their shortest
+  /// form, BOOL as 1 and 0, BYTES elements as JSON strings (bytes that are not UTF-8 become
+  /// U+FFFD).
   void write(const record& traced) noexcept;
 
  private:
@@ -131,7 +153,7 @@ struct transport_trace {
   std::shared_ptr<open_trace> sampled;
 };
 
-/// `trace_level` as Triton lists it: `["OFF"]` or `["TIMESTAMPS"]`.
-[[nodiscard]] OIP_EXPORT std::string_view to_string(trace_level level) noexcept;
+/// `trace_level` as Triton lists it: `OFF`, or `TIMESTAMPS` and `TENSORS` for what it records.
+[[nodiscard]] OIP_EXPORT std::vector<std::string_view> level_names(trace_level level);
 
 }  // namespace oip

@@ -546,7 +546,9 @@ trace_settings_change decode_trace_settings_change(const inference::TraceSetting
 
 void encode_trace_settings(const trace_settings& settings, inference::TraceSettingResponse& out) {
   auto& map = *out.mutable_settings();
-  map["trace_level"].add_value(std::string{to_string(settings.level)});
+  for (const std::string_view name : level_names(settings.level)) {
+    map["trace_level"].add_value(std::string{name});
+  }
   map["trace_rate"].add_value(std::to_string(settings.rate));
   map["trace_count"].add_value(std::to_string(settings.count));
   map["log_frequency"].add_value(std::to_string(settings.log_frequency));
