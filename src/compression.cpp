@@ -17,6 +17,8 @@ namespace oip::detail {
 
 namespace {
 
+constexpr std::size_t zlib_slice = std::size_t{1} << 30U;  // what zlib's 32-bit counts take at once
+
 std::string_view trim(std::string_view s) noexcept {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -114,22 +116,26 @@ result<buffer> decompress(const buffer& body, content_coding coding, std::size_t
   std::string out;
   out.resize(std::min<std::size_t>(std::max<std::size_t>(body.size() * 4, 4096), max_size + 1));
   stream.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(body.data()));
-  stream.avail_in = static_cast<uInt>(body.size());
+  std::size_t consumed = 0;  // zlib counts in 32 bits: the body goes in in slices
   std::size_t produced = 0;
   int rc = Z_OK;
   while (rc != Z_STREAM_END) {
+    if (stream.avail_in == 0 && consumed < body.size()) {
+      stream.avail_in = static_cast<uInt>(std::min(body.size() - consumed, zlib_slice));
+      consumed += stream.avail_in;
+    }
     if (produced == out.size()) {
       if (out.size() > max_size) break;
       out.resize(std::min(out.size() * 2, max_size + 1));
     }
     stream.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
-    stream.avail_out = static_cast<uInt>(std::min<std::size_t>(out.size() - produced, 1U << 30U));
+    stream.avail_out = static_cast<uInt>(std::min(out.size() - produced, zlib_slice));
     const uInt before = stream.avail_out;
     rc = inflate(&stream, Z_NO_FLUSH);
     produced += before - stream.avail_out;
     if (rc == Z_STREAM_END) break;
     if (rc != Z_OK && rc != Z_BUF_ERROR) break;
-    if (rc == Z_BUF_ERROR && stream.avail_in == 0) break;  // truncated input
+    if (rc == Z_BUF_ERROR && stream.avail_in == 0 && consumed == body.size()) break;  // truncated
   }
   inflateEnd(&stream);
   if (produced > max_size) {
@@ -163,21 +169,34 @@ result<std::string> compress(std::span<const std::string_view> parts, content_co
   }
   std::string out;
   out.resize(deflateBound(&stream, static_cast<uLong>(total)) + 64);
-  stream.next_out = reinterpret_cast<Bytef*>(out.data());
-  stream.avail_out = static_cast<uInt>(out.size());
+  // zlib counts in 32 bits: a body of 4 GiB or more goes in and out in slices.
+  std::size_t written = 0;
+  const auto run = [&](int flush) {
+    stream.next_out = reinterpret_cast<Bytef*>(out.data() + written);
+    stream.avail_out = static_cast<uInt>(std::min(out.size() - written, zlib_slice));
+    const uInt before = stream.avail_out;
+    const int rc = deflate(&stream, flush);
+    written += before - stream.avail_out;
+    return rc;
+  };
   int rc = Z_OK;
-  for (std::size_t i = 0; i < parts.size() || i == 0; ++i) {
-    const std::string_view part = i < parts.size() ? parts[i] : std::string_view{};
-    stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(part.data()));
-    stream.avail_in = static_cast<uInt>(part.size());
-    rc = deflate(&stream, i + 1 >= parts.size() ? Z_FINISH : Z_NO_FLUSH);
-    if (rc == Z_STREAM_ERROR) break;
+  for (const std::string_view part : parts) {
+    for (std::size_t at = 0; at < part.size() && rc != Z_STREAM_ERROR;) {
+      const std::size_t slice = std::min(part.size() - at, zlib_slice);
+      stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(part.data() + at));
+      stream.avail_in = static_cast<uInt>(slice);
+      while (stream.avail_in != 0 && rc != Z_STREAM_ERROR && written < out.size()) {
+        rc = run(Z_NO_FLUSH);
+      }
+      at += slice;
+    }
   }
+  while (rc != Z_STREAM_END && rc != Z_STREAM_ERROR && written < out.size()) rc = run(Z_FINISH);
   if (rc != Z_STREAM_END) {
     deflateEnd(&stream);
     return status{errc::internal, "zlib failed to compress the response"};
   }
-  out.resize(stream.total_out);
+  out.resize(written);
   deflateEnd(&stream);
   return out;
 }

@@ -173,10 +173,13 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
   explicit state(std::unique_ptr<inference_service> own)
       : owned{std::move(own)}, service{*owned}, options{service.options()} {}
 
-  // Compresses a reply when the client asked for it and it is worth it.
-  http_response finish_reply(http_response reply, detail::content_coding coding) const {
+  // Compresses a successful reply when the client asked for it and it is worth it. As in Triton,
+  // only inference replies (and the metrics) are compressed: never an error, and no other route,
+  // whose replies Triton's clients read without decompressing them (tritonclient.http.aio turns
+  // aiohttp's decompression off while aiohttp sends `Accept-Encoding: gzip, deflate`).
+  http_response compressed(http_response reply, detail::content_coding coding) const {
     if (coding == detail::content_coding::identity || !options.compress_responses ||
-        reply.body_size() < options.compression_threshold) {
+        reply.status != 200 || reply.body_size() < options.compression_threshold) {
       return reply;
     }
     std::vector<std::string_view> parts{reply.head};
@@ -352,7 +355,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
   void infer(http_request& request, const std::string& name, std::optional<std::uint64_t> version,
              detail::content_coding reply_coding, completion& done, cancellation& cancel) {
     const inference_service::clock::time_point received = inference_service::clock::now();
-    const auto fail = [&](const status& s) { done(finish_reply(error_reply(s), reply_coding)); };
+    const auto fail = [&](const status& s) { done(error_reply(s)); };
 
     result<model_lease> lease = service.acquire(name, version);
     if (!lease) {
@@ -411,10 +414,10 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
               if (const status written = write_outputs(destinations, *response); !written.ok()) {
                 log_request_failure(written, fmt::format("model '{}'", response->model_name),
                                     response->id.value_or(""));
-                return self->finish_reply(error_reply(written), reply_coding);
+                return error_reply(written);
               }
             }
-            return self->finish_reply(reply_of(response, format), reply_coding);
+            return self->compressed(reply_of(response, format), reply_coding);
           };
           http_response made = reply();
           if (trace != nullptr && trace->sampled) trace->sampled->stamp("INFER_RESPONSE_COMPLETE");
@@ -445,7 +448,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
   void handle(http_request& request, completion& done, cancellation& cancel) {
     const detail::content_coding reply_coding =
         detail::choose_response_coding(request.header("Accept-Encoding").value_or(""));
-    const auto reply = [&](http_response r) { done(finish_reply(std::move(r), reply_coding)); };
+    const auto reply = [&](http_response r) { done(std::move(r)); };
     const auto fail = [&](const status& s) {
       log_request_failure(s, fmt::format("{} {}", request.method, request.target));
       reply(error_reply(s));
@@ -475,7 +478,8 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
       http_response r;
       r.headers.push_back({"Content-Type", prometheus_content_type});
       r.head = prometheus_text(service, routes.gauges);
-      return reply(std::move(r));
+      r.status = 200;
+      return reply(compressed(std::move(r), reply_coding));
     }
     if (!routes.protocol || path.empty() || path[0] != "v2") return not_found();
     // A restricted route without its header is refused before anything else, the method

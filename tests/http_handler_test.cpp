@@ -308,6 +308,22 @@ TEST_CASE("compression: gzip and deflate requests, compressed replies, 415, bomb
   CHECK(deflated.header("Content-Encoding") == "deflate");
   CHECK(gunzip(deflated.body(), 15).find(R"("id":"42")") != std::string::npos);
 
+  // As in Triton, only a successful inference reply is compressed: errors and the other routes'
+  // replies never are (tritonclient.http.aio reads them as they come while aiohttp asks for gzip).
+  for (const char* target : {"/v2", "/v2/models/simple", "/v2/models/simple/config",
+                             "/v2/models/stats", "/v2/models/nope"}) {
+    CAPTURE(target);
+    const http_response r = s.send("GET", target, "", {{"Accept-Encoding", "gzip, deflate"}});
+    CHECK(r.body_size() > 16);
+    CHECK_FALSE(r.header("Content-Encoding").has_value());
+    CHECK(r.body().front() == '{');
+  }
+  const http_response refused =
+      s.send("POST", "/v2/models/simple/infer", R"({"inputs":[]})", {{"Accept-Encoding", "gzip"}});
+  CHECK(refused.status == 400);
+  CHECK_FALSE(refused.header("Content-Encoding").has_value());
+  CHECK(refused.body().find(R"({"error":)") == 0);
+
   http_response plain =
       s.send("POST", "/v2/models/simple/infer", simple_body, {{"Accept-Encoding", "br"}});
   CHECK(plain.status == 200);

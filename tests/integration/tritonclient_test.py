@@ -88,6 +88,42 @@ def compression_both_ways(client):
 
 
 @check
+def asyncio_client(client):
+    """tritonclient.http.aio: aiohttp asks for gzip and deflate on every request while the client
+    reads every reply but an inference's as it comes, so those replies must not be compressed."""
+    import asyncio
+
+    import tritonclient.http.aio as aioclient
+
+    async def run():
+        c = aioclient.InferenceServerClient(server_url)
+        try:
+            assert await c.is_server_ready()
+            stats = await c.get_inference_statistics()  # every model's: several KiB
+            assert len(stats["model_stats"]) > 5, stats
+            index = await c.get_model_repository_index(headers={"admin-key": "admin-value"})
+            assert any(m["name"] == "simple" for m in index), index
+            config = await c.get_model_config("simple")
+            assert config["max_batch_size"] == 8, config
+            a = np.arange(16, dtype=np.int32).reshape(1, 16)
+            inputs = [aioclient.InferInput("INPUT0", [1, 16], "INT32"),
+                      aioclient.InferInput("INPUT1", [1, 16], "INT32")]
+            inputs[0].set_data_from_numpy(a)
+            inputs[1].set_data_from_numpy(a)
+            result = await c.infer("simple", inputs)
+            assert np.array_equal(result.as_numpy("OUTPUT0"), 2 * a)
+            try:
+                await c.get_model_metadata("no_such_model")
+                raise AssertionError("an unknown model was found")
+            except InferenceServerException as e:
+                assert "no_such_model" in e.message(), e.message()
+        finally:
+            await c.close()
+
+    asyncio.run(run())
+
+
+@check
 def strings(client):
     a = np.array([[str(i) for i in range(16)]], dtype=np.object_)
     b = np.array([["1"] * 16], dtype=np.object_)
@@ -271,9 +307,17 @@ def restricted_repository(client):
     assert client.is_server_live()  # health is not restricted
 
 
+server_url = None  # the HTTP address oip-serve listens on, for the checks that make their own client
+
+
+def make_client(http_url, grpc_url):
+    global server_url
+    server_url = http_url
+    return httpclient.InferenceServerClient(http_url)
+
+
 def main():
-    return oip_serve_runner.run(sys.argv[1], checks,
-                                lambda http_url, grpc_url: httpclient.InferenceServerClient(http_url),
+    return oip_serve_runner.run(sys.argv[1], checks, make_client,
                                 extra_args=("--allow-shared-memory", "--http-restricted-api",
                                             "model-repository:admin-key=admin-value"))
 
