@@ -4,6 +4,7 @@
 
 #include <oip/grpc/codec.hpp>
 #include <oip/grpc/grpc_service.grpc.pb.h>
+#include <oip/grpc/health.grpc.pb.h>
 #include <oip/grpc/server.hpp>
 #include <oip/inference_service.hpp>
 
@@ -216,6 +217,51 @@ TEST_CASE("a message protobuf cannot parse is INVALID_ARGUMENT; a stream answers
   CHECK(reply.error_message().empty());
   CHECK(reply.infer_response().id() == "7");
   CHECK(reply.infer_response().raw_output_contents_size() == 2);
+  CHECK_FALSE(stream->Read(&reply));
+  CHECK(stream->Finish().ok());
+}
+
+TEST_CASE("a stream answers in the order of its requests; a model's replies say they are final") {
+  fixture f;
+  // A request that the waiter holds until its timeout (0.3 s), then fails; one that the simple
+  // model answers at once; one refused as it arrives. The replies come back in that order.
+  oip::inference_request held;
+  held.id = "slow";
+  const std::int32_t one = 1;
+  held.inputs.push_back(
+      *oip::tensor::from_values<std::int32_t>("IN", {1}, std::span<const std::int32_t>(&one, 1)));
+  inference::ModelInferRequest slow;
+  REQUIRE(oip::grpc::encode_request(held, "waiter", "1", false, slow).ok());
+  (*slow.mutable_parameters())["timeout"].set_int64_param(300'000);
+  inference::ModelInferRequest lost = simple_request(false);
+  lost.set_model_name("nope");
+  lost.set_id("lost");
+
+  ::grpc::ClientContext context;
+  auto stream = f.stub->ModelStreamInfer(&context);
+  REQUIRE(stream->Write(slow));
+  REQUIRE(stream->Write(simple_request(false)));
+  REQUIRE(stream->Write(lost));
+  stream->WritesDone();
+  const auto final_flag = [](const inference::ModelInferResponse& r) {
+    const auto found = r.parameters().find("triton_final_response");
+    return found != r.parameters().end() && found->second.bool_param();
+  };
+  inference::ModelStreamInferResponse reply;
+  REQUIRE(stream->Read(&reply));
+  CHECK(reply.infer_response().id() == "slow");
+  CHECK(reply.error_message() == "cancelled while running");
+  CHECK(reply.infer_response().model_name() == "waiter");
+  CHECK(reply.infer_response().model_version() == "1");
+  CHECK(final_flag(reply.infer_response()));
+  REQUIRE(stream->Read(&reply));
+  CHECK(reply.infer_response().id() == "7");
+  CHECK(reply.error_message().empty());
+  CHECK(reply.infer_response().outputs_size() == 2);
+  CHECK(final_flag(reply.infer_response()));
+  REQUIRE(stream->Read(&reply));
+  CHECK(reply.infer_response().id() == "lost");
+  CHECK(reply.error_message() == "Request for unknown model: 'nope' is not found");
   CHECK_FALSE(stream->Read(&reply));
   CHECK(stream->Finish().ok());
 }
@@ -726,4 +772,91 @@ TEST_CASE("traced requests carry the server's wait/read and send timestamps, una
   REQUIRE(both.size() == 2 * expected.size());
   CHECK(std::vector<std::string>(both.begin() + static_cast<std::ptrdiff_t>(expected.size()),
                                  both.end()) == expected);
+}
+
+TEST_CASE("a request with no inputs is answered raw, as Triton answers every request") {
+  fixture f;
+  oip::model_config config;
+  config.name = "constant";
+  config.outputs = {{"OUT", oip::datatype::int32, {2}, {}}};
+  REQUIRE(f.models
+              .add(oip::make_model(
+                  config,
+                  [](const oip::inference_request&) -> oip::result<oip::model_output> {
+                    const std::vector<std::int32_t> values{4, 5};
+                    return oip::model_output{
+                        {*oip::tensor::from_values<std::int32_t>("OUT", {2}, values)}, {}};
+                  }))
+              .ok());
+  inference::ModelInferRequest request;
+  request.set_model_name("constant");
+  ::grpc::ClientContext context;
+  inference::ModelInferResponse response;
+  REQUIRE(f.stub->ModelInfer(&context, request, &response).ok());
+  REQUIRE(response.raw_output_contents_size() == 1);  // Triton's C++ client reads it unchecked
+  CHECK(response.raw_output_contents(0).size() == 8);
+  CHECK_FALSE(response.outputs(0).has_contents());
+}
+
+TEST_CASE("the port is the server's own unless reuse_port says otherwise; configure is called") {
+  oip::model_repository models;
+  oip::executor workers{oip::executor_options{1, 4}};
+  oip::inference_service service{models, workers};
+  bool configured = false;
+  oip::grpc::server_options options{"127.0.0.1", 0};
+  options.configure = [&configured](::grpc::ServerBuilder& builder) {
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 20'000);
+    configured = true;
+  };
+  oip::grpc::server first{service, options};
+  const oip::result<std::uint16_t> port = first.start();
+  REQUIRE(port);
+  CHECK(configured);
+
+  oip::grpc::server second{service, {"127.0.0.1", *port}};
+  const oip::result<std::uint16_t> refused = second.start();
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message() ==
+        "cannot listen for gRPC on 127.0.0.1:" + std::to_string(*port));
+}
+
+TEST_CASE("grpc.health.v1.Health/Check answers the server's readiness (Kubernetes' gRPC probes)") {
+  oip::model_repository models;
+  struct flaky : oip::testing::waiter {
+    [[nodiscard]] bool ready() const noexcept override { return is_ready.load(); }
+    std::atomic<bool> is_ready{true};
+  };
+  auto model = std::make_shared<flaky>();
+  REQUIRE(models.add(model).ok());
+  oip::executor workers{oip::executor_options{1, 4}};
+  oip::inference_service service{models, workers};
+  oip::grpc::server_options options{"127.0.0.1", 0};
+  REQUIRE(options.restricted_protocol
+              .add(*oip::parse_api_restriction("health:probe-key=yes", "grpc-restricted-protocol"),
+                   "protocol")
+              .ok());
+  oip::grpc::server server{service, options};
+  const oip::result<std::uint16_t> port = server.start();
+  REQUIRE(port);
+  auto health = ::grpc::health::v1::Health::NewStub(::grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(*port), ::grpc::InsecureChannelCredentials()));
+  const auto check = [&](const std::string& name, bool with_key,
+                         ::grpc::health::v1::HealthCheckResponse& response) {
+    ::grpc::ClientContext context;
+    if (with_key) context.AddMetadata("probe-key", "yes");
+    ::grpc::health::v1::HealthCheckRequest request;
+    request.set_service(name);
+    return health->Check(&context, request, &response);
+  };
+  ::grpc::health::v1::HealthCheckResponse response;
+  REQUIRE(check("", true, response).ok());
+  CHECK(response.status() == ::grpc::health::v1::HealthCheckResponse::SERVING);
+  REQUIRE(check("inference.GRPCInferenceService", true, response).ok());
+  CHECK(response.status() == ::grpc::health::v1::HealthCheckResponse::SERVING);
+  model->is_ready = false;
+  REQUIRE(check("", true, response).ok());
+  CHECK(response.status() == ::grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  const ::grpc::Status refused = check("", false, response);
+  CHECK(refused.error_code() == ::grpc::StatusCode::PERMISSION_DENIED);
+  CHECK(refused.error_message() == "This protocol is restricted, expecting header 'probe-key'");
 }

@@ -12,6 +12,7 @@
 
 #include <oip/grpc/codec.hpp>
 #include <oip/grpc/grpc_service.grpc.pb.h>
+#include <oip/grpc/health.grpc.pb.h>
 #include <oip/grpc/server.hpp>
 #include <oip/log.hpp>
 #include <oip/shared_memory.hpp>
@@ -205,11 +206,11 @@ void to_message(const tensor_metadata& t, inference::ModelMetadataResponse::Tens
   for (const std::int64_t d : t.shape) out.add_shape(d);
 }
 
-// Whether a reply goes back in raw contents: when the request sent raw contents, or used shared
-// memory (Triton always replies raw, and its clients then expect one raw entry per output, an
-// empty one for an output in shared memory).
+// Whether a reply goes back in raw contents: when the request sent raw contents or no input at
+// all, or used shared memory (Triton always replies raw, and its C++ client reads one raw entry
+// per output without looking: an empty one for an output in shared memory).
 bool replies_raw(const inference::ModelInferRequest& message) {
-  if (message.raw_input_contents_size() > 0) return true;
+  if (message.raw_input_contents_size() > 0 || message.inputs_size() == 0) return true;
   const std::string region{parameter_names::shared_memory_region};
   for (const auto& input : message.inputs()) {
     if (input.parameters().contains(region)) return true;
@@ -305,21 +306,24 @@ struct stream_state {
   // Recursive: grpc++ may run a reaction inline from a Start call made under this lock.
   std::recursive_mutex mutex;
   stream_reactor* reactor = nullptr;  // null once the stream is done
+  // One per request read, in the order they came: replies leave in that order, as in Triton
+  // (a reply that is ready waits for the replies of the requests before it).
   struct queued_reply {
     ::grpc::ByteBuffer bytes;           // a serialized ModelStreamInferResponse
     std::shared_ptr<open_trace> trace;  // the request's, when it was sampled
+    bool ready = false;                 // whether `bytes` holds the reply yet
   };
   std::deque<queued_reply> replies;
+  std::uint64_t front_sequence = 0;        // the number of the request that replies.front() answers
   tracer::clock::time_point read_started;  // when the read in progress was started
   bool writing = false;
   bool reads_done = false;
   bool reading_paused = false;
   bool finished = false;
-  std::size_t running = 0;  // requests dispatched and not yet answered
   cancellation cancel;
 };
 
-// Replies waiting plus requests running, past which the stream stops reading until they drain.
+// Requests read and not yet answered, past which the stream stops reading until they drain.
 constexpr std::size_t max_outstanding_per_stream = 1024;
 
 class stream_reactor final : public stream_reactor_base {
@@ -338,24 +342,27 @@ class stream_reactor final : public stream_reactor_base {
       return;
     }
     tracer::clock::time_point read_started;
+    std::uint64_t sequence = 0;
     {
       const std::lock_guard lock{shared_->mutex};
       if (shared_->finished) return;  // cancelled meanwhile: a late request is not run
       read_started = shared_->read_started;
+      sequence = shared_->front_sequence + shared_->replies.size();
+      shared_->replies.emplace_back();
     }
     inference::ModelInferRequest message;
     const status parsed = parse(incoming_, message);
     incoming_.Clear();
     if (parsed.ok()) {
-      dispatch(message, read_started);
+      dispatch(message, read_started, sequence);
     } else {
       ::grpc::ByteBuffer error = error_reply(parsed, "");
       const std::lock_guard lock{shared_->mutex};
-      reply(error);
+      reply(sequence, error);
     }
     const std::lock_guard lock{shared_->mutex};
     if (shared_->finished) return;
-    if (shared_->running + shared_->replies.size() < max_outstanding_per_stream) {
+    if (shared_->replies.size() < max_outstanding_per_stream) {
       read_next();
     } else {
       shared_->reading_paused = true;
@@ -375,6 +382,7 @@ class stream_reactor final : public stream_reactor_base {
       trace->stamp("GRPC_SEND_END");
     }
     shared_->replies.pop_front();  // and with it a sampled request's trace, which is written
+    ++shared_->front_sequence;
     write_next();
     resume_reading();
     finish_if_done();
@@ -394,19 +402,23 @@ class stream_reactor final : public stream_reactor_base {
     delete this;
   }
 
-  // Queues a serialized reply (from any thread), taking its contents; the caller holds the shared
-  // mutex. (grpc++'s ByteBuffer has no move operations: a "move" would copy it.)
-  void reply(::grpc::ByteBuffer& message, std::shared_ptr<open_trace> trace = nullptr) {
+  // Puts in the reply to request number `sequence` (from any thread), taking its contents; the
+  // caller holds the shared mutex. (grpc++'s ByteBuffer has no move operations: a "move" would
+  // copy it.)
+  void reply(std::uint64_t sequence, ::grpc::ByteBuffer& message,
+             std::shared_ptr<open_trace> trace = nullptr) {
     if (shared_->finished) return;
     if (trace) trace->stamp("GRPC_SEND_START");
-    stream_state::queued_reply& queued = shared_->replies.emplace_back();
-    queued.bytes.Swap(&message);
-    queued.trace = std::move(trace);
+    stream_state::queued_reply& slot = shared_->replies[sequence - shared_->front_sequence];
+    slot.bytes.Swap(&message);
+    slot.trace = std::move(trace);
+    slot.ready = true;
     write_next();
   }
 
  private:
-  void dispatch(inference::ModelInferRequest& message, tracer::clock::time_point read_started) {
+  void dispatch(inference::ModelInferRequest& message, tracer::clock::time_point read_started,
+                std::uint64_t sequence) {
     const auto received = inference_service::clock::now();
     // Only while tracing is on: a request's part in its trace is an allocation here.
     std::shared_ptr<transport_trace> trace;
@@ -421,38 +433,47 @@ class stream_reactor final : public stream_reactor_base {
     if (!admitted) {
       ::grpc::ByteBuffer error = error_reply(admitted.error(), id);
       const std::lock_guard lock{shared_->mutex};
-      reply(error);
+      reply(sequence, error);
       return;
     }
-    {
-      const std::lock_guard lock{shared_->mutex};
-      ++shared_->running;
-    }
+    // A model's reply, a failed one too, says that it is the request's last, as Triton's do:
+    // clients that ask for `triton_enable_empty_final_response` wait for it.
+    inference::ModelInferResponse failed;
+    failed.set_id(std::move(id));
+    failed.set_model_name(message.model_name());
+    failed.set_model_version(message.model_version());
+    mark_final(failed);
     service_.infer(
         std::move(admitted->lease), std::move(admitted->request), shared_->cancel,
-        [shared = shared_, raw, id = std::move(id), trace,
+        [shared = shared_, raw, sequence, failed = std::move(failed), trace,
          destinations = std::move(admitted->destinations),
          format = std::move(admitted->format)](const result<inference_response>& response) {
           std::shared_ptr<open_trace> sampled;
           if (trace) sampled = std::move(trace->sampled);
           inference::ModelStreamInferResponse reply_message;
-          status encoded = admitted_request::finish(destinations, response, raw, format,
-                                                    *reply_message.mutable_infer_response());
+          inference::ModelInferResponse& answer = *reply_message.mutable_infer_response();
+          status encoded = admitted_request::finish(destinations, response, raw, format, answer);
+          mark_final(answer);
           ::grpc::ByteBuffer bytes;
           if (encoded.ok()) encoded = serialize(reply_message, bytes);
           if (!encoded.ok()) {
-            ::grpc::ByteBuffer error = error_reply(encoded, id);
-            bytes.Swap(&error);
+            reply_message.Clear();
+            reply_message.set_error_message(encoded.message());
+            *reply_message.mutable_infer_response() = failed;
+            (void)serialize(reply_message, bytes);  // as error_reply's, cannot fail
           }
           if (sampled) sampled->stamp("INFER_RESPONSE_COMPLETE");
           const std::lock_guard lock{shared->mutex};
-          --shared->running;
           if (shared->reactor == nullptr) return;
-          shared->reactor->reply(bytes, std::move(sampled));
+          shared->reactor->reply(sequence, bytes, std::move(sampled));
           shared->reactor->resume_reading();
           shared->reactor->finish_if_done();
         },
         received, trace.get());
+  }
+
+  static void mark_final(inference::ModelInferResponse& response) {
+    (*response.mutable_parameters())["triton_final_response"].set_bool_param(true);
   }
 
   // An error message cannot fail to serialize: the service's messages are short, and the id is
@@ -468,14 +489,17 @@ class stream_reactor final : public stream_reactor_base {
 
   // The callers below hold the shared mutex.
   void write_next() {
-    if (shared_->writing || shared_->finished || shared_->replies.empty()) return;
+    if (shared_->writing || shared_->finished || shared_->replies.empty() ||
+        !shared_->replies.front().ready) {
+      return;
+    }
     shared_->writing = true;
     StartWrite(&shared_->replies.front().bytes);
   }
 
   void resume_reading() {
     if (!shared_->reading_paused || shared_->finished) return;
-    if (shared_->running + shared_->replies.size() >= max_outstanding_per_stream) return;
+    if (shared_->replies.size() >= max_outstanding_per_stream) return;
     shared_->reading_paused = false;
     read_next();
   }
@@ -487,8 +511,7 @@ class stream_reactor final : public stream_reactor_base {
   }
 
   void finish_if_done() {
-    if (shared_->reads_done && shared_->running == 0 && shared_->replies.empty() &&
-        !shared_->writing) {
+    if (shared_->reads_done && shared_->replies.empty() && !shared_->writing) {
       finish(::grpc::Status::OK);
     }
   }
@@ -858,16 +881,47 @@ class service_impl final : public raw_service {
   const api_restrictions& restricted_;
 };
 
+// The standard health service (grpc.health.v1), as Triton offers it: Check answers the server's
+// readiness, whatever service it names (a probe configured with a name still works), in the
+// `health` category of the restricted APIs. Watch is not offered (UNIMPLEMENTED), as in Triton.
+class health_impl final : public ::grpc::health::v1::Health::CallbackService {
+ public:
+  health_impl(inference_service& service, const service_impl& rpcs)
+      : service_{service}, rpcs_{rpcs} {}
+
+  ServerUnaryReactor* Check(CallbackServerContext* context,
+                            const ::grpc::health::v1::HealthCheckRequest* /*request*/,
+                            ::grpc::health::v1::HealthCheckResponse* response) override {
+    ServerUnaryReactor* reactor = context->DefaultReactor();
+    if (const status s = rpcs_.allowed(context, api_category::health); !s.ok()) {
+      reactor->Finish(to_grpc(s));
+      return reactor;
+    }
+    response->set_status(service_.ready() ? ::grpc::health::v1::HealthCheckResponse::SERVING
+                                          : ::grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+    reactor->Finish(::grpc::Status::OK);
+    return reactor;
+  }
+
+ private:
+  inference_service& service_;
+  const service_impl& rpcs_;
+};
+
 }  // namespace
 
 struct server::state {
   inference_service& service;
   server_options options;
   service_impl rpcs;
+  health_impl health;
   std::unique_ptr<::grpc::Server> running;
 
   state(inference_service& s, server_options o)
-      : service{s}, options{std::move(o)}, rpcs{service, options.restricted_protocol} {}
+      : service{s},
+        options{std::move(o)},
+        rpcs{service, options.restricted_protocol},
+        health{service, rpcs} {}
 };
 
 server::server(inference_service& service, server_options options)
@@ -880,10 +934,16 @@ result<std::uint16_t> server::start() {
   ::grpc::ServerBuilder builder;
   int port = 0;
   const std::string address = fmt::format("{}:{}", state_->options.address, state_->options.port);
-  builder.AddListeningPort(address, ::grpc::InsecureServerCredentials(), &port);
+  const server_options& options = state_->options;
+  builder.AddListeningPort(
+      address, options.credentials ? options.credentials : ::grpc::InsecureServerCredentials(),
+      &port);
   builder.RegisterService(&state_->rpcs);
-  builder.SetMaxReceiveMessageSize(state_->options.max_message_bytes);
-  builder.SetMaxSendMessageSize(state_->options.max_message_bytes);
+  builder.RegisterService(&state_->health);
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, options.reuse_port ? 1 : 0);
+  if (options.configure) options.configure(builder);
   state_->running = builder.BuildAndStart();
   if (!state_->running || port == 0) {
     state_->running.reset();

@@ -153,17 +153,38 @@ def streaming_many_requests(client):
     client.async_stream_infer("no_such_model", simple_inputs(a, a), request_id="missing")
     seen = set()
     errors = []
+    order = []
     for _ in range(51):
         result, error = replies.get(timeout=30)
         if error is not None:
             errors.append(str(error))
+            order.append("missing")
             continue
         i = int(result.get_response().id)
         assert np.array_equal(result.as_numpy("OUTPUT0"), a + i)
         seen.add(i)
+        order.append(i)
     client.stop_stream()
     assert seen == set(range(50)), seen
     assert len(errors) == 1 and "no_such_model" in errors[0], errors
+    assert order == list(range(50)) + ["missing"], order  # in the order sent, as Triton answers
+
+
+@check
+def streaming_final_response_flag(client):
+    # What PyTriton and many streaming clients wait for: with enable_empty_final_response, a reply
+    # that says it is the request's last.
+    replies = queue.Queue()
+    client.start_stream(callback=lambda result, error: replies.put((result, error)))
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    client.async_stream_infer("simple", simple_inputs(a, a), request_id="f",
+                              enable_empty_final_response=True)
+    result, error = replies.get(timeout=30)
+    client.stop_stream()
+    assert error is None, error
+    response = result.get_response()
+    assert response.parameters["triton_final_response"].bool_param, response
+    assert np.array_equal(result.as_numpy("OUTPUT0"), 2 * a)
 
 
 def region_names(client):

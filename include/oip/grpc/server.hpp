@@ -11,9 +11,15 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
+
+namespace grpc {
+class ServerBuilder;
+class ServerCredentials;
+}  // namespace grpc
 
 namespace oip::grpc {
 
@@ -27,6 +33,16 @@ struct server_options {
   /// `triton-grpc-protocol-`; oip-serve does the same). A refused call is PERMISSION_DENIED.
   /// Independent of the HTTP set (`server_options::restricted_http_api`), as in Triton.
   api_restrictions restricted_protocol{};
+  /// Whether another process may listen on the same port (SO_REUSEPORT, Triton's
+  /// `--reuse-grpc-port`). Off by default, as in Triton: a second server on a port in use fails to
+  /// start instead of sharing the connections.
+  bool reuse_port = false;
+  /// The listening port's credentials (grpc++'s `SslServerCredentials` for TLS, as Triton's
+  /// `--grpc-use-ssl`); insecure when null.
+  std::shared_ptr<::grpc::ServerCredentials> credentials;
+  /// Called on the builder after oip's own settings and before the server starts: channel
+  /// arguments such as keepalive (`GRPC_ARG_KEEPALIVE_TIME_MS`, ...), compression, thread pools.
+  std::function<void(::grpc::ServerBuilder&)> configure;
 };
 
 /// Example:
