@@ -310,9 +310,6 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
   http_response shared_memory_reply(const http_request& request, bool cuda,
                                     std::optional<std::string_view> region,
                                     std::string_view action) const {
-    if (status s = cuda ? status{} : service.system_shared_memory_offered(); !s.ok()) {
-      return error_reply(s);
-    }
     if (action == "status") {
       result<std::vector<shared_memory_region>> found =
           cuda ? inference_service::cuda_shared_memory_status(region)
@@ -329,6 +326,9 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
       return json_reply(200, "");
     }
     if (cuda) return error_reply(inference_service::register_cuda_shared_memory());
+    if (service.shared_memory() == nullptr) {  // refused before the request is looked at
+      return error_reply(service.register_system_shared_memory({}));
+    }
     if (!region) {
       return error_reply(
           status{errc::invalid_argument,

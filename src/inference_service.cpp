@@ -794,25 +794,25 @@ result<trace_settings> inference_service::update_tracing(std::optional<std::stri
   return state_->traces->update(model, change);
 }
 
-status inference_service::system_shared_memory_offered() const {
-  if (state_->regions) return status{};
-  return status{errc::not_found, "this server does not offer the system shared-memory extension"};
-}
-
 result<std::vector<shared_memory_region>> inference_service::system_shared_memory_status(
     std::optional<std::string_view> region) const {
-  if (status s = system_shared_memory_offered(); !s.ok()) return s;
-  return state_->regions->regions(region);
+  if (state_->regions) return state_->regions->regions(region);
+  if (!region) return std::vector<shared_memory_region>{};
+  return status{errc::not_found,
+                fmt::format("Unable to find system shared memory region: '{}'", *region)};
 }
 
 status inference_service::register_system_shared_memory(shared_memory_region region) {
-  if (status s = system_shared_memory_offered(); !s.ok()) return s;
+  if (!state_->regions) {
+    return status{errc::not_implemented,
+                  "this server does not offer the system shared-memory extension"};
+  }
   return state_->regions->register_region(std::move(region.name), std::move(region.key),
                                           region.offset, region.byte_size);
 }
 
 status inference_service::unregister_system_shared_memory(std::optional<std::string_view> region) {
-  if (status s = system_shared_memory_offered(); !s.ok()) return s;
+  if (!state_->regions) return status{};  // nothing was registered
   if (region) {
     state_->regions->unregister(*region);
   } else {
@@ -900,16 +900,26 @@ status inference_service::load(const std::string& model, const parameters& reque
                   "this server has no model loader: its models are registered by the host "
                   "application"};
   }
-  const bool loaded_already = repository.acquire(model, std::nullopt).ok();
-  if (loaded_already && request.empty()) return {};
+  const bool serving = repository.acquire(model, std::nullopt).ok();
+  if (serving && request.empty()) return {};
+  // The loader's models are version 1: a version the host registered would go on serving
+  // requests that name none, whatever was loaded.
+  for (const std::uint64_t version : repository.versions(model)) {
+    if (version != 1) {
+      return status{errc::invalid_argument,
+                    fmt::format("model '{}' has version {}, which this server's model loader "
+                                "does not make (it loads version 1): unload the model first",
+                                model, version)};
+    }
+  }
   result<std::shared_ptr<oip::model>> loaded = loader->load_with(model, request);
   if (!loaded) return loaded.error();
   if (*loaded == nullptr || (*loaded)->config().name != model) {
     return status{errc::internal, fmt::format("the loader did not produce model '{}'", model)};
   }
-  // With parameters, a model that is loaded is reloaded, as in Triton.
-  return loaded_already ? repository.replace(std::move(*loaded))
-                        : repository.add(std::move(*loaded));
+  // A model that is there is reloaded, as in Triton: with parameters, or when it is not ready or
+  // is being unloaded. Two loads at once both succeed; the later one's model stays.
+  return repository.replace(std::move(*loaded));
 }
 
 status inference_service::unload(const std::string& model) {

@@ -444,11 +444,48 @@ std::string encode(const repository_index_request& request) {
   return request.ready ? R"({"ready":true})" : "{}";
 }
 
-std::string encode_repository_load_request(const parameters& request) {
+namespace {
+// Standard base64 with its padding (Triton's form of a file's content in a model load).
+std::string to_base64(std::string_view bytes) {
+  static constexpr std::string_view alphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (std::size_t i = 0; i < bytes.size(); i += 3) {
+    const std::size_t left = std::min<std::size_t>(bytes.size() - i, 3);
+    std::uint32_t bits = 0;
+    for (std::size_t j = 0; j < 3; ++j) {
+      bits = bits << 8U | (j < left ? static_cast<unsigned char>(bytes[i + j]) : 0U);
+    }
+    for (std::size_t j = 0; j < 4; ++j) {
+      out.push_back(j <= left ? alphabet[bits >> (18U - 6U * j) & 0x3FU] : '=');
+    }
+  }
+  return out;
+}
+}  // namespace
+
+result<std::string> encode_repository_load_request(const parameters& request) {
+  // A file's content travels in base64 over HTTP, where the server decodes it back to bytes.
+  parameters sent;
+  for (const auto& [name, value] : request) {
+    if (!name.starts_with("file:")) {
+      sent.set(name, value);
+      continue;
+    }
+    const auto* bytes = std::get_if<std::string>(&value);
+    if (bytes == nullptr) {
+      return status{errc::invalid_argument,
+                    fmt::format("parameter '{}' of a model load request must be the file's "
+                                "content, a string of bytes",
+                                name)};
+    }
+    sent.set(name, to_base64(*bytes));
+  }
   std::string text;
   json_out out{text};
   out.raw('{');
-  write_parameters(out, request, false);
+  write_parameters(out, sent, false);
   out.raw('}');
   return text;
 }

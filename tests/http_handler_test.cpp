@@ -595,6 +595,55 @@ TEST_CASE("a model load's parameters reach the host's loader; one that takes non
   CHECK(configurable->loads == 2);
 }
 
+TEST_CASE("a load reloads a model that is there but not serving; other versions are refused") {
+  repository_host host;
+  // Each load makes a new model; the test turns the latest one's readiness off.
+  struct counting_loader : oip::model_loader {
+    std::vector<std::string> available() const override { return {"m"}; }
+    oip::result<std::shared_ptr<oip::model>> load(std::string_view /*name*/) override {
+      oip::model_config config;
+      config.name = "m";
+      config.outputs = {{"OUT", oip::datatype::int32, {1}, {}}};
+      latest = std::make_shared<switchable>(std::move(config));
+      ++loads;
+      return std::shared_ptr<oip::model>{latest};
+    }
+    struct switchable : oip::function_model {
+      explicit switchable(oip::model_config config)
+          : function_model{std::move(config), [](const oip::inference_request&) {
+                             return oip::result<oip::model_output>{oip::model_output{}};
+                           }} {}
+      [[nodiscard]] bool ready() const noexcept override { return is_ready.load(); }
+      std::atomic<bool> is_ready{true};
+    };
+    std::shared_ptr<switchable> latest;
+    int loads = 0;
+  };
+  auto models = std::make_shared<counting_loader>();
+  host.repository.set_loader(models);
+  oip::in_process_client& client = host.client;
+  REQUIRE(client.send("POST", "/v2/repository/models/m/load").status == 200);
+  CHECK(client.send("POST", "/v2/repository/models/m/load").status == 200);  // serving: a no-op
+  CHECK(models->loads == 1);
+  models->latest->is_ready = false;
+  CHECK_FALSE(client.ready("m"));
+  CHECK(client.send("POST", "/v2/repository/models/m/load").status == 200);  // reloaded
+  CHECK(models->loads == 2);
+  CHECK(client.ready("m"));
+
+  // A version of the host's own, which the loader's version 1 could not replace.
+  REQUIRE(host.repository.add(models->latest, 3).ok());
+  const http_response refused = client.send("POST", "/v2/repository/models/m/load", "{}");
+  CHECK(refused.status == 200);  // serving, no parameters: nothing to do
+  models->latest->is_ready = false;
+  const http_response other_version = client.send("POST", "/v2/repository/models/m/load");
+  CHECK(other_version.status == 400);
+  CHECK(oip::decode_error(other_version.body(), 400).message() ==
+        "model 'm' has version 3, which this server's model loader does not make (it loads "
+        "version 1): unload the model first");
+  CHECK(models->loads == 2);
+}
+
 TEST_CASE("repository index: the ready filter of the body, and bodies that are not one") {
   repository_host host;
   oip::model_repository& repository = host.repository;

@@ -764,10 +764,26 @@ TEST_CASE("metadata, health and error objects, both directions") {
   oip::parameters load;
   load.set("config", std::string{R"({"max_batch_size":2})"});
   load.set("retries", std::int64_t{3});
-  CHECK(oip::encode_repository_load_request(load) ==
+  CHECK(*oip::encode_repository_load_request(load) ==
         R"({"parameters":{"config":"{\"max_batch_size\":2}","retries":3}})");
-  CHECK(*oip::decode_repository_load_request(oip::encode_repository_load_request(load)) == load);
-  CHECK(oip::encode_repository_load_request({}) == "{}");
+  CHECK(*oip::decode_repository_load_request(*oip::encode_repository_load_request(load)) == load);
+  CHECK(*oip::encode_repository_load_request({}) == "{}");
+  // Files go as base64 and come back as the same bytes, whatever they hold.
+  for (const std::string bytes :
+       {std::string{}, std::string{"a"}, std::string{"ab"}, std::string{"abc"},
+        std::string{"\0\xff\0", 3}, std::string{"model\x80\x81 bytes\n"}}) {
+    oip::parameters files = load;
+    files.set("file:1/model.onnx", bytes);
+    const oip::result<std::string> body = oip::encode_repository_load_request(files);
+    REQUIRE(body);
+    CHECK(*oip::decode_repository_load_request(*body) == files);
+  }
+  oip::parameters abcd;
+  abcd.set("file:1/m", std::string{"abcd"});
+  CHECK(*oip::encode_repository_load_request(abcd) == R"({"parameters":{"file:1/m":"YWJjZA=="}})");
+  oip::parameters not_bytes;
+  not_bytes.set("file:1/m", std::int64_t{5});
+  CHECK(oip::encode_repository_load_request(not_bytes).error().http_status() == 400);
   CHECK(oip::decode_repository_load_request(" ")->empty());
   for (const auto& [base64, bytes] :
        std::vector<std::pair<std::string, std::string>>{{"", ""},

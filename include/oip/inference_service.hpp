@@ -123,12 +123,12 @@ class OIP_EXPORT inference_service {
   // --- the shared-memory extensions ------------------------------------------------------------
   /// The registered regions, or null when `server_options::shared_memory` is off.
   [[nodiscard]] shared_memory_registry* shared_memory() const noexcept;
-  /// 404 when the server does not offer the system shared-memory extension; so is each of the
-  /// three system operations then.
-  [[nodiscard]] status system_shared_memory_offered() const;
-  /// Every system region (no name) or the one named (404 when unknown).
+  /// Every system region (no name) or the one named (404 when unknown). Where the server does not
+  /// offer the extension (`server_options::shared_memory` off) there is none, and the clients'
+  /// clean-up calls (perf_analyzer unregisters every region, whatever its mode) still succeed.
   [[nodiscard]] result<std::vector<shared_memory_region>> system_shared_memory_status(
       std::optional<std::string_view> region) const;
+  /// 501 where the server does not offer the extension.
   [[nodiscard]] status register_system_shared_memory(shared_memory_region region);
   /// Every region (no name) or the one named; an unknown name is not an error (as in Triton).
   [[nodiscard]] status unregister_system_shared_memory(std::optional<std::string_view> region);

@@ -119,8 +119,11 @@ struct request_format {
 [[nodiscard]] OIP_EXPORT std::string encode(const server_ready& ready);
 [[nodiscard]] OIP_EXPORT std::string encode(const model_ready& ready);
 [[nodiscard]] OIP_EXPORT std::string encode(const repository_index_request& request);
-/// A model load's body (the client side): `{"parameters":{...}}`, or `{}` for none.
-[[nodiscard]] OIP_EXPORT std::string encode_repository_load_request(const parameters& request);
+/// A model load's body (the client side): `{"parameters":{...}}`, or `{}` for none. A
+/// `file:<path>` entry holds the file's bytes, sent in base64 (Triton's form); one that is not a
+/// string is a 400.
+[[nodiscard]] OIP_EXPORT result<std::string> encode_repository_load_request(
+    const parameters& request);
 
 [[nodiscard]] OIP_EXPORT result<server_metadata> decode_server_metadata(std::string_view json,
                                                                         const limits& bounds = {});
