@@ -46,6 +46,13 @@ status check_scheduling_parameters(const parameters& params) {
     return status{errc::invalid_argument,
                   "invalid value type for 'priority' parameter, expected an integer"};
   }
+  if (const auto* signed_priority = params.get<std::int64_t>("priority");
+      signed_priority != nullptr && *signed_priority < 0) {
+    return status{errc::invalid_argument,
+                  fmt::format("invalid value {} for 'priority' parameter, expected a "
+                              "non-negative integer (0 for the default)",
+                              *signed_priority)};
+  }
   return {};
 }
 

@@ -264,6 +264,17 @@ TEST_CASE("a stream answers in the order of its requests; a model's replies say 
   CHECK(reply.error_message() == "Request for unknown model: 'nope' is not found");
   CHECK_FALSE(stream->Read(&reply));
   CHECK(stream->Finish().ok());
+
+  // The flag that asks for an empty final reply is a bool, in Triton's words otherwise.
+  inference::ModelInferRequest flagged = simple_request(false);
+  (*flagged.mutable_parameters())["triton_enable_empty_final_response"].set_int64_param(1);
+  ::grpc::ClientContext unary;
+  inference::ModelInferResponse refused;
+  const ::grpc::Status s = f.stub->ModelInfer(&unary, flagged, &refused);
+  CHECK(s.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(s.error_message() ==
+        "invalid value type for 'triton_enable_empty_final_response' parameter, expected "
+        "bool_param.");
 }
 
 TEST_CASE("a stream keeps a sequence in order and stays open after an error") {

@@ -465,6 +465,12 @@ TEST_CASE("the scheduling parameters: timeout an int64, priority an integer, els
     CHECK(r.body() ==
           R"({"error":"invalid value type for 'priority' parameter, expected an integer"})");
   }
+  // A priority is unsigned in Triton (its HTTP server reads it as one).
+  const http_response below_zero =
+      s.send("POST", "/v2/models/simple/infer", with_parameter("priority", "-3"));
+  CHECK(below_zero.status == 400);
+  CHECK(below_zero.body() == R"x({"error":"invalid value -3 for 'priority' parameter, expected a )x"
+                             R"x(non-negative integer (0 for the default)"})x");
 }
 
 TEST_CASE("statistics and configuration in Triton's shapes") {

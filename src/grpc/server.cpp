@@ -262,6 +262,12 @@ result<admitted_request> admit(inference_service& service, inference::ModelInfer
   result<inference_request> request =
       decode_request(message, service.options().bounds, service.shared_memory());
   if (!request) return refuse(std::move(request).error());
+  if (const parameter_value* flag = request->parameters.find("triton_enable_empty_final_response");
+      flag != nullptr && !std::holds_alternative<bool>(*flag)) {
+    return refuse(status{errc::invalid_argument,
+                         "invalid value type for 'triton_enable_empty_final_response' parameter, "
+                         "expected bool_param."});
+  }
   result<std::vector<shared_memory_destination>> destinations =
       shared_memory_destinations(*request, service.shared_memory());
   if (!destinations) return refuse(std::move(destinations).error());
