@@ -43,6 +43,10 @@ constexpr std::size_t body_padding = 64;
 constexpr std::size_t read_ahead_bytes = std::size_t{128} << 10U;
 // How much of a body one read takes at most (the connection's buffer is grown to it).
 constexpr std::size_t body_read_bytes = std::size_t{64} << 10U;
+// How long a connection that is closing still reads what its client sends (see `linger`): in all,
+// and between two reads.
+constexpr std::chrono::seconds linger_time{10};
+constexpr std::chrono::seconds linger_pause{2};
 
 }  // namespace
 
@@ -352,8 +356,32 @@ class session : public std::enable_shared_from_this<session> {
     }
     busy_ = false;
     reply_ = {};
-    if (ec || !keep_alive_) return close();
+    if (ec) return close();
+    if (!keep_alive_) return linger();
     read_header();
+  }
+
+  // Ends a connection after its last reply (RFC 9112, 9.6): stops sending, then reads and drops
+  // what the client still sends until it closes, for `linger_time` at most. Closed with the
+  // client's bytes unread, the socket would reset the connection, and a client still sending a
+  // body (Python's requests sends it whole before it reads) would get the reset, not the reply.
+  void linger() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    drain(std::chrono::steady_clock::now() + linger_time);
+  }
+
+  void drain(std::chrono::steady_clock::time_point until) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= until || server_->stopping.load()) return close();
+    stream_.expires_after(std::min<std::chrono::steady_clock::duration>(until - now, linger_pause));
+    buffer_.clear();
+    stream_.async_read_some(
+        buffer_.prepare(buffer_.max_size()),
+        [self = shared_from_this(), until](beast::error_code ec, std::size_t) {
+          if (ec) return self->close();  // the client closed, or went quiet
+          self->drain(until);
+        });
   }
 
   void on_read_error(beast::error_code ec) {
