@@ -114,12 +114,29 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (std::getenv("HTTP_FUZZER_VERBOSE") != nullptr) {  // the replies, for looking at seeds
     std::fprintf(stderr, "%s\n", reply.substr(0, 2000).c_str());
   }
-  for (std::size_t at = reply.find("HTTP/1.1 5"); at != std::string::npos;
-       at = reply.find("HTTP/1.1 5", at + 1)) {
+  // The replies one after the other, each status line where the reply before it ended (a body
+  // may hold any text, "HTTP/1.1 500" included: an error message quotes the input).
+  const std::string_view replies{reply};
+  const auto starts_reply = [&](std::size_t at) {
+    return replies.substr(at).starts_with("HTTP/1.1 ");
+  };
+  for (std::size_t at = 0; at < replies.size() && starts_reply(at);) {
+    const std::string_view status = replies.substr(at + 9, 3);
     // A 503 is the service's own back-pressure (queue full, draining), not a client's mistake.
-    if (std::string_view{reply}.substr(at, 12) == "HTTP/1.1 503") continue;
-    std::fprintf(stderr, "http_fuzzer: a 5xx reply:\n%s\n", reply.substr(at, 600).c_str());
-    __builtin_trap();
+    if (status.starts_with('5') && status != "503") {
+      std::fprintf(stderr, "http_fuzzer: a 5xx reply:\n%s\n", reply.substr(at, 600).c_str());
+      __builtin_trap();
+    }
+    const std::size_t head_end = replies.find("\r\n\r\n", at);
+    if (head_end == std::string_view::npos) break;
+    std::size_t length = 0;
+    if (const std::size_t field = replies.substr(at, head_end - at).find("\r\nContent-Length: ");
+        field != std::string_view::npos) {
+      length = std::strtoull(reply.c_str() + at + field + 18, nullptr, 10);
+    }
+    // A reply to HEAD has no body: the next reply starts right after its headers.
+    const std::size_t with_body = head_end + 4 + length;
+    at = with_body >= replies.size() || starts_reply(with_body) ? with_body : head_end + 4;
   }
   return 0;
 }
