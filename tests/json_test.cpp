@@ -769,7 +769,7 @@ TEST_CASE("metadata, health and error objects, both directions") {
   CHECK(*oip::decode_repository_load_request(*oip::encode_repository_load_request(load)) == load);
   CHECK(*oip::encode_repository_load_request({}) == "{}");
   // Files go as base64 and come back as the same bytes, whatever they hold.
-  for (const std::string bytes :
+  for (const std::string& bytes :
        {std::string{}, std::string{"a"}, std::string{"ab"}, std::string{"abc"},
         std::string{"\0\xff\0", 3}, std::string{"model\x80\x81 bytes\n"}}) {
     oip::parameters files = load;

@@ -70,14 +70,14 @@ parsed_trace parse_trace(const std::string& text) {
     REQUIRE(id >= 1);
     std::string_view activity;
     if (entry["activity"].get_string().get(activity) == simdjson::SUCCESS) {
-      std::string text{activity};
+      std::string tensor{activity};
       for (const char* field : {"name", "data", "shape", "dtype"}) {
         std::string_view value;
         REQUIRE(entry["tensor"][field].get_string().get(value) == simdjson::SUCCESS);
-        text += ' ';
-        text += value;
+        tensor += ' ';
+        tensor += value;
       }
-      out.tensors.push_back(std::move(text));
+      out.tensors.push_back(std::move(tensor));
       continue;
     }
     std::string_view model;

@@ -85,7 +85,7 @@ class OIP_EXPORT tracer {
     std::string request_id;
     std::vector<std::pair<std::string_view, clock::time_point>> timestamps;
     trace_level level = trace_level::timestamps;
-    std::vector<std::pair<std::string_view, tensor>> tensors;
+    std::vector<std::pair<std::string_view, tensor>> tensors{};
   };
 
   explicit tracer(trace_settings host = {});

@@ -39,10 +39,10 @@ struct server_options {
   bool reuse_port = false;
   /// The listening port's credentials (grpc++'s `SslServerCredentials` for TLS, as Triton's
   /// `--grpc-use-ssl`); insecure when null.
-  std::shared_ptr<::grpc::ServerCredentials> credentials;
+  std::shared_ptr<::grpc::ServerCredentials> credentials{};
   /// Called on the builder after oip's own settings and before the server starts: channel
   /// arguments such as keepalive (`GRPC_ARG_KEEPALIVE_TIME_MS`, ...), compression, thread pools.
-  std::function<void(::grpc::ServerBuilder&)> configure;
+  std::function<void(::grpc::ServerBuilder&)> configure{};
 };
 
 /// Example:
