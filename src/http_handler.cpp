@@ -501,12 +501,19 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     }
     if (path[1] == "repository") {
       if (refused(api_category::model_repository)) return;
-      if (path.size() == 3 && path[2] == "index") {
+      // /v2/repository[/<repository>]/index and .../models/<m>/(load|unload), as Triton routes
+      // them: oip has one repository, so a name is ignored by the index and refused by the rest.
+      const std::size_t at = path.size() == 4 || path.size() == 6 ? 3 : 2;
+      if (path.size() == at + 1 && path[at] == "index") {
         return post ? reply(repository_index_reply(request)) : refuse_method("POST");
       }
-      if (path.size() == 5 && path[2] == "models" && (path[4] == "load" || path[4] == "unload")) {
+      const std::string& action = path.back();
+      if (path.size() == at + 3 && path[at] == "models" &&
+          (action == "load" || action == "unload")) {
         if (!post) return refuse_method("POST");
-        return reply(path[4] == "load" ? load_reply(request, path[3]) : unload_reply(path[3]));
+        if (at == 3) return fail(repository_name_refused());
+        const std::string& model = path[at + 1];
+        return reply(action == "load" ? load_reply(request, model) : unload_reply(model));
       }
       return not_found();
     }

@@ -89,6 +89,10 @@ result<std::shared_ptr<model>> model_loader::load_with(std::string_view name,
 
 // --- repository --------------------------------------------------------------------------------
 
+status repository_name_refused() {
+  return status{errc::invalid_argument, "'repository_name' specification is not supported"};
+}
+
 status unknown_model(std::string_view name, std::optional<std::uint64_t> version) {
   if (version) {
     return status{errc::not_found, fmt::format("Request for unknown model: '{}' version {} is not "

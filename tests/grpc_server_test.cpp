@@ -407,6 +407,22 @@ TEST_CASE("configuration, statistics, metadata and the repository over gRPC") {
     const ::grpc::Status refused = f.stub->RepositoryModelLoad(&unset, load, &loaded);
     CHECK(refused.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);
     CHECK(refused.error_message() == "parameter 'empty' of the model load request has no value");
+
+    // One repository: a load or unload that names another is refused, in Triton's words.
+    inference::RepositoryModelLoadRequest named;
+    named.set_model_name("simple");
+    named.set_repository_name("models");
+    ::grpc::ClientContext named_load;
+    const ::grpc::Status elsewhere = f.stub->RepositoryModelLoad(&named_load, named, &loaded);
+    CHECK(elsewhere.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(elsewhere.error_message() == "'repository_name' specification is not supported");
+    inference::RepositoryModelUnloadRequest named_unload;
+    named_unload.set_model_name("simple");
+    named_unload.set_repository_name("models");
+    ::grpc::ClientContext unload_context;
+    inference::RepositoryModelUnloadResponse unloaded;
+    CHECK(f.stub->RepositoryModelUnload(&unload_context, named_unload, &unloaded).error_code() ==
+          ::grpc::StatusCode::INVALID_ARGUMENT);
   }
 }
 

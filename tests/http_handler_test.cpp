@@ -539,6 +539,20 @@ TEST_CASE("repository extension: index, load, unload") {
   CHECK(client.send("GET", "/v2/models/simple").status == 404);
   CHECK(client.send("POST", "/v2/repository/models/simple/unload").status == 404);
   CHECK(client.send("GET", "/v2/repository/index").status == 405);
+
+  // Triton's routes may name a repository: the index ignores it; a load or unload is refused.
+  CHECK(client.send("POST", "/v2/repository/models/index").body() ==
+        client.send("POST", "/v2/repository/index").body());
+  for (const char* target :
+       {"/v2/repository/models/models/simple/load", "/v2/repository/r/models/simple/unload"}) {
+    CAPTURE(target);
+    const http_response named = client.send("POST", target);
+    CHECK(named.status == 400);
+    CHECK(oip::decode_error(named.body(), 400).message() ==
+          "'repository_name' specification is not supported");
+  }
+  CHECK(client.send("POST", "/v2/repository/r/models/simple").status == 404);
+  CHECK(client.send("GET", "/v2/repository/r/models/simple/load").status == 405);
 }
 
 namespace {

@@ -190,6 +190,9 @@ class OIP_EXPORT model_repository {
   std::shared_ptr<detail::repository_state> state_;
 };
 
+/// Triton's refusal (400) of a model load or unload that names a repository: a server has one.
+[[nodiscard]] OIP_EXPORT status repository_name_refused();
+
 /// Triton's message for a model (and version) that the repository does not hold.
 [[nodiscard]] OIP_EXPORT status unknown_model(std::string_view name,
                                               std::optional<std::uint64_t> version);

@@ -746,6 +746,7 @@ class service_impl final : public raw_service {
     return answer<inference::RepositoryModelLoadRequest, inference::RepositoryModelLoadResponse>(
         allowed(context, api_category::model_repository), context, in, out,
         [this](const auto& request, auto& /*response*/) {
+          if (!request.repository_name().empty()) return repository_name_refused();
           result<parameters> asked = decode_load_parameters(request.parameters());
           if (!asked) return asked.error();
           return service_.load(request.model_name(), *asked);
@@ -758,6 +759,7 @@ class service_impl final : public raw_service {
                   inference::RepositoryModelUnloadResponse>(
         allowed(context, api_category::model_repository), context, in, out,
         [this](const auto& request, auto& /*response*/) {
+          if (!request.repository_name().empty()) return repository_name_refused();
           return service_.unload(request.model_name());
         });
   }
