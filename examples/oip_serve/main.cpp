@@ -18,12 +18,21 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+#include <iterator>
+#include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/security/server_credentials.h>
 
 namespace {
 
@@ -54,6 +63,17 @@ the Open Inference Protocol, on HTTP and gRPC.
                          repeat for other groups (as Triton's option)
   --grpc-restricted-protocol CATEGORIES:KEY=VALUE
                          the same for gRPC calls, with metadata triton-grpc-protocol-KEY
+  --grpc-use-ssl B       gRPC over TLS (true or false, default false), with
+  --grpc-server-cert PATH, --grpc-server-key PATH
+                         the server's certificate chain and private key (PEM), and
+  --grpc-root-cert PATH  the certificates that clients' certificates must chain to, with
+  --grpc-use-ssl-mutual B
+                         true: clients must present a certificate (mutual TLS)
+  --grpc-keepalive-time MS, --grpc-keepalive-timeout MS,
+  --grpc-keepalive-permit-without-calls B, --grpc-http2-max-pings-without-data N,
+  --grpc-http2-min-recv-ping-interval-without-data MS, --grpc-http2-max-ping-strikes N
+                         gRPC keepalive, as Triton's options of these names (gRPC's defaults)
+  --reuse-grpc-port B    let other processes listen on the gRPC port too (default false)
   --trace-file PATH      where traced requests go (Triton's trace extension). Clients can change
                          every trace setting but this one, so with a file given any client can
                          have every request traced: give one only where clients are trusted
@@ -73,6 +93,8 @@ the Open Inference Protocol, on HTTP and gRPC.
                          the CPU); simple*, identity_*, sequence_accumulator and classifier run
                          on a CUDA device, the others on the CPU
   --help                 this text
+
+Each option may also be written --name=VALUE, as Triton's are.
 )";
 
 struct options {
@@ -85,7 +107,40 @@ struct options {
   bool dynamic_batching = true;
   std::string device = "auto";
   oip::trace_settings_change trace_flags;  // --trace-level, --trace-rate, ...
+  struct {
+    bool use_ssl = false;
+    bool mutual = false;
+    std::string certificate_chain;  // files
+    std::string private_key;
+    std::string root_certificates;
+  } grpc_tls;
+  std::vector<std::pair<std::string, int>> grpc_channel_arguments;  // keepalive
 };
+
+// Triton's gRPC keepalive options and the channel arguments they set.
+constexpr std::pair<std::string_view, const char*> keepalive_options[] = {
+    {"--grpc-keepalive-time", GRPC_ARG_KEEPALIVE_TIME_MS},
+    {"--grpc-keepalive-timeout", GRPC_ARG_KEEPALIVE_TIMEOUT_MS},
+    {"--grpc-keepalive-permit-without-calls", GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS},
+    {"--grpc-http2-max-pings-without-data", GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA},
+    {"--grpc-http2-min-recv-ping-interval-without-data",
+     GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS},
+    {"--grpc-http2-max-ping-strikes", GRPC_ARG_HTTP2_MAX_PING_STRIKES},
+};
+
+std::optional<bool> parse_bool(std::string_view text) {
+  if (text == "true" || text == "1") return true;
+  if (text == "false" || text == "0") return false;
+  return std::nullopt;
+}
+
+std::optional<std::string> read_file(const std::string& path) {
+  std::ifstream in{path, std::ios::binary};
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 // The repository extension's load route: a fresh instance of a reference model, placed as the
 // server's models were (so an unloaded model can be loaded again).
@@ -130,7 +185,10 @@ bool parse_number(const char* text, std::size_t& out) {
 // 0 on success, else the exit code (2 for a usage error, 0 after --help).
 int parse(int argc, char** argv, options& o, bool& help) {
   for (int i = 1; i < argc; ++i) {
-    const std::string_view flag = argv[i];
+    const std::string_view argument = argv[i];
+    // --name=VALUE, as Triton's options are written, or --name VALUE.
+    const std::size_t equals = argument.find('=');
+    const std::string_view flag = argument.substr(0, equals);
     if (flag == "--help" || flag == "-h") {
       help = true;
       return 0;
@@ -143,13 +201,16 @@ int parse(int argc, char** argv, options& o, bool& help) {
       o.server.shared_memory = true;
       continue;
     }
-    if (i + 1 >= argc) {
+    if (equals == std::string_view::npos && i + 1 >= argc) {
       std::cerr << "oip-serve: " << flag << " needs a value (see --help)\n";
       return 2;
     }
-    const char* value = argv[++i];
+    const char* value = equals != std::string_view::npos ? argv[i] + equals + 1 : argv[++i];
     std::size_t n = 0;
     const bool numeric = parse_number(value, n);
+    const std::optional<bool> boolean = parse_bool(value);
+    const auto keepalive = std::find_if(std::begin(keepalive_options), std::end(keepalive_options),
+                                        [&](const auto& option) { return option.first == flag; });
     if (flag == "--http-port" && numeric && n < 65536) {
       o.http.port = static_cast<std::uint16_t>(n);
     } else if (flag == "--grpc-port" && numeric && n < 65536) {
@@ -218,6 +279,22 @@ int parse(int argc, char** argv, options& o, bool& help) {
       } else {
         settings.emplace_back(std::move(name), std::vector<std::string>{value});
       }
+    } else if (flag == "--grpc-use-ssl" && boolean) {
+      o.grpc_tls.use_ssl = *boolean;
+    } else if (flag == "--grpc-use-ssl-mutual" && boolean) {
+      o.grpc_tls.mutual = *boolean;
+    } else if (flag == "--grpc-server-cert") {
+      o.grpc_tls.certificate_chain = value;
+    } else if (flag == "--grpc-server-key") {
+      o.grpc_tls.private_key = value;
+    } else if (flag == "--grpc-root-cert") {
+      o.grpc_tls.root_certificates = value;
+    } else if (flag == "--reuse-grpc-port" && boolean) {
+      o.grpc.reuse_port = *boolean;
+    } else if (keepalive != std::end(keepalive_options) && (numeric || boolean) &&
+               n <= static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+      o.grpc_channel_arguments.emplace_back(keepalive->second,
+                                            numeric ? static_cast<int>(n) : int{*boolean});
     } else if (flag == "--server-name") {
       o.server.name = value;
     } else if (flag == "--models") {
@@ -246,6 +323,44 @@ oip::result<oip::trace_settings> trace_settings_from(const options& o) {
   }
   oip::tracer reader{o.server.trace};
   return reader.update(std::nullopt, o.trace_flags);
+}
+
+// gRPC's TLS credentials (from the certificate files) and keepalive arguments, as Triton's
+// options set them.
+oip::status grpc_security(options& o) {
+  const auto& tls = o.grpc_tls;
+  if (tls.use_ssl) {
+    const std::optional<std::string> chain = read_file(tls.certificate_chain);
+    const std::optional<std::string> key = read_file(tls.private_key);
+    if (!chain || !key) {
+      return oip::status{oip::errc::invalid_argument,
+                         "--grpc-use-ssl needs --grpc-server-cert and --grpc-server-key files "
+                         "that can be read"};
+    }
+    std::optional<std::string> roots;
+    if (!tls.root_certificates.empty() || tls.mutual) {
+      roots = read_file(tls.root_certificates);
+      if (!roots) {
+        return oip::status{oip::errc::invalid_argument,
+                           "--grpc-root-cert " + tls.root_certificates + " cannot be read"};
+      }
+    }
+    grpc::SslServerCredentialsOptions ssl{
+        tls.mutual ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                   : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE};
+    ssl.pem_root_certs = roots.value_or("");
+    ssl.pem_key_cert_pairs.push_back({*key, *chain});
+    o.grpc.credentials = grpc::SslServerCredentials(ssl);
+  } else if (tls.mutual) {
+    return oip::status{oip::errc::invalid_argument,
+                       "--grpc-use-ssl-mutual needs --grpc-use-ssl true"};
+  }
+  if (!o.grpc_channel_arguments.empty()) {
+    o.grpc.configure = [arguments = o.grpc_channel_arguments](grpc::ServerBuilder& builder) {
+      for (const auto& [name, value] : arguments) builder.AddChannelArgument(name, value);
+    };
+  }
+  return oip::status{};
 }
 
 }  // namespace
@@ -307,6 +422,10 @@ int main(int argc, char** argv) {
   if (!port) {
     std::cerr << "oip-serve: " << port.error().message() << "\n";
     return 1;
+  }
+  if (const oip::status tls = grpc_security(o); !tls.ok()) {
+    std::cerr << "oip-serve: " << tls.message() << "\n";
+    return 2;
   }
   oip::grpc::server grpc{service, o.grpc};
   const oip::result<std::uint16_t> grpc_port = grpc.start();
