@@ -85,15 +85,18 @@ statistics_snapshot snapshot_of(const std::string& name, std::uint64_t version,
   out.last_inference_ms = s.last_inference_ms.load();
   out.inference_count = s.inference_count.load();
   out.execution_count = s.execution_count.load();
-  out.success = duration(s.success);
+  out.latency_buckets.reserve(s.latency_buckets.size());
+  s.read_consistently([&] {
+    out.success = duration(s.success);
+    out.queue = duration(s.queue);
+    out.compute_input = duration(s.compute_input);
+    out.compute_infer = duration(s.compute_infer);
+    out.compute_output = duration(s.compute_output);
+    for (const auto& bucket : s.latency_buckets) out.latency_buckets.push_back(bucket.load());
+  });
   out.fail = duration(s.fail);
-  out.queue = duration(s.queue);
-  out.compute_input = duration(s.compute_input);
-  out.compute_infer = duration(s.compute_infer);
-  out.compute_output = duration(s.compute_output);
   for (const auto& [size, took] : s.executions_by_batch_size())
     out.batches.emplace_back(size, took);
-  for (const auto& bucket : s.latency_buckets) out.latency_buckets.push_back(bucket.load());
   return out;
 }
 
@@ -111,9 +114,19 @@ struct pending_inference {
   std::optional<tracer::sampled> trace;  // when the tracer sampled it
   std::shared_ptr<tracer> traces;        // set with trace
   transport_trace* transport = nullptr;  // the transport's part in the trace, if it takes one
-  // With a trace of the `tensors` level: the inputs as queued, then the model's outputs.
-  std::vector<std::pair<std::string_view, tensor>> traced_tensors;
+  // With a trace of the `tensors` level: the entries of the inputs as queued, then of the
+  // model's outputs (tracer::tensor_entry, joined by commas).
+  std::string traced_tensors;
 };
+
+// Adds the tensors' entries to a sampled request's trace, as they are now.
+void trace_tensors(pending_inference& pending, std::string_view activity,
+                   const std::vector<tensor>& tensors) {
+  for (const tensor& t : tensors) {
+    if (!pending.traced_tensors.empty()) pending.traced_tensors += ',';
+    pending.traced_tensors += tracer::tensor_entry(pending.trace->id, activity, t);
+  }
+}
 
 // A sampled request's trace: the transport's reading, then the timestamps the request reached
 // (REQUEST_END is `ended`). Handed to the transport when it takes part (it adds the reply's
@@ -559,9 +572,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
       pending->traces = traces;
       pending->transport = transport;
       if (includes(pending->trace->level, trace_level::tensors)) {
-        for (const tensor& input : request.inputs) {
-          pending->traced_tensors.emplace_back("TENSOR_QUEUE_INPUT", input);
-        }
+        trace_tensors(*pending, "TENSOR_QUEUE_INPUT", request.inputs);
       }
     }
     pending->lease = std::move(lease);
@@ -708,9 +719,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     const clock::time_point computed = clock::now();
     if (!outcome) return fail(pending, outcome.error());
     if (pending->trace && includes(pending->trace->level, trace_level::tensors)) {
-      for (const tensor& output : outcome->outputs) {
-        pending->traced_tensors.emplace_back("TENSOR_BACKEND_OUTPUT", output);
-      }
+      trace_tensors(*pending, "TENSOR_BACKEND_OUTPUT", outcome->outputs);
     }
     const model_config& config = pending->lease.get().config();
     result<inference_response> response = detail::make_response(
@@ -736,11 +745,11 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
         std::memory_order_relaxed);
     // A request's durations are recorded together, once it succeeded, as Triton does:
     // perf_analyzer checks that the compute counts agree between two snapshots.
-    stats.compute_input.add(nanoseconds_between(pending->received, pending->queued));
-    stats.queue.add(nanoseconds_between(pending->queued, pending->started));
-    stats.compute_infer.add(nanoseconds_between(pending->started, computed));
-    stats.compute_output.add(nanoseconds_between(computed, made));
-    stats.add_success(nanoseconds_between(pending->received, made));
+    stats.add_success({.queue_ns = nanoseconds_between(pending->queued, pending->started),
+                       .compute_input_ns = nanoseconds_between(pending->received, pending->queued),
+                       .compute_infer_ns = nanoseconds_between(pending->started, computed),
+                       .compute_output_ns = nanoseconds_between(computed, made),
+                       .total_ns = nanoseconds_between(pending->received, made)});
     if (log_enabled(log_level::verbose)) {
       log(log_level::verbose,
           fmt::format("model '{}' version {} request '{}': ok in {} us", config.name,

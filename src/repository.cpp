@@ -90,7 +90,7 @@ result<std::shared_ptr<model>> model_loader::load_with(std::string_view name,
 // --- repository --------------------------------------------------------------------------------
 
 status repository_name_refused() {
-  return status{errc::invalid_argument, "'repository_name' specification is not supported"};
+  return status{errc::not_implemented, "'repository_name' specification is not supported"};
 }
 
 status unknown_model(std::string_view name, std::optional<std::uint64_t> version) {

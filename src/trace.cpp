@@ -126,20 +126,6 @@ trace_settings with_override(trace_settings settings, const model_override* own)
   return settings;
 }
 
-// A traced tensor in Triton's shape: its values, and its shape, as comma-separated text.
-void append_tensor_json(std::string& text, std::uint64_t id, std::string_view activity,
-                        const tensor& t) {
-  text += fmt::format(R"({{"id":{},"activity":"{}","tensor":{{"name":)", id, activity);
-  detail::append_json_string(text, t.name());
-  std::string values;
-  static_cast<void>(detail::append_json_values(
-      values, t, "traced tensor", {.booleans_as_digits = true, .replace_invalid_utf8 = true}));
-  text += R"(,"data":)";
-  detail::append_json_string(text, values);
-  text += fmt::format(R"(,"shape":"{}","dtype":"{}"}}}})", fmt::join(t.shape(), ","),
-                      to_string(t.type()));
-}
-
 // One traced request in Triton's shape: its model, then one object per timestamp, then one per
 // tensor, each part as its level asks. Empty when the level asks for nothing the record holds.
 std::string trace_json(const tracer::record& traced) {
@@ -162,11 +148,9 @@ std::string trace_json(const tracer::record& traced) {
           std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count());
     }
   }
-  if (includes(traced.level, trace_level::tensors)) {
-    for (const auto& [activity, t] : traced.tensors) {
-      separate();
-      append_tensor_json(text, traced.id, activity, t);
-    }
+  if (includes(traced.level, trace_level::tensors) && !traced.tensors.empty()) {
+    separate();
+    text += traced.tensors;
   }
   return text;
 }
@@ -381,6 +365,19 @@ void open_trace::stamp(std::string_view name, tracer::clock::time_point at) noex
     traced_.timestamps.emplace_back(name, at);
   } catch (...) {  // NOLINT(bugprone-empty-catch): only this timestamp is lost
   }
+}
+
+std::string tracer::tensor_entry(std::uint64_t id, std::string_view activity, const tensor& t) {
+  std::string text = fmt::format(R"({{"id":{},"activity":"{}","tensor":{{"name":)", id, activity);
+  detail::append_json_string(text, t.name());
+  std::string values;
+  static_cast<void>(detail::append_json_values(
+      values, t, "traced tensor", {.booleans_as_digits = true, .replace_invalid_utf8 = true}));
+  text += R"(,"data":)";
+  detail::append_json_string(text, values);
+  text += fmt::format(R"(,"shape":"{}","dtype":"{}"}}}})", fmt::join(t.shape(), ","),
+                      to_string(t.type()));
+  return text;
 }
 
 void tracer::write(const record& traced) noexcept {

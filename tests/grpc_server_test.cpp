@@ -4,7 +4,6 @@
 
 #include <oip/grpc/codec.hpp>
 #include <oip/grpc/grpc_service.grpc.pb.h>
-#include <oip/grpc/health.grpc.pb.h>
 #include <oip/grpc/server.hpp>
 #include <oip/inference_service.hpp>
 
@@ -414,7 +413,7 @@ TEST_CASE("configuration, statistics, metadata and the repository over gRPC") {
     named.set_repository_name("models");
     ::grpc::ClientContext named_load;
     const ::grpc::Status elsewhere = f.stub->RepositoryModelLoad(&named_load, named, &loaded);
-    CHECK(elsewhere.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(elsewhere.error_code() == ::grpc::StatusCode::UNIMPLEMENTED);
     CHECK(elsewhere.error_message() == "'repository_name' specification is not supported");
     inference::RepositoryModelUnloadRequest named_unload;
     named_unload.set_model_name("simple");
@@ -422,7 +421,13 @@ TEST_CASE("configuration, statistics, metadata and the repository over gRPC") {
     ::grpc::ClientContext unload_context;
     inference::RepositoryModelUnloadResponse unloaded;
     CHECK(f.stub->RepositoryModelUnload(&unload_context, named_unload, &unloaded).error_code() ==
-          ::grpc::StatusCode::INVALID_ARGUMENT);
+          ::grpc::StatusCode::UNIMPLEMENTED);
+    inference::RepositoryIndexRequest named_index;
+    named_index.set_repository_name("models");
+    ::grpc::ClientContext named_index_context;
+    inference::RepositoryIndexResponse listed;
+    CHECK(f.stub->RepositoryIndex(&named_index_context, named_index, &listed).error_code() ==
+          ::grpc::StatusCode::UNIMPLEMENTED);
   }
 }
 
@@ -865,25 +870,48 @@ TEST_CASE("grpc.health.v1.Health/Check answers the server's readiness (Kubernete
   oip::grpc::server server{service, options};
   const oip::result<std::uint16_t> port = server.start();
   REQUIRE(port);
-  auto health = ::grpc::health::v1::Health::NewStub(::grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(*port), ::grpc::InsecureChannelCredentials()));
-  const auto check = [&](const std::string& name, bool with_key,
-                         ::grpc::health::v1::HealthCheckResponse& response) {
+  ::grpc::GenericStub generic{::grpc::CreateChannel("127.0.0.1:" + std::to_string(*port),
+                                                    ::grpc::InsecureChannelCredentials())};
+  // The messages by hand, as a probe's wire bytes: HealthCheckRequest{service} is field 1, a
+  // string; HealthCheckResponse{status} field 1, a varint (SERVING 1, NOT_SERVING 2).
+  const auto call = [&](const std::string& method, const std::string& name, bool with_key,
+                        std::string& reply) {
     ::grpc::ClientContext context;
     if (with_key) context.AddMetadata("probe-key", "yes");
-    ::grpc::health::v1::HealthCheckRequest request;
-    request.set_service(name);
-    return health->Check(&context, request, &response);
+    std::string request;
+    if (!name.empty()) request = std::string{'\x0a', static_cast<char>(name.size())} + name;
+    ::grpc::Slice slice{request};
+    const ::grpc::ByteBuffer request_bytes{&slice, 1};
+    ::grpc::ByteBuffer reply_bytes;
+    std::promise<::grpc::Status> done;
+    generic.UnaryCall(&context, method, ::grpc::StubOptions{}, &request_bytes, &reply_bytes,
+                      [&done](::grpc::Status s) { done.set_value(s); });
+    const ::grpc::Status s = done.get_future().get();
+    std::vector<::grpc::Slice> slices;
+    reply.clear();
+    if (s.ok() && reply_bytes.Dump(&slices).ok()) {
+      for (const ::grpc::Slice& part : slices) {
+        reply.append(reinterpret_cast<const char*>(part.begin()), part.size());
+      }
+    }
+    return s;
   };
-  ::grpc::health::v1::HealthCheckResponse response;
-  REQUIRE(check("", true, response).ok());
-  CHECK(response.status() == ::grpc::health::v1::HealthCheckResponse::SERVING);
-  REQUIRE(check("inference.GRPCInferenceService", true, response).ok());
-  CHECK(response.status() == ::grpc::health::v1::HealthCheckResponse::SERVING);
+  const std::string check = "/grpc.health.v1.Health/Check";
+  const std::string serving{'\x08', '\x01'};
+  const std::string not_serving{'\x08', '\x02'};
+  std::string reply;
+  REQUIRE(call(check, "", true, reply).ok());
+  CHECK(reply == serving);
+  REQUIRE(call(check, "inference.GRPCInferenceService", true, reply).ok());
+  CHECK(reply == serving);
   model->is_ready = false;
-  REQUIRE(check("", true, response).ok());
-  CHECK(response.status() == ::grpc::health::v1::HealthCheckResponse::NOT_SERVING);
-  const ::grpc::Status refused = check("", false, response);
+  REQUIRE(call(check, "", true, reply).ok());
+  CHECK(reply == not_serving);
+  const ::grpc::Status refused = call(check, "", false, reply);
   CHECK(refused.error_code() == ::grpc::StatusCode::PERMISSION_DENIED);
   CHECK(refused.error_message() == "This protocol is restricted, expecting header 'probe-key'");
+  CHECK(call("/grpc.health.v1.Health/Watch", "", true, reply).error_code() ==
+        ::grpc::StatusCode::UNIMPLEMENTED);
+  CHECK(call("/no.such.Service/Method", "", true, reply).error_code() ==
+        ::grpc::StatusCode::UNIMPLEMENTED);
 }

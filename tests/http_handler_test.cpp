@@ -547,8 +547,8 @@ TEST_CASE("repository extension: index, load, unload") {
        {"/v2/repository/models/models/simple/load", "/v2/repository/r/models/simple/unload"}) {
     CAPTURE(target);
     const http_response named = client.send("POST", target);
-    CHECK(named.status == 400);
-    CHECK(oip::decode_error(named.body(), 400).message() ==
+    CHECK(named.status == 501);
+    CHECK(oip::decode_error(named.body(), 501).message() ==
           "'repository_name' specification is not supported");
   }
   CHECK(client.send("POST", "/v2/repository/r/models/simple").status == 404);

@@ -9,6 +9,7 @@
 #include <oip/repository.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -164,4 +165,76 @@ TEST_CASE("many threads infer while the model is unloaded and reloaded") {
   CHECK(ok.load() > 0);
   CHECK(unexpected.load() == 0);
   MESSAGE("ok ", ok.load(), ", unavailable ", unavailable.load());
+}
+
+TEST_CASE("a success's durations are recorded together: a snapshot never sees part of them") {
+  oip::model_statistics stats;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 2; ++t) {
+    writers.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) stats.add_success({1, 2, 3, 4, 10});
+    });
+  }
+  int torn = 0;
+  // Reads until the writers have recorded plenty (on a busy machine they may start late).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{20};
+  for (int i = 0; (i < 20'000 || stats.success.count.load() < 10'000) &&
+                  std::chrono::steady_clock::now() < deadline;
+       ++i) {
+    stats.read_consistently([&] {
+      const std::uint64_t n = stats.success.count.load();
+      std::uint64_t bucketed = 0;
+      for (const auto& bucket : stats.latency_buckets) bucketed += bucket.load();
+      if (stats.queue.count.load() != n || stats.compute_input.count.load() != n ||
+          stats.compute_infer.count.load() != n || stats.compute_output.count.load() != n ||
+          bucketed != n || stats.compute_infer.ns.load() != 3 * n) {
+        ++torn;
+      }
+    });
+  }
+  stop = true;
+  for (std::thread& t : writers) t.join();
+  CHECK(torn == 0);
+  CHECK(stats.success.count.load() > 0);
+}
+
+TEST_CASE("statistics read while requests complete agree on their compute counts") {
+  oip::model_repository repository;
+  REQUIRE(repository.add(oip::testing::make_simple()).ok());
+  oip::executor workers{{2, 4096}};
+  oip::inference_service service{repository, workers};
+  oip::http_handler handler{service};
+  const std::string body =
+      R"({"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]},)"
+      R"({"name":"INPUT1","shape":[1,16],"datatype":"INT32","data":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}]})";
+  std::atomic<bool> stop{false};
+  std::atomic<int> failed{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 2; ++t) {
+    clients.emplace_back([&] {
+      oip::in_process_client client{handler};
+      while (!stop.load()) {
+        if (client.send("POST", "/v2/models/simple/infer", body).status != 200) ++failed;
+      }
+    });
+  }
+  int disagreements = 0;
+  std::uint64_t last = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{20};
+  for (int i = 0; (i < 2'000 || last < 1'000) && std::chrono::steady_clock::now() < deadline; ++i) {
+    const auto snapshots = service.statistics("simple", std::nullopt);
+    REQUIRE(snapshots);
+    const oip::statistics_snapshot& s = snapshots->front();
+    if (s.compute_input.count != s.success.count || s.compute_infer.count != s.success.count ||
+        s.compute_output.count != s.success.count || s.queue.count != s.success.count) {
+      ++disagreements;
+    }
+    last = s.success.count;
+  }
+  stop = true;
+  for (std::thread& t : clients) t.join();
+  CHECK(disagreements == 0);
+  CHECK(last > 0);
+  CHECK(failed.load() == 0);
 }

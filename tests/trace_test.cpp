@@ -332,17 +332,20 @@ TEST_CASE("TENSORS: each tensor's values as one text, as Triton writes them; lev
     CHECK(chosen->level == oip::trace_level::tensors);
     oip::tracer::record traced{chosen->id, "m", 1, "r", {{"REQUEST_START", {}}}, chosen->level};
     const std::vector<std::string_view> texts{"a\"b", "\xff"};
-    const oip::tensor strings = *oip::tensor::from_strings("S", {2}, texts);
-    traced.tensors = std::vector<std::pair<std::string_view, oip::tensor>>{
+    const oip::tensor booleans = *oip::tensor::make(
+        "B", oip::datatype::boolean, {3},
+        values("bytes", {3}, std::uint8_t{1}, std::uint8_t{0}, std::uint8_t{1}).data());
+    const std::vector<std::pair<std::string_view, oip::tensor>> taken{
         {"TENSOR_QUEUE_INPUT", values("I", {2, 2}, 1, -2, 3, 4)},
-        {"TENSOR_QUEUE_INPUT", values("B", {3}, std::uint8_t{1}, std::uint8_t{0}, std::uint8_t{1})},
+        {"TENSOR_QUEUE_INPUT", booleans},
         {"TENSOR_QUEUE_INPUT", values("U8", {2}, std::uint8_t{0}, std::uint8_t{255})},
-        {"TENSOR_QUEUE_INPUT", strings},
+        {"TENSOR_QUEUE_INPUT", *oip::tensor::from_strings("S", {2}, texts)},
         {"TENSOR_BACKEND_OUTPUT", values("F", {1, 3}, 1.5F, nan, -inf)},
         {"TENSOR_BACKEND_OUTPUT", values("scalar", {}, std::int64_t{-7})}};
-    // A BOOL tensor: the same bytes, read as booleans.
-    traced.tensors[1].second =
-        *oip::tensor::make("B", oip::datatype::boolean, {3}, traced.tensors[1].second.data());
+    for (const auto& [activity, t] : taken) {
+      if (!traced.tensors.empty()) traced.tensors += ',';
+      traced.tensors += oip::tracer::tensor_entry(traced.id, activity, t);
+    }
     traces.write(traced);  // TENSORS alone: no model entry and no timestamps, as in Triton
 
     traced.level = oip::trace_level::timestamps;  // and TIMESTAMPS alone: no tensors
@@ -487,6 +490,59 @@ TEST_CASE("TENSORS through the handler: the inputs as queued, the model's output
                                  "TENSOR_QUEUE_INPUT INPUT1 " + join(1, 0) + " 1,16 INT32",
                                  "TENSOR_BACKEND_OUTPUT OUTPUT0 " + join(1, 1) + " 1,16 INT32",
                                  "TENSOR_BACKEND_OUTPUT OUTPUT1 " + join(-1, 1) + " 1,16 INT32"});
+}
+
+TEST_CASE("TENSORS: a tensor's values are taken with it, not when the trace is written") {
+  // Binary inputs are views of the request's bytes (as inputs in shared memory are views of the
+  // client's region): changed after the reply, they must not change the trace.
+  temporary_trace_file file;
+  oip::inference_request request;
+  std::vector<std::int32_t> a(16, 7);
+  request.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT0", {1, 16}, a));
+  request.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT1", {1, 16}, a));
+  const oip::result<oip::encoded_body> encoded = oip::encode_request(request, {true});
+  REQUIRE(encoded);
+  std::string body = encoded->json;
+  for (const oip::buffer& b : encoded->binary) body += b.as_string_view();
+  body.reserve(body.size() + 64);  // simdjson reads past the end
+  const auto bytes = [&] {
+    return oip::buffer::unowned(std::as_bytes(std::span<const char>(body.data(), body.size())));
+  };
+  // What makes this test bite: the decoded inputs are views of those bytes.
+  const oip::result<oip::inference_request> decoded =
+      oip::decode_request(bytes(), encoded->header_length());
+  REQUIRE(decoded);
+  REQUIRE(reinterpret_cast<const char*>(decoded->inputs[0].data().data()) ==
+          body.data() + encoded->header_length());
+  {
+    oip::server_options options;
+    options.trace = tracing_all(file.path);
+    options.trace.level = oip::trace_level::tensors;
+    oip::model_repository models;
+    REQUIRE(models.add(oip::testing::make_simple()).ok());
+    oip::executor workers{{2, 64}};
+    oip::http_handler handler{models, workers, options};
+    oip::transport_trace trace;
+    oip::http_request http{
+        "POST",
+        "/v2/models/simple/infer",
+        {{"Inference-Header-Content-Length", std::to_string(encoded->header_length())}},
+        bytes()};
+    http.trace = &trace;
+    std::promise<oip::http_response> replied;
+    handler.handle(std::move(http), [&](oip::http_response r) { replied.set_value(std::move(r)); });
+    REQUIRE(replied.get_future().get().status == 200);
+    REQUIRE(trace.sampled);
+    std::fill(body.begin() + static_cast<std::ptrdiff_t>(encoded->header_length()), body.end(),
+              '\0');
+    trace.sampled.reset();  // the trace is written now
+  }
+  const parsed_trace traced = parse_trace(file.read(file.path));
+  REQUIRE(traced.tensors.size() == 4);
+  CHECK(traced.tensors[0] ==
+        "TENSOR_QUEUE_INPUT INPUT0 7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7 1,16 INT32");
+  CHECK(traced.tensors[1] ==
+        "TENSOR_QUEUE_INPUT INPUT1 7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7 1,16 INT32");
 }
 
 TEST_CASE("a transport's timestamps join the trace, which is written when it lets go of it") {

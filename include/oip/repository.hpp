@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace oip {
@@ -53,13 +54,35 @@ struct model_statistics {
   /// `latency_bounds_us`, then the overflow bucket. Its sum and count are `success`'s.
   std::array<std::atomic<std::uint64_t>, latency_bounds_us.size() + 1> latency_buckets{};
 
-  /// Records one successful request's latency in the histogram and in `success`.
-  void add_success(std::uint64_t nanoseconds) noexcept {
-    const std::uint64_t us = nanoseconds / 1000;
+  /// One successful request's durations.
+  struct request_durations {
+    std::uint64_t queue_ns = 0;
+    std::uint64_t compute_input_ns = 0;
+    std::uint64_t compute_infer_ns = 0;
+    std::uint64_t compute_output_ns = 0;
+    std::uint64_t total_ns = 0;  ///< from arrival to reply: `success` and the histogram
+  };
+  /// Records one successful request: its durations, its latency and its histogram bucket, as one
+  /// step that `read_consistently` never sees half done (perf_analyzer stops when the compute
+  /// counts of two snapshots do not agree).
+  void add_success(const request_durations& took) noexcept {
+    const std::uint64_t us = took.total_ns / 1000;
     std::size_t bucket = 0;
     while (bucket < latency_bounds_us.size() && us > latency_bounds_us[bucket]) ++bucket;
+    const std::lock_guard lock{successes_mutex_};
+    queue.add(took.queue_ns);
+    compute_input.add(took.compute_input_ns);
+    compute_infer.add(took.compute_infer_ns);
+    compute_output.add(took.compute_output_ns);
     latency_buckets[bucket].fetch_add(1, std::memory_order_relaxed);
-    success.add(nanoseconds);
+    success.add(took.total_ns);
+  }
+  /// Calls `read()` while no success is being recorded: what it reads of the successes' figures
+  /// (`success`, `queue`, the compute durations, `latency_buckets`) is consistent.
+  template <class Read>
+  void read_consistently(Read&& read) const {
+    const std::lock_guard lock{successes_mutex_};
+    std::forward<Read>(read)();
   }
 
   /// Records one successful execution of `batch_size` rows.
@@ -78,6 +101,7 @@ struct model_statistics {
   }
 
  private:
+  mutable std::mutex successes_mutex_;
   mutable std::mutex batches_mutex_;
   std::map<std::uint64_t, batch_durations> batches_;
 };
@@ -190,7 +214,8 @@ class OIP_EXPORT model_repository {
   std::shared_ptr<detail::repository_state> state_;
 };
 
-/// Triton's refusal (400) of a model load or unload that names a repository: a server has one.
+/// Triton's refusal (501, gRPC UNIMPLEMENTED) of a repository named by a load, an unload or a gRPC
+/// index: a server has one.
 [[nodiscard]] OIP_EXPORT status repository_name_refused();
 
 /// Triton's message for a model (and version) that the repository does not hold.

@@ -76,8 +76,8 @@ class OIP_EXPORT tracer {
   };
 
   /// A traced request: its model and id, its timestamps in the order they were taken, and its
-  /// tensors, each with Triton's name for when it was taken (`TENSOR_QUEUE_INPUT`,
-  /// `TENSOR_BACKEND_OUTPUT`). `level` says which of them the file gets.
+  /// tensors' entries (`tensor_entry`, joined by commas). `level` says which of them the file
+  /// gets.
   struct record {
     std::uint64_t id = 0;
     std::string model_name;
@@ -85,8 +85,16 @@ class OIP_EXPORT tracer {
     std::string request_id;
     std::vector<std::pair<std::string_view, clock::time_point>> timestamps;
     trace_level level = trace_level::timestamps;
-    std::vector<std::pair<std::string_view, tensor>> tensors{};
+    std::string tensors{};
   };
+
+  /// A tensor's entry in trace `id`, in Triton's shape, with Triton's name for when it was taken
+  /// (`TENSOR_QUEUE_INPUT`, `TENSOR_BACKEND_OUTPUT`). Its values are one text of comma-separated
+  /// values, as Triton writes them: numbers in their shortest form, BOOL as 1 and 0, BYTES
+  /// elements as JSON strings (bytes that are not UTF-8 become U+FFFD). Made when the tensor is
+  /// taken, as Triton does: an input in a client's shared memory may change once it is answered.
+  [[nodiscard]] static std::string tensor_entry(std::uint64_t id, std::string_view activity,
+                                                const tensor& t);
 
   explicit tracer(trace_settings host = {});
   tracer(const tracer&) = delete;
@@ -107,10 +115,7 @@ class OIP_EXPORT tracer {
   [[nodiscard]] bool active() const noexcept;
   /// Whether to trace the next request for `model`: its trace's id and level when it is one.
   [[nodiscard]] std::optional<sampled> sample(std::string_view model);
-  /// Writes a traced request to the file its model's settings say. A tensor's values are
-  /// written as Triton writes them, one text of comma-separated values: numbers in their shortest
-  /// form, BOOL as 1 and 0, BYTES elements as JSON strings (bytes that are not UTF-8 become
-  /// U+FFFD).
+  /// Writes a traced request to the file its model's settings say.
   void write(const record& traced) noexcept;
 
  private:

@@ -12,12 +12,12 @@
 
 #include <oip/grpc/codec.hpp>
 #include <oip/grpc/grpc_service.grpc.pb.h>
-#include <oip/grpc/health.grpc.pb.h>
 #include <oip/grpc/server.hpp>
 #include <oip/log.hpp>
 #include <oip/shared_memory.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <charconv>
 #include <deque>
@@ -26,6 +26,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 
 namespace oip::grpc {
@@ -729,6 +730,7 @@ class service_impl final : public raw_service {
     return answer<inference::RepositoryIndexRequest, inference::RepositoryIndexResponse>(
         allowed(context, api_category::model_repository), context, in, out,
         [this](const auto& request, auto& response) {
+          if (!request.repository_name().empty()) return repository_name_refused();
           for (const model_index_entry& entry : service_.repository_index()) {
             if (request.ready() && entry.state != "READY") continue;
             inference::RepositoryIndexResponse::ModelIndex* index = response.add_models();
@@ -891,27 +893,48 @@ class service_impl final : public raw_service {
 
 // The standard health service (grpc.health.v1), as Triton offers it: Check answers the server's
 // readiness, whatever service it names (a probe configured with a name still works), in the
-// `health` category of the restricted APIs. Watch is not offered (UNIMPLEMENTED), as in Triton.
-class health_impl final : public ::grpc::health::v1::Health::CallbackService {
+// `health` category of the restricted APIs; Watch is not offered (UNIMPLEMENTED), as in Triton.
+// It is served as raw bytes through grpc++'s generic service (which gets every method that no
+// registered service has): compiled from health.proto, its message types would clash with those
+// of a host that compiles the same file for its own probes.
+class health_service final : public ::grpc::CallbackGenericService {
  public:
-  health_impl(inference_service& service, const service_impl& rpcs)
+  explicit health_service(inference_service& service, const service_impl& rpcs)
       : service_{service}, rpcs_{rpcs} {}
 
-  ServerUnaryReactor* Check(CallbackServerContext* context,
-                            const ::grpc::health::v1::HealthCheckRequest* /*request*/,
-                            ::grpc::health::v1::HealthCheckResponse* response) override {
-    ServerUnaryReactor* reactor = context->DefaultReactor();
-    if (const status s = rpcs_.allowed(context, api_category::health); !s.ok()) {
-      reactor->Finish(to_grpc(s));
-      return reactor;
+  ::grpc::ServerGenericBidiReactor* CreateReactor(
+      ::grpc::GenericCallbackServerContext* context) override {
+    if (context->method() != "/grpc.health.v1.Health/Check") {
+      return new refused_stream(status{errc::not_implemented, ""});
     }
-    response->set_status(service_.ready() ? ::grpc::health::v1::HealthCheckResponse::SERVING
-                                          : ::grpc::health::v1::HealthCheckResponse::NOT_SERVING);
-    reactor->Finish(::grpc::Status::OK);
-    return reactor;
+    if (status s = rpcs_.allowed(context, api_category::health); !s.ok()) {
+      return new refused_stream(s);
+    }
+    return new check_reactor(service_.ready());
   }
 
  private:
+  // Reads the request (its one field, the service name, is not looked at), then answers.
+  class check_reactor final : public ::grpc::ServerGenericBidiReactor {
+   public:
+    explicit check_reactor(bool ready) {
+      // HealthCheckResponse: field 1 (status), a varint: SERVING = 1, NOT_SERVING = 2.
+      const std::array<char, 2> bytes{0x08, ready ? '\x01' : '\x02'};
+      ::grpc::Slice slice{bytes.data(), bytes.size()};
+      response_ = ::grpc::ByteBuffer{&slice, 1};
+      StartRead(&request_);
+    }
+    void OnReadDone(bool ok) override {
+      if (!ok) return Finish({::grpc::StatusCode::INVALID_ARGUMENT, "no HealthCheckRequest"});
+      StartWriteAndFinish(&response_, ::grpc::WriteOptions{}, ::grpc::Status::OK);
+    }
+    void OnDone() override { delete this; }
+
+   private:
+    ::grpc::ByteBuffer request_;
+    ::grpc::ByteBuffer response_;
+  };
+
   inference_service& service_;
   const service_impl& rpcs_;
 };
@@ -922,7 +945,7 @@ struct server::state {
   inference_service& service;
   server_options options;
   service_impl rpcs;
-  health_impl health;
+  health_service health;
   std::unique_ptr<::grpc::Server> running;
 
   state(inference_service& s, server_options o)
@@ -947,7 +970,7 @@ result<std::uint16_t> server::start() {
       address, options.credentials ? options.credentials : ::grpc::InsecureServerCredentials(),
       &port);
   builder.RegisterService(&state_->rpcs);
-  builder.RegisterService(&state_->health);
+  builder.RegisterCallbackGenericService(&state_->health);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, options.reuse_port ? 1 : 0);
