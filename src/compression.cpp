@@ -119,7 +119,8 @@ result<buffer> decompress(const buffer& body, content_coding coding, std::size_t
   std::size_t consumed = 0;  // zlib counts in 32 bits: the body goes in in slices
   std::size_t produced = 0;
   int rc = Z_OK;
-  while (rc != Z_STREAM_END) {
+  bool trailing_data = false;
+  for (;;) {
     if (stream.avail_in == 0 && consumed < body.size()) {
       stream.avail_in = static_cast<uInt>(std::min(body.size() - consumed, zlib_slice));
       consumed += stream.avail_in;
@@ -133,7 +134,17 @@ result<buffer> decompress(const buffer& body, content_coding coding, std::size_t
     const uInt before = stream.avail_out;
     rc = inflate(&stream, Z_NO_FLUSH);
     produced += before - stream.avail_out;
-    if (rc == Z_STREAM_END) break;
+    if (rc == Z_STREAM_END) {
+      const bool more = stream.avail_in != 0 || consumed < body.size();
+      if (!more) break;
+      // A gzip body may hold several members (RFC 1952), one after the other: each is read.
+      // After a deflate stream, nothing may follow.
+      if (coding != content_coding::gzip || inflateReset(&stream) != Z_OK) {
+        trailing_data = true;
+        break;
+      }
+      continue;
+    }
     if (rc != Z_OK && rc != Z_BUF_ERROR) break;
     if (rc == Z_BUF_ERROR && stream.avail_in == 0 && consumed == body.size()) break;  // truncated
   }
@@ -143,9 +154,10 @@ result<buffer> decompress(const buffer& body, content_coding coding, std::size_t
         errc::payload_too_large,
         fmt::format("the decompressed request body is above the limit of {} bytes", max_size)};
   }
-  if (rc != Z_STREAM_END) {
+  if (rc != Z_STREAM_END || trailing_data) {
     return status{errc::invalid_argument,
-                  fmt::format("the request body is not valid {} data", coding_name(coding))};
+                  fmt::format("the request body is not valid {} data{}", coding_name(coding),
+                              trailing_data ? ": bytes follow the end of the compressed data" : "")};
   }
   result<mutable_buffer> decoded = mutable_buffer::allocate(produced, 64);
   if (!decoded) return std::move(decoded).error();

@@ -366,6 +366,28 @@ TEST_CASE("compression: gzip and deflate requests, compressed replies, 415, bomb
                {{"Content-Encoding", "gzip"}})
             .status == 400);
 
+  // A gzip body of two members (RFC 1952; `cat a.gz b.gz`) is read whole; bytes after a deflate
+  // stream, or after the last member, are a 400, not dropped.
+  const std::size_t half = simple_body.size() / 2;
+  const http_response members =
+      s.send("POST", "/v2/models/simple/infer",
+             gzip(simple_body.substr(0, half)) + gzip(simple_body.substr(half)),
+             {{"Content-Encoding", "gzip"}});
+  CHECK(members.status == 200);
+  for (const auto& [coding, body] :
+       {std::pair<std::string, std::string>{"gzip", gzip(simple_body) + "trailing"},
+        std::pair<std::string, std::string>{"deflate", gzip(simple_body, 15) + gzip("x", 15)}}) {
+    CAPTURE(coding);
+    const http_response trailing =
+        s.send("POST", "/v2/models/simple/infer", body, {{"Content-Encoding", coding}});
+    CHECK(trailing.status == 400);
+  }
+  const http_response after_deflate =
+      s.send("POST", "/v2/models/simple/infer", gzip(simple_body, 15) + "x",
+             {{"Content-Encoding", "deflate"}});
+  CHECK(oip::decode_error(after_deflate.body(), 400).message() ==
+        "the request body is not valid deflate data: bytes follow the end of the compressed data");
+
   // 64 MiB of zeros compress to ~64 KiB; a 1 MiB limit stops the inflation at the limit.
   oip::model_repository repository;
   REQUIRE(repository.add(oip::testing::make_simple()).ok());
