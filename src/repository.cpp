@@ -113,6 +113,14 @@ status check_registrable(const std::shared_ptr<model>& m, std::uint64_t version)
     return status{errc::invalid_argument,
                   fmt::format("model '{}': versions are positive integers", m->config().name)};
   }
+  // Triton's tools read an ensemble's `ensemble_scheduling` without looking (perf_analyzer
+  // crashes), and oip has no ensemble scheduler to report.
+  if (m->config().platform == "ensemble") {
+    return status{errc::invalid_argument,
+                  fmt::format("model '{}': platform 'ensemble' is Triton's ensemble scheduler, "
+                              "which oip does not have",
+                              m->config().name)};
+  }
   return {};
 }
 

@@ -51,6 +51,15 @@ TEST_CASE("versions: latest ready by default, a specific one on request") {
   CHECK(repository.acquire("m", 2).error().code() == oip::errc::not_found);
   CHECK(repository.add(std::make_shared<flaky>("m"), 3).code() == oip::errc::invalid_argument);
   CHECK(repository.add(std::make_shared<flaky>("m"), 0).code() == oip::errc::invalid_argument);
+  oip::model_config ensemble;
+  ensemble.name = "pipeline";
+  ensemble.platform = "ensemble";  // Triton's tools would read its missing ensemble_scheduling
+  const oip::status refused =
+      repository.add(oip::make_model(ensemble, [](const oip::inference_request&) {
+        return oip::result<oip::model_output>{oip::model_output{}};
+      }));
+  CHECK(refused.code() == oip::errc::invalid_argument);
+  CHECK(refused.message().find("platform 'ensemble'") != std::string::npos);
 
   v3->is_ready = false;  // the latest that can serve is version 1 now
   CHECK(repository.acquire("m", std::nullopt)->version() == 1);
