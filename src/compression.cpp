@@ -155,9 +155,10 @@ result<buffer> decompress(const buffer& body, content_coding coding, std::size_t
         fmt::format("the decompressed request body is above the limit of {} bytes", max_size)};
   }
   if (rc != Z_STREAM_END || trailing_data) {
-    return status{errc::invalid_argument,
-                  fmt::format("the request body is not valid {} data{}", coding_name(coding),
-                              trailing_data ? ": bytes follow the end of the compressed data" : "")};
+    return status{
+        errc::invalid_argument,
+        fmt::format("the request body is not valid {} data{}", coding_name(coding),
+                    trailing_data ? ": bytes follow the end of the compressed data" : "")};
   }
   result<mutable_buffer> decoded = mutable_buffer::allocate(produced, 64);
   if (!decoded) return std::move(decoded).error();

@@ -376,12 +376,11 @@ class session : public std::enable_shared_from_this<session> {
     if (now >= until || server_->stopping.load()) return close();
     stream_.expires_after(std::min<std::chrono::steady_clock::duration>(until - now, linger_pause));
     buffer_.clear();
-    stream_.async_read_some(
-        buffer_.prepare(buffer_.max_size()),
-        [self = shared_from_this(), until](beast::error_code ec, std::size_t) {
-          if (ec) return self->close();  // the client closed, or went quiet
-          self->drain(until);
-        });
+    stream_.async_read_some(buffer_.prepare(buffer_.max_size()),
+                            [self = shared_from_this(), until](beast::error_code ec, std::size_t) {
+                              if (ec) return self->close();  // the client closed, or went quiet
+                              self->drain(until);
+                            });
   }
 
   void on_read_error(beast::error_code ec) {
