@@ -22,7 +22,6 @@ namespace {
 
 using detail::max_number_chars;
 using detail::write_floating;
-using detail::write_half;
 using detail::write_integer;
 
 // A key with its quotes and colon, spelled out at compile time.
