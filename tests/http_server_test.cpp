@@ -523,6 +523,10 @@ TEST_CASE("connections above the limit are refused; the server keeps serving") {
   first.send(get("/v2/health/live"));
   REQUIRE(first.read_reply().has_value());
   connection second{*port};
+  const std::optional<reply> refused = second.read_reply();
+  REQUIRE(refused.has_value());
+  CHECK(refused->status == 503);
+  CHECK(refused->body == R"({"error":"the server is at its limit of 1 open connections"})");
   CHECK(second.closed_by_server());
   first.send(get("/v2/health/live"));
   const std::optional<reply> again = first.read_reply();

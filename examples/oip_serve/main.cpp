@@ -50,6 +50,7 @@ the Open Inference Protocol, on HTTP and gRPC.
   --threads N            model worker threads (default: hardware threads)
   --io-threads N         HTTP I/O threads (default 2)
   --queue N              requests waiting for a worker before 503 (default 1024)
+  --max-connections N    open HTTP connections; one more is answered 503 (default 1024)
   --max-body-bytes N     largest request body (default 268435456)
   --server-name NAME     name reported by server metadata (default oip)
   --log-level L          error (server faults only), warning (default: also one line per
@@ -225,6 +226,8 @@ int parse(int argc, char** argv, options& o, bool& help) {
       o.executor.threads = n;
     } else if (flag == "--io-threads" && numeric && n > 0) {
       o.http.io_threads = n;
+    } else if (flag == "--max-connections" && numeric && n > 0) {
+      o.http.max_connections = n;
     } else if (flag == "--queue" && numeric && n > 0) {
       o.executor.queue_capacity = n;
     } else if (flag == "--max-body-bytes" && numeric && n > 0) {

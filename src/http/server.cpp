@@ -101,6 +101,24 @@ class session : public std::enable_shared_from_this<session> {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_header(); });
   }
 
+  // A connection over `max_connections`: a 503 that says so, written at once (the socket's send
+  // buffer, empty on a new connection, takes it without waiting), then the connection closes. It
+  // is not in the server's set, so it reads nothing and waits for nothing.
+  void refuse_over_limit() {
+    const std::string body =
+        status{errc::unavailable, fmt::format("the server is at its limit of {} open connections",
+                                              options().max_connections)}
+            .to_json();
+    const std::string reply = fmt::format(
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+        "Content-Length: {}\r\nConnection: close\r\n\r\n{}",
+        body.size(), body);
+    beast::error_code ignored;
+    stream_.socket().non_blocking(true, ignored);
+    stream_.socket().write_some(net::buffer(reply), ignored);
+    close();
+  }
+
   // Called on stop: an idle connection closes now, a busy one after its reply.
   void close_if_idle() {
     net::post(stream_.get_executor(), [self = shared_from_this()] {
@@ -480,7 +498,11 @@ void detail::server_state::accept() {
                                 admitted = true;
                               }
                             }
-                            if (admitted) s->start();  // else it closes here: over the limit
+                            if (admitted) {
+                              s->start();
+                            } else {
+                              s->refuse_over_limit();
+                            }
                           }
                           self->accept();
                         });
