@@ -111,9 +111,12 @@ std::string encode_config(const model_config& config) {
   };
   std::string out = fmt::format(
       R"({{"name":{},"platform":{},"backend":{},"max_batch_size":{},"input":{},"output":{},)"
-      R"("version_policy":{{"latest":{{"num_versions":1}}}})",
+      R"("version_policy":{{"latest":{{"num_versions":1}}}},)"
+      R"("instance_group":[{{"name":{},"kind":"{}","count":{},"gpus":[{}]}}])",
       quoted(config.name), quoted(config.platform), quoted(config.platform), config.max_batch_size,
-      tensors(config.inputs), tensors(config.outputs));
+      tensors(config.inputs), tensors(config.outputs), quoted(config.name),
+      config.gpus.empty() ? "KIND_CPU" : "KIND_GPU", config.batching.instances,
+      fmt::join(config.gpus, ","));
   // Triton's config has one scheduler: sequence batching wins over dynamic batching.
   if (config.sequence_batching) {
     std::string controls;

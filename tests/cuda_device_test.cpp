@@ -165,6 +165,8 @@ TEST_CASE("device memory goes back to the pools: nothing is held once the reques
                     {"OUTPUT1", oip::datatype::fp32, {16}, {}}};
   oip::result<std::shared_ptr<oip::model>> model = oip::cuda::add_sub_model(*device, config);
   REQUIRE(model);
+  // Its configuration says where it runs (Triton's instance_group: KIND_GPU on device 0).
+  CHECK((*model)->config().gpus == std::vector<int>{0});
   {
     served s{{*model}};
     std::mt19937 rng{5};

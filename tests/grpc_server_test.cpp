@@ -339,6 +339,9 @@ TEST_CASE("configuration, statistics, metadata and the repository over gRPC") {
     CHECK(response.config().has_sequence_batching());
     CHECK(response.config().sequence_batching().control_input(0).name() == "START");
     CHECK(response.config().input(0).data_type() == inference::TYPE_INT32);
+    REQUIRE(response.config().instance_group_size() == 1);
+    CHECK(response.config().instance_group(0).kind() == inference::ModelInstanceGroup::KIND_CPU);
+    CHECK(response.config().instance_group(0).count() == 1);
   }
   {
     ::grpc::ClientContext context;

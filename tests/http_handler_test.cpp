@@ -518,6 +518,10 @@ TEST_CASE("statistics and configuration in Triton's shapes") {
   CHECK(config.find(R"({"name":"INPUT0","data_type":"TYPE_INT32","dims":[16]})") !=
         std::string::npos);
   CHECK(config.find("dynamic_batching") == std::string::npos);
+  // Triton's autocompleted configs always have one (a tritonclient user may read it unchecked).
+  CHECK(config.find(
+            R"("instance_group":[{"name":"simple","kind":"KIND_CPU","count":1,"gpus":[]}])") !=
+        std::string::npos);
 }
 
 namespace {

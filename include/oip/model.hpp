@@ -60,6 +60,9 @@ struct model_config {
     /// `max_batch_size` makes a batch run before the delay.
     std::vector<std::uint64_t> preferred_batch_sizes = {};
   } batching;
+  /// The CUDA devices the model runs on, for Triton's `instance_group` in its configuration
+  /// (`KIND_GPU` with these `gpus`; empty: `KIND_CPU`; `count` is `batching.instances`).
+  std::vector<int> gpus = {};
   /// A stateful model: requests carry `sequence_id`/`sequence_start`/`sequence_end`, run one at a
   /// time per sequence in arrival order, and see their `sequence_step`
   /// (`inference_call::sequence`).

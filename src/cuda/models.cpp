@@ -424,6 +424,7 @@ result<std::shared_ptr<model>> make(std::shared_ptr<device> on, model_config con
   result<std::shared_ptr<instance_pool>> pool =
       instance_pool::create(on->index(), instances, with_blas);
   if (!pool) return std::move(pool).error();
+  config.gpus = {on->index()};
   return std::shared_ptr<model>{std::make_shared<Model>(
       std::move(on), std::move(config), std::move(*pool), std::forward<Extra>(extra)...)};
 }

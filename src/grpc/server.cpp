@@ -128,6 +128,12 @@ void to_message(const model_config& config, inference::ModelConfig& out) {
   out.set_backend(config.platform);
   out.set_max_batch_size(static_cast<std::int32_t>(config.max_batch_size));
   out.mutable_version_policy()->mutable_latest()->set_num_versions(1);
+  inference::ModelInstanceGroup* group = out.add_instance_group();
+  group->set_name(config.name);
+  group->set_kind(config.gpus.empty() ? inference::ModelInstanceGroup::KIND_CPU
+                                      : inference::ModelInstanceGroup::KIND_GPU);
+  group->set_count(static_cast<std::int32_t>(config.batching.instances));
+  for (const int gpu : config.gpus) group->add_gpus(gpu);
   for (const tensor_metadata& t : config.inputs) {
     inference::ModelInput* input = out.add_input();
     input->set_name(t.name);
