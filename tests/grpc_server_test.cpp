@@ -918,3 +918,35 @@ TEST_CASE("grpc.health.v1.Health/Check answers the server's readiness (Kubernete
   CHECK(call("/no.such.Service/Method", "", true, reply).error_code() ==
         ::grpc::StatusCode::UNIMPLEMENTED);
 }
+
+TEST_CASE("a message above the service's body limit is refused before it is read") {
+  oip::model_repository models;
+  REQUIRE(models.add(oip::testing::make_simple()).ok());
+  oip::executor workers{oip::executor_options{1, 16}};
+  oip::server_options options;
+  options.bounds.max_body_bytes = 4096;
+  oip::inference_service service{models, workers, options};
+  const auto call_with_padding = [](std::uint16_t port, std::size_t padding) {
+    auto stub = inference::GRPCInferenceService::NewStub(::grpc::CreateChannel(
+        "127.0.0.1:" + std::to_string(port), ::grpc::InsecureChannelCredentials()));
+    inference::ModelInferRequest message = simple_request(true);
+    (*message.mutable_parameters())["padding"].set_string_param(std::string(padding, 'x'));
+    ::grpc::ClientContext context;
+    inference::ModelInferResponse response;
+    return stub->ModelInfer(&context, message, &response).error_code();
+  };
+  SUBCASE("unset: the body limit") {
+    oip::grpc::server server{service, {"127.0.0.1", 0}};
+    oip::result<std::uint16_t> port = server.start();
+    REQUIRE(port);
+    CHECK(call_with_padding(*port, 100) == ::grpc::StatusCode::OK);
+    CHECK(call_with_padding(*port, 5000) == ::grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  SUBCASE("set: the host's own") {
+    oip::grpc::server server{service, {.address = "127.0.0.1", .port = 0,
+                                       .max_message_bytes = 1 << 20}};
+    oip::result<std::uint16_t> port = server.start();
+    REQUIRE(port);
+    CHECK(call_with_padding(*port, 5000) == ::grpc::StatusCode::OK);
+  }
+}

@@ -51,7 +51,7 @@ the Open Inference Protocol, on HTTP and gRPC.
   --io-threads N         HTTP I/O threads (default 2)
   --queue N              requests waiting for a worker before 503 (default 1024)
   --max-connections N    open HTTP connections; one more is answered 503 (default 1024)
-  --max-body-bytes N     largest request body (default 268435456)
+  --max-body-bytes N     largest HTTP body or gRPC message (default 268435456)
   --server-name NAME     name reported by server metadata (default oip)
   --log-level L          error (server faults only), warning (default: also one line per
                          client error), info, or verbose (also one line per successful request)

@@ -18,7 +18,8 @@ namespace oip {
 ///   auto request = oip::decode_request(body, header_length, l);
 /// \endcode
 struct limits {
-  /// Largest request body (JSON header plus binary tensor data): 413 above it.
+  /// Largest request body (JSON header plus binary tensor data): 413 above it. Also the largest
+  /// gRPC message, unless the gRPC server sets its own (`grpc::server_options::max_message_bytes`).
   std::size_t max_body_bytes = std::size_t{256} << 20U;
   /// Largest JSON part of a body: 413 above it. Decoding JSON holds up to about 32 times its size
   /// at peak (docs/architecture.md, "Memory bounds"); binary tensor data costs nothing extra.

@@ -21,6 +21,7 @@
 #include <cctype>
 #include <charconv>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -977,8 +978,10 @@ result<std::uint16_t> server::start() {
       &port);
   builder.RegisterService(&state_->rpcs);
   builder.RegisterCallbackGenericService(&state_->health);
-  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
-  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  constexpr auto largest_message = static_cast<std::size_t>(std::numeric_limits<int>::max());
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes.value_or(static_cast<int>(
+      std::min(state_->service.options().bounds.max_body_bytes, largest_message))));
+  builder.SetMaxSendMessageSize(std::numeric_limits<int>::max());
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, options.reuse_port ? 1 : 0);
   if (options.configure) options.configure(builder);
   state_->running = builder.BuildAndStart();

@@ -12,8 +12,8 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace grpc {
@@ -26,8 +26,10 @@ namespace oip::grpc {
 struct server_options {
   std::string address = "0.0.0.0";
   std::uint16_t port = 8001;  ///< 0 picks a free port (see `start`)
-  /// Largest message either way; the default takes 1 GiB tensors with room to spare.
-  int max_message_bytes = std::numeric_limits<int>::max();
+  /// Largest message a client may send; unset, the service's `limits::max_body_bytes` (256 MiB by
+  /// default, the HTTP body's bound), at most INT_MAX (grpc++'s own bound). Above it, a call fails
+  /// with RESOURCE_EXHAUSTED before its message is read. Replies may be up to INT_MAX bytes.
+  std::optional<int> max_message_bytes{};
   /// The RPCs that need a metadata entry (Triton's `--grpc-restricted-protocol`); none by default.
   /// Keys are matched as given, in lower case (Triton's option prefixes them with
   /// `triton-grpc-protocol-`; oip-serve does the same). A refused call is PERMISSION_DENIED.
