@@ -943,8 +943,8 @@ TEST_CASE("a message above the service's body limit is refused before it is read
     CHECK(call_with_padding(*port, 5000) == ::grpc::StatusCode::RESOURCE_EXHAUSTED);
   }
   SUBCASE("set: the host's own") {
-    oip::grpc::server server{service, {.address = "127.0.0.1", .port = 0,
-                                       .max_message_bytes = 1 << 20}};
+    oip::grpc::server server{service,
+                             {.address = "127.0.0.1", .port = 0, .max_message_bytes = 1 << 20}};
     oip::result<std::uint16_t> port = server.start();
     REQUIRE(port);
     CHECK(call_with_padding(*port, 5000) == ::grpc::StatusCode::OK);
