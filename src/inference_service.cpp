@@ -76,27 +76,23 @@ model_metadata metadata_of(const model_config& config, const std::vector<std::ui
 
 statistics_snapshot snapshot_of(const std::string& name, std::uint64_t version,
                                 const model_statistics& s) {
-  const auto duration = [](const model_statistics::duration& d) {
-    return statistics_snapshot::duration{d.count.load(), d.ns.load()};
-  };
+  model_statistics::figures read = s.read();
   statistics_snapshot out;
   out.name = name;
   out.version = version;
-  out.last_inference_ms = s.last_inference_ms.load();
-  out.inference_count = s.inference_count.load();
-  out.execution_count = s.execution_count.load();
-  out.latency_buckets.reserve(s.latency_buckets.size());
-  s.read_consistently([&] {
-    out.success = duration(s.success);
-    out.queue = duration(s.queue);
-    out.compute_input = duration(s.compute_input);
-    out.compute_infer = duration(s.compute_infer);
-    out.compute_output = duration(s.compute_output);
-    for (const auto& bucket : s.latency_buckets) out.latency_buckets.push_back(bucket.load());
-  });
-  out.fail = duration(s.fail);
-  for (const auto& [size, took] : s.executions_by_batch_size())
-    out.batches.emplace_back(size, took);
+  out.last_inference_ms = read.last_inference_ms;
+  out.inference_count = read.inference_count;
+  out.execution_count = read.execution_count;
+  out.success = read.success;
+  out.fail = read.fail;
+  out.queue = read.queue;
+  out.compute_input = read.compute_input;
+  out.compute_infer = read.compute_infer;
+  out.compute_output = read.compute_output;
+  out.failures = read.failures;
+  out.latency_buckets.assign(read.latency_buckets.begin(), read.latency_buckets.end());
+  out.batches.assign(read.batches.begin(), read.batches.end());
+  out.pending_requests = s.pending_requests();
   return out;
 }
 
@@ -108,6 +104,8 @@ struct pending_inference {
   inference_service::completion done;
   cancellation cancel;
   std::uint64_t batch = 1;
+  // Counted in its model's pending requests from when it is queued until it runs or fails.
+  std::atomic<bool> counted_pending{false};
   clock::time_point received;
   clock::time_point queued;
   clock::time_point started;
@@ -117,7 +115,24 @@ struct pending_inference {
   // With a trace of the `tensors` level: the entries of the inputs as queued, then of the
   // model's outputs (tracer::tensor_entry, joined by commas).
   std::string traced_tensors;
+
+  pending_inference() = default;
+  pending_inference(const pending_inference&) = delete;
+  pending_inference& operator=(const pending_inference&) = delete;
+  pending_inference(pending_inference&&) = delete;
+  pending_inference& operator=(pending_inference&&) = delete;
+  // One dropped unanswered (its model stopping, say) leaves the pending count too.
+  ~pending_inference() { stop_counting_pending(); }
+
+  void stop_counting_pending() noexcept {
+    if (counted_pending.exchange(false)) lease.statistics().request_dequeued();
+  }
 };
+
+// Why a request that was not run failed: a server without room for it, or the client's mistake.
+failure_reason refusal_reason(const status& s) noexcept {
+  return s.code() == errc::unavailable ? failure_reason::rejected : failure_reason::other;
+}
 
 // Adds the tensors' entries to a sampled request's trace, as they are now.
 void trace_tensors(pending_inference& pending, std::string_view activity,
@@ -517,26 +532,29 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
 
   std::shared_ptr<batcher> batches_of(const model_lease& lease) {
     std::weak_ptr<state> self = weak_from_this();
-    return extras_of(
-               lease,
-               [self](std::weak_ptr<model> weak) {
-                 const std::shared_ptr<model> m = weak.lock();
-                 auto queue = std::make_shared<batch_queue>(
-                     m->config(),
-                     [self](const std::shared_ptr<batch_queue>& owner,
-                            std::vector<batch_item> batch) {
-                       if (const std::shared_ptr<state> service = self.lock()) {
-                         return service->run_batch(owner, std::move(batch));
-                       }
-                       for (const batch_item& item : batch) {
-                         fail(item.pending, status{errc::unavailable, "the server is stopping"});
-                       }
-                       owner->finished();
-                     },
-                     [](const batch_item& item, const status& s) { fail(item.pending, s); });
-                 return model_extras{std::move(weak), nullptr,
-                                     std::make_shared<batcher>(std::move(queue))};
-               })
+    return extras_of(lease,
+                     [self](std::weak_ptr<model> weak) {
+                       const std::shared_ptr<model> m = weak.lock();
+                       auto queue = std::make_shared<batch_queue>(
+                           m->config(),
+                           [self](const std::shared_ptr<batch_queue>& owner,
+                                  std::vector<batch_item> batch) {
+                             if (const std::shared_ptr<state> service = self.lock()) {
+                               return service->run_batch(owner, std::move(batch));
+                             }
+                             for (const batch_item& item : batch) {
+                               fail(item.pending,
+                                    status{errc::unavailable, "the server is stopping"},
+                                    failure_reason::rejected);
+                             }
+                             owner->finished();
+                           },
+                           [](const batch_item& item, const status& s) {
+                             fail(item.pending, s, failure_reason::rejected);
+                           });
+                       return model_extras{std::move(weak), nullptr,
+                                           std::make_shared<batcher>(std::move(queue))};
+                     })
         .batches;
   }
 
@@ -576,6 +594,8 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
       }
     }
     pending->lease = std::move(lease);
+    pending->counted_pending = true;
+    pending->lease.statistics().request_queued();
     auto request_ptr = std::make_shared<inference_request>(std::move(request));
 
     if (!config.sequence_batching) {
@@ -583,7 +603,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
         const std::shared_ptr<batcher> batches = batches_of(pending->lease);
         status queued = batches != nullptr ? batches->enqueue({pending, request_ptr})
                                            : status{errc::unavailable, "the server is stopping"};
-        if (!queued.ok()) fail(pending, queued);
+        if (!queued.ok()) fail(pending, queued, refusal_reason(queued));
         return;
       }
       return dispatch(pending, request_ptr, {});
@@ -591,7 +611,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     // Sequence parameters sent to a model without sequences are ignored, as in Triton.
     result<sequence_flags> flags =
         read_sequence_flags(request_ptr->parameters, options.bounds.max_string_id_length);
-    if (!flags) return fail(pending, flags.error());
+    if (!flags) return fail(pending, flags.error(), failure_reason::other);
     const std::shared_ptr<sequence_manager> manager = sequences_of(pending->lease);
     status admitted = manager->submit(
         *flags,
@@ -599,7 +619,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
           self->dispatch(pending, request_ptr, std::move(turn));
         },
         pending->batch);
-    if (!admitted.ok()) fail(pending, admitted);
+    if (!admitted.ok()) fail(pending, admitted, refusal_reason(admitted));
   }
 
   void dispatch(const std::shared_ptr<pending_inference>& pending,
@@ -611,14 +631,15 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     status submitted = workers.submit([self = shared_from_this(), pending, request, held_turn] {
       self->run(pending, std::move(*request), held_turn ? std::move(*held_turn) : sequence_turn{});
     });
-    if (!submitted.ok()) fail(pending, submitted);  // the turn goes with the job, after this
+    // The turn goes with the job, after this.
+    if (!submitted.ok()) fail(pending, submitted, refusal_reason(submitted));
   }
 
   void run(const std::shared_ptr<pending_inference>& pending, inference_request request,
            sequence_turn turn) {
     pending->started = clock::now();
-    if (pending->cancel.cancelled())
-      return fail(pending, cancelled_before_running(pending->cancel));
+    pending->stop_counting_pending();
+    if (pending->cancel.cancelled()) return fail_cancelled(pending);
     model& m = pending->lease.get();
     detail::execute_guarded(
         m, inference_call{std::move(request), pending->lease.version(), pending->cancel,
@@ -628,10 +649,13 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
                           std::move(turn)});
   }
 
-  static status cancelled_before_running(const cancellation& cancel) {
-    return status{errc::unavailable, cancel.client_gone()
-                                         ? "the request was cancelled by the client"
-                                         : "the request's timeout expired before the model ran"};
+  static void fail_cancelled(const std::shared_ptr<pending_inference>& pending) {
+    if (pending->cancel.client_gone()) {
+      return fail(pending, status{errc::unavailable, "the request was cancelled by the client"},
+                  failure_reason::canceled);
+    }
+    fail(pending, status{errc::unavailable, "the request's timeout expired before the model ran"},
+         failure_reason::rejected);
   }
 
   // Hands a batch to a worker; the batcher learns when it completed.
@@ -640,7 +664,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     status submitted = workers.submit(
         [self = shared_from_this(), queue, items] { self->execute_batch(queue, *items); });
     if (submitted.ok()) return;
-    for (const batch_item& item : *items) fail(item.pending, submitted);
+    for (const batch_item& item : *items) fail(item.pending, submitted, failure_reason::rejected);
     queue->finished();
   }
 
@@ -652,8 +676,9 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     auto items = std::make_shared<std::vector<batch_item>>();
     for (batch_item& item : batch) {
       item.pending->started = started;
+      item.pending->stop_counting_pending();
       if (item.pending->cancel.cancelled()) {
-        fail(item.pending, cancelled_before_running(item.pending->cancel));
+        fail_cancelled(item.pending);
       } else {
         items->push_back(std::move(item));
       }
@@ -676,7 +701,8 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     }
     result<inference_request> merged = merge(*items);
     if (!merged) {
-      for (const batch_item& item : *items) fail(item.pending, merged.error());
+      for (const batch_item& item : *items)
+        fail(item.pending, merged.error(), failure_reason::other);
       queue->finished();
       return;
     }
@@ -687,13 +713,15 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   static void complete_batch(const std::vector<batch_item>& items, result<model_output> outcome) {
     if (items.size() == 1) return complete(items.front().pending, std::move(outcome));
     if (!outcome) {
-      for (const batch_item& item : items) fail(item.pending, outcome.error());
+      for (const batch_item& item : items)
+        fail(item.pending, outcome.error(), failure_reason::backend);
       return;
     }
     const model_config& config = items.front().pending->lease.get().config();
     result<std::vector<model_output>> parts = split(std::move(*outcome), items, config.name);
     if (!parts) {
-      for (const batch_item& item : items) fail(item.pending, parts.error());
+      for (const batch_item& item : items)
+        fail(item.pending, parts.error(), failure_reason::backend);
       return;
     }
     // One execution for the whole batch; each request counts its own rows.
@@ -704,10 +732,12 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     }
   }
 
-  static void fail(const std::shared_ptr<pending_inference>& pending, const status& s) {
+  static void fail(const std::shared_ptr<pending_inference>& pending, const status& s,
+                   failure_reason reason) {
+    pending->stop_counting_pending();
     completion done = std::move(pending->done);
     if (!done) return;
-    record_failure(pending->lease, pending->received, s, pending->id.value_or(""));
+    record_failure(pending->lease, pending->received, s, pending->id.value_or(""), reason);
     answer(*pending, done, s, {}, clock::now());
   }
 
@@ -717,39 +747,38 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
                        result<model_output> outcome,
                        std::optional<std::uint64_t> execution_rows = std::nullopt) {
     const clock::time_point computed = clock::now();
-    if (!outcome) return fail(pending, outcome.error());
+    if (!outcome) return fail(pending, outcome.error(), failure_reason::backend);
     if (pending->trace && includes(pending->trace->level, trace_level::tensors)) {
       trace_tensors(*pending, "TENSOR_BACKEND_OUTPUT", outcome->outputs);
     }
     const model_config& config = pending->lease.get().config();
     result<inference_response> response = detail::make_response(
         config, pending->lease.version(), pending->id, pending->asked, std::move(*outcome));
-    if (!response) return fail(pending, response.error());
-    completion done = std::move(pending->done);
-    if (!done) return;
-
     model_statistics& stats = pending->lease.statistics();
     const clock::time_point made = clock::now();
+    // The model ran, whether or not this request's response could be made of what it gave.
     const std::uint64_t rows = execution_rows.value_or(pending->batch);
     if (rows != 0) {
-      stats.execution_count.fetch_add(1, std::memory_order_relaxed);
       stats.add_execution(rows, {1, nanoseconds_between(pending->received, pending->queued),
                                  nanoseconds_between(pending->started, computed),
                                  nanoseconds_between(computed, made)});
     }
-    stats.inference_count.fetch_add(pending->batch, std::memory_order_relaxed);
-    stats.last_inference_ms.store(
-        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                       std::chrono::system_clock::now().time_since_epoch())
-                                       .count()),
-        std::memory_order_relaxed);
+    if (!response) return fail(pending, response.error(), failure_reason::backend);
+    completion done = std::move(pending->done);
+    if (!done) return;
+
     // A request's durations are recorded together, once it succeeded, as Triton does:
     // perf_analyzer checks that the compute counts agree between two snapshots.
-    stats.add_success({.queue_ns = nanoseconds_between(pending->queued, pending->started),
-                       .compute_input_ns = nanoseconds_between(pending->received, pending->queued),
-                       .compute_infer_ns = nanoseconds_between(pending->started, computed),
-                       .compute_output_ns = nanoseconds_between(computed, made),
-                       .total_ns = nanoseconds_between(pending->received, made)});
+    stats.add_success(
+        {.queue_ns = nanoseconds_between(pending->queued, pending->started),
+         .compute_input_ns = nanoseconds_between(pending->received, pending->queued),
+         .compute_infer_ns = nanoseconds_between(pending->started, computed),
+         .compute_output_ns = nanoseconds_between(computed, made),
+         .total_ns = nanoseconds_between(pending->received, made)},
+        pending->batch,
+        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       std::chrono::system_clock::now().time_since_epoch())
+                                       .count()));
     if (log_enabled(log_level::verbose)) {
       log(log_level::verbose,
           fmt::format("model '{}' version {} request '{}': ok in {} us", config.name,
@@ -955,9 +984,10 @@ void inference_service::infer(model_lease lease, inference_request request, canc
 }
 
 void inference_service::record_failure(const model_lease& lease, clock::time_point received,
-                                       const status& why, std::string_view request_id) noexcept {
+                                       const status& why, std::string_view request_id,
+                                       failure_reason reason) noexcept {
   if (!lease) return;
-  lease.statistics().fail.add(nanoseconds_between(received, clock::now()));
+  lease.statistics().add_failure(nanoseconds_between(received, clock::now()), reason);
   if (!log_enabled(log_level::warning)) return;
   try {
     log_request_failure(

@@ -2,6 +2,7 @@
 #include <oip/metrics.hpp>
 #include <oip/repository.hpp>
 
+#include <array>
 #include <cstdint>
 #include <string_view>
 
@@ -11,17 +12,17 @@ namespace oip {
 
 namespace {
 
-// A label value with Prometheus's three escapes.
-std::string label_value(std::string_view text) {
+// Prometheus's escapes: a backslash and a newline, and in a label value a double quote too.
+std::string escaped(std::string_view text, bool label) {
   std::string out;
   out.reserve(text.size());
   for (const char c : text) {
     if (c == '\\') {
       out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
     } else if (c == '\n') {
       out += "\\n";
+    } else if (c == '"' && label) {
+      out += "\\\"";
     } else {
       out += c;
     }
@@ -29,12 +30,15 @@ std::string label_value(std::string_view text) {
   return out;
 }
 
+std::string label_value(std::string_view text) { return escaped(text, true); }
+
 std::string model_labels(const statistics_snapshot& s) {
   return fmt::format(R"(model="{}",version="{}")", label_value(s.name), s.version);
 }
 
 void family(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
-  fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", name,
+                 escaped(help, false), name, type);
 }
 
 template <class Value>
@@ -58,28 +62,48 @@ std::string prometheus_text(const inference_service& service,
   counter(out, models, "nv_inference_request_success",
           "Number of successful inference requests, all batch sizes",
           [](const snapshot& s) { return s.success.count; });
-  counter(out, models, "nv_inference_request_failure",
-          "Number of failed inference requests, all batch sizes",
-          [](const snapshot& s) { return s.fail.count; });
-  counter(out, models, "nv_inference_count", "Number of inferences performed",
+  // One series per reason, as Triton's (labels in its order: sorted by name).
+  family(out, "nv_inference_request_failure", "counter",
+         "Number of failed inference requests, all batch sizes");
+  constexpr std::array<std::string_view, failure_reason_count> reasons{"REJECTED", "CANCELED",
+                                                                       "BACKEND", "OTHER"};
+  for (const snapshot& s : models) {
+    for (std::size_t r = 0; r < reasons.size(); ++r) {
+      fmt::format_to(
+          std::back_inserter(out),
+          "nv_inference_request_failure{{model=\"{}\",reason=\"{}\",version=\"{}\"}} {}\n",
+          label_value(s.name), reasons[r], s.version, s.failures[r]);
+    }
+  }
+  counter(out, models, "nv_inference_count",
+          "Number of inferences performed (does not include cached requests)",
           [](const snapshot& s) { return s.inference_count; });
-  counter(out, models, "nv_inference_exec_count", "Number of model executions performed",
+  counter(out, models, "nv_inference_exec_count",
+          "Number of model executions performed (does not include cached requests)",
           [](const snapshot& s) { return s.execution_count; });
   counter(out, models, "nv_inference_request_duration_us",
-          "Cumulative inference request duration in microseconds",
+          "Cumulative inference request duration in microseconds (includes cached requests)",
           [](const snapshot& s) { return s.success.ns / 1000; });
   counter(out, models, "nv_inference_queue_duration_us",
-          "Cumulative inference queuing duration in microseconds",
+          "Cumulative inference queuing duration in microseconds (includes cached requests)",
           [](const snapshot& s) { return s.queue.ns / 1000; });
   counter(out, models, "nv_inference_compute_input_duration_us",
-          "Cumulative compute input duration in microseconds",
+          "Cumulative compute input duration in microseconds (does not include cached requests)",
           [](const snapshot& s) { return s.compute_input.ns / 1000; });
   counter(out, models, "nv_inference_compute_infer_duration_us",
-          "Cumulative compute inference duration in microseconds",
+          "Cumulative compute inference duration in microseconds (does not include cached "
+          "requests)",
           [](const snapshot& s) { return s.compute_infer.ns / 1000; });
   counter(out, models, "nv_inference_compute_output_duration_us",
-          "Cumulative inference compute output duration in microseconds",
+          "Cumulative inference compute output duration in microseconds (does not include cached "
+          "requests)",
           [](const snapshot& s) { return s.compute_output.ns / 1000; });
+  family(out, "nv_inference_pending_request_count", "gauge",
+         "Instantaneous number of pending requests awaiting execution per-model.");
+  for (const snapshot& s : models) {
+    fmt::format_to(std::back_inserter(out), "nv_inference_pending_request_count{{{}}} {}\n",
+                   model_labels(s), s.pending_requests);
+  }
 
   constexpr std::string_view histogram = "oip_inference_request_duration_seconds";
   family(out, histogram, "histogram",

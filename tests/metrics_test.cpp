@@ -7,10 +7,14 @@
 #include <oip/http_handler.hpp>
 #include <oip/metrics.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 namespace {
 
@@ -51,7 +55,12 @@ TEST_CASE("the exposition holds Triton's counters, equal to the statistics") {
   const std::string text = "\n" + oip::prometheus_text(s.service);
   const std::string simple = R"({model="simple",version="1"})";
   CHECK(value_of(text, "nv_inference_request_success" + simple) == 2);
-  CHECK(value_of(text, "nv_inference_request_failure" + simple) == 1);
+  const std::string simple_other = R"({model="simple",reason="OTHER",version="1"})";
+  CHECK(value_of(text, "nv_inference_request_failure" + simple_other) == 1);
+  CHECK(value_of(text,
+                 R"(nv_inference_request_failure{model="simple",reason="BACKEND",version="1"})") ==
+        0);
+  CHECK(value_of(text, "nv_inference_pending_request_count" + simple) == 0);
   CHECK(value_of(text, "nv_inference_count" + simple) == 2);
   CHECK(value_of(text, "nv_inference_exec_count" + simple) == 2);
   const oip::statistics_snapshot stats = s.service.statistics("simple", {})->at(0);
@@ -76,7 +85,10 @@ TEST_CASE("the exposition holds Triton's counters, equal to the statistics") {
   CHECK(value_of(text, histogram + "_count" + simple) == 2);
 
   // A model name with a quote, a backslash and a newline is escaped.
-  CHECK(value_of(text, R"(nv_inference_request_failure{model="sim\"ple\\\n",version="1"})") == 1);
+  CHECK(value_of(
+            text,
+            R"(nv_inference_request_failure{model="sim\"ple\\\n",reason="BACKEND",version="1"})") ==
+        1);
 }
 
 TEST_CASE("host gauges and the /metrics route; the protocol routes can be left out") {
@@ -102,4 +114,53 @@ TEST_CASE("host gauges and the /metrics route; the protocol routes can be left o
   oip::http_handler protocol{s.service};  // the default: protocol routes, no metrics
   CHECK(protocol.handle({"GET", "/metrics", {}, {}}).status == 404);
   CHECK(protocol.handle({"GET", "/v2/health/live", {}, {}}).status == 200);
+}
+
+TEST_CASE("failures are counted by Triton's reasons; queued requests are pending") {
+  oip::model_repository repository;
+  auto waiter = std::make_shared<oip::testing::waiter>();
+  REQUIRE(repository.add(waiter).ok());
+  oip::executor workers{{1, 1}};
+  oip::inference_service service{repository, workers};
+  oip::http_handler handler{service};
+  const auto request = [](std::string_view parameters) {
+    const std::string body = fmt::format(
+        R"({{"parameters":{{{}}},"inputs":[{{"name":"IN","shape":[1],"datatype":"INT32","data":[1]}}]}})",
+        parameters);
+    return oip::http_request{"POST", "/v2/models/waiter/infer", {}, oip::buffer::from_string(body)};
+  };
+  const auto series = [&](std::string_view name, std::string_view reason = {}) {
+    const std::string labels =
+        reason.empty() ? R"({model="waiter",version="1"})"
+                       : fmt::format(R"({{model="waiter",reason="{}",version="1"}})", reason);
+    return value_of("\n" + oip::prometheus_text(service), std::string{name} + labels);
+  };
+
+  oip::cancellation first_cancel;
+  std::atomic<int> first_status{0};
+  handler.handle(
+      request(""), [&](oip::http_response r) { first_status = r.status; }, first_cancel);
+  while (waiter->started.load() == 0) std::this_thread::yield();  // running: no longer pending
+  CHECK(series("nv_inference_pending_request_count") == 0);
+  oip::cancellation second_cancel;
+  std::atomic<int> second_status{0};
+  handler.handle(
+      request(""), [&](oip::http_response r) { second_status = r.status; }, second_cancel);
+  CHECK(series("nv_inference_pending_request_count") == 1);
+  CHECK(handler.handle(request("")).status == 503);  // the executor's queue is full: REJECTED
+
+  second_cancel.cancel();  // cancelled while queued: CANCELED
+  first_cancel.cancel();   // the model fails once it sees the cancellation: BACKEND
+  while (first_status.load() == 0 || second_status.load() == 0) std::this_thread::yield();
+  // A timeout that passes in the queue is REJECTED too; a request that fails validation OTHER.
+  std::this_thread::sleep_for(std::chrono::milliseconds{2});
+  CHECK(handler.handle(request(R"("timeout":1)")).status == 503);
+  CHECK(handler.handle(request(R"("timeout":"soon")")).status == 400);
+
+  CHECK(series("nv_inference_request_failure", "REJECTED") == 2);
+  CHECK(series("nv_inference_request_failure", "CANCELED") == 1);
+  CHECK(series("nv_inference_request_failure", "BACKEND") == 1);
+  CHECK(series("nv_inference_request_failure", "OTHER") == 1);
+  CHECK(series("nv_inference_pending_request_count") == 0);
+  CHECK(service.statistics("waiter", {})->at(0).fail.count == 5);
 }

@@ -176,36 +176,57 @@ TEST_CASE("many threads infer while the model is unloaded and reloaded") {
   MESSAGE("ok ", ok.load(), ", unavailable ", unavailable.load());
 }
 
-TEST_CASE("a success's durations are recorded together: a snapshot never sees part of them") {
+TEST_CASE("a success's figures are recorded together: a reading never sees part of them") {
   oip::model_statistics stats;
   std::atomic<bool> stop{false};
   std::vector<std::thread> writers;
   for (int t = 0; t < 2; ++t) {
     writers.emplace_back([&] {
-      while (!stop.load(std::memory_order_relaxed)) stats.add_success({1, 2, 3, 4, 10});
+      while (!stop.load(std::memory_order_relaxed)) {
+        stats.add_success({1, 2, 3, 4, 10}, 2, 7);
+        stats.add_execution(2, {1, 2, 3, 4});
+      }
     });
   }
   int torn = 0;
+  std::uint64_t last = 0;
   // Reads until the writers have recorded plenty (on a busy machine they may start late).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{20};
-  for (int i = 0; (i < 20'000 || stats.success.count.load() < 10'000) &&
-                  std::chrono::steady_clock::now() < deadline;
+  for (int i = 0; (i < 20'000 || last < 10'000) && std::chrono::steady_clock::now() < deadline;
        ++i) {
-    stats.read_consistently([&] {
-      const std::uint64_t n = stats.success.count.load();
-      std::uint64_t bucketed = 0;
-      for (const auto& bucket : stats.latency_buckets) bucketed += bucket.load();
-      if (stats.queue.count.load() != n || stats.compute_input.count.load() != n ||
-          stats.compute_infer.count.load() != n || stats.compute_output.count.load() != n ||
-          bucketed != n || stats.compute_infer.ns.load() != 3 * n) {
-        ++torn;
-      }
-    });
+    const oip::model_statistics::figures f = stats.read();
+    const std::uint64_t n = f.success.count;
+    std::uint64_t bucketed = 0;
+    for (const std::uint64_t bucket : f.latency_buckets) bucketed += bucket;
+    const std::uint64_t executions = f.batches.empty() ? 0 : f.batches.at(2).count;
+    if (f.queue.count != n || f.compute_input.count != n || f.compute_infer.count != n ||
+        f.compute_output.count != n || bucketed != n || f.compute_infer.ns != 3 * n ||
+        f.inference_count != 2 * n || f.execution_count != executions) {
+      ++torn;
+    }
+    last = n;
   }
   stop = true;
   for (std::thread& t : writers) t.join();
   CHECK(torn == 0);
-  CHECK(stats.success.count.load() > 0);
+  CHECK(last > 0);
+}
+
+TEST_CASE("a latency is bucketed by its nanoseconds, and failures by their reason") {
+  oip::model_statistics stats;
+  stats.add_success({.total_ns = 100'000}, 1, 0);  // on the first bound: its bucket
+  stats.add_success({.total_ns = 100'001}, 1, 0);  // a nanosecond above: the next
+  stats.add_failure(5, oip::failure_reason::canceled);
+  stats.add_failure(7, oip::failure_reason::backend);
+  stats.add_failure(9, oip::failure_reason::backend);
+  const oip::model_statistics::figures f = stats.read();
+  CHECK(f.latency_buckets[0] == 1);
+  CHECK(f.latency_buckets[1] == 1);
+  CHECK(f.fail.count == 3);
+  CHECK(f.fail.ns == 21);
+  CHECK(f.failures[static_cast<std::size_t>(oip::failure_reason::canceled)] == 1);
+  CHECK(f.failures[static_cast<std::size_t>(oip::failure_reason::backend)] == 2);
+  CHECK(f.failures[static_cast<std::size_t>(oip::failure_reason::rejected)] == 0);
 }
 
 TEST_CASE("statistics read while requests complete agree on their compute counts") {

@@ -16,17 +16,22 @@ namespace oip {
 class inference_service;
 
 /// A gauge that a host or a component adds to the exposition (pool memory in use, for example):
-/// one metric name, each series a label set (`pool="cuda_device"`, or empty) and its value.
+/// one metric name, each series a label set (`pool="cuda_device"`, or empty) and its value. The
+/// name must be a valid Prometheus name that no other family uses, and label values must be
+/// escaped already (a scrape with a repeated family is refused whole); the help is escaped here.
+/// The values are read on the transport's thread at each scrape, so they must be thread-safe.
 struct metric_gauge {
   std::string name;
   std::string help;
   std::vector<std::pair<std::string, std::function<double()>>> series;
 };
 
-/// The exposition: per model and version, `nv_inference_request_success`,
-/// `nv_inference_request_failure`, `nv_inference_count`, `nv_inference_exec_count`,
-/// `nv_inference_request_duration_us`, `nv_inference_queue_duration_us`,
-/// `nv_inference_compute_{input,infer,output}_duration_us` (counters),
+/// The exposition, in Triton's names, help texts and labels: per model and version,
+/// `nv_inference_request_success`, `nv_inference_request_failure` (one series per `reason`:
+/// REJECTED, CANCELED, BACKEND, OTHER; see `failure_reason`), `nv_inference_count`,
+/// `nv_inference_exec_count`, `nv_inference_request_duration_us`,
+/// `nv_inference_queue_duration_us`, `nv_inference_compute_{input,infer,output}_duration_us`
+/// (counters), `nv_inference_pending_request_count` (a gauge),
 /// `oip_inference_request_duration_seconds` (a histogram of successful requests' latency),
 /// `oip_sequences_active` (sequence models); then the `extra` gauges.
 ///

@@ -22,14 +22,27 @@
 
 namespace oip {
 
-/// Counters of one model version, in Triton's statistics shape. Durations in nanoseconds.
-struct model_statistics {
+/// Why a request failed: the `reason` label of Triton's `nv_inference_request_failure`.
+enum class failure_reason : std::uint8_t {
+  rejected,  ///< REJECTED: not run: a full queue, its timeout expired, or the model stopping
+  canceled,  ///< CANCELED: the client cancelled it (or went away) before it ran
+  backend,   ///< BACKEND: the model failed, or its outputs did not fit its configuration
+  other,     ///< OTHER: anything else, a request that fails validation included
+};
+inline constexpr std::size_t failure_reason_count = 4;
+
+/// Counters of one model version, in Triton's statistics shape. Durations in nanoseconds. Every
+/// figure but the pending requests is written and read under one lock, so that a reading is
+/// consistent (perf_analyzer stops when the compute counts of two snapshots do not agree, and a
+/// request's success, inference count and execution are one step).
+class OIP_EXPORT model_statistics {
+ public:
   struct duration {
-    std::atomic<std::uint64_t> count{0};
-    std::atomic<std::uint64_t> ns{0};
+    std::uint64_t count = 0;
+    std::uint64_t ns = 0;
     void add(std::uint64_t nanoseconds) noexcept {
-      count.fetch_add(1, std::memory_order_relaxed);
-      ns.fetch_add(nanoseconds, std::memory_order_relaxed);
+      count += 1;
+      ns += nanoseconds;
     }
   };
   /// Compute durations of the executions of one batch size (Triton's `batch_stats`).
@@ -45,15 +58,6 @@ struct model_statistics {
       100,    250,    500,     1'000,   2'500,   5'000,     10'000,
       25'000, 50'000, 100'000, 250'000, 500'000, 1'000'000, 5'000'000};
 
-  std::atomic<std::uint64_t> last_inference_ms{0};  ///< milliseconds since the epoch
-  std::atomic<std::uint64_t> inference_count{0};    ///< inferences, counting each batch row
-  std::atomic<std::uint64_t> execution_count{0};    ///< model executions
-  duration success, fail, queue, compute_input, compute_infer, compute_output;
-
-  /// Successful requests by latency (from arrival to reply): one count per bucket of
-  /// `latency_bounds_us`, then the overflow bucket. Its sum and count are `success`'s.
-  std::array<std::atomic<std::uint64_t>, latency_bounds_us.size() + 1> latency_buckets{};
-
   /// One successful request's durations.
   struct request_durations {
     std::uint64_t queue_ns = 0;
@@ -62,48 +66,45 @@ struct model_statistics {
     std::uint64_t compute_output_ns = 0;
     std::uint64_t total_ns = 0;  ///< from arrival to reply: `success` and the histogram
   };
-  /// Records one successful request: its durations, its latency and its histogram bucket, as one
-  /// step that `read_consistently` never sees half done (perf_analyzer stops when the compute
-  /// counts of two snapshots do not agree).
-  void add_success(const request_durations& took) noexcept {
-    const std::uint64_t us = took.total_ns / 1000;
-    std::size_t bucket = 0;
-    while (bucket < latency_bounds_us.size() && us > latency_bounds_us[bucket]) ++bucket;
-    const std::lock_guard lock{successes_mutex_};
-    queue.add(took.queue_ns);
-    compute_input.add(took.compute_input_ns);
-    compute_infer.add(took.compute_infer_ns);
-    compute_output.add(took.compute_output_ns);
-    latency_buckets[bucket].fetch_add(1, std::memory_order_relaxed);
-    success.add(took.total_ns);
-  }
-  /// Calls `read()` while no success is being recorded: what it reads of the successes' figures
-  /// (`success`, `queue`, the compute durations, `latency_buckets`) is consistent.
-  template <class Read>
-  void read_consistently(Read&& read) const {
-    const std::lock_guard lock{successes_mutex_};
-    std::forward<Read>(read)();
-  }
 
-  /// Records one successful execution of `batch_size` rows.
-  void add_execution(std::uint64_t batch_size, const batch_durations& took) {
-    const std::lock_guard lock{batches_mutex_};
-    batch_durations& sum = batches_[batch_size];
-    sum.count += 1;
-    sum.compute_input_ns += took.compute_input_ns;
-    sum.compute_infer_ns += took.compute_infer_ns;
-    sum.compute_output_ns += took.compute_output_ns;
-  }
-  /// By batch size, ascending.
-  [[nodiscard]] std::map<std::uint64_t, batch_durations> executions_by_batch_size() const {
-    const std::lock_guard lock{batches_mutex_};
-    return batches_;
+  /// Everything counted, as one reading.
+  struct figures {
+    std::uint64_t last_inference_ms = 0;  ///< milliseconds since the epoch
+    std::uint64_t inference_count = 0;    ///< inferences, counting each batch row
+    std::uint64_t execution_count = 0;    ///< model executions
+    duration success, fail, queue, compute_input, compute_infer, compute_output;
+    /// Failures by `failure_reason`; they add up to `fail.count`.
+    std::array<std::uint64_t, failure_reason_count> failures{};
+    /// Successful requests by latency (from arrival to reply): one count per bucket of
+    /// `latency_bounds_us`, then the overflow bucket. Its sum and count are `success`'s.
+    std::array<std::uint64_t, latency_bounds_us.size() + 1> latency_buckets{};
+    /// Executions by batch size, ascending.
+    std::map<std::uint64_t, batch_durations> batches;
+  };
+
+  /// Records one successful request of `rows` inferences (batch rows), finished at `now_ms`
+  /// (milliseconds since the epoch).
+  void add_success(const request_durations& took, std::uint64_t rows,
+                   std::uint64_t now_ms) noexcept;
+  /// Records one execution of `batch_size` rows.
+  void add_execution(std::uint64_t batch_size, const batch_durations& took);
+  /// Records one failed request, `nanoseconds` after its arrival.
+  void add_failure(std::uint64_t nanoseconds, failure_reason why) noexcept;
+  [[nodiscard]] figures read() const;
+
+  /// Requests accepted and not yet handed to the model (Triton's
+  /// `nv_inference_pending_request_count`): the service counts one in when it queues a request
+  /// and out when the request runs or fails before it.
+  void request_queued() noexcept { pending_.fetch_add(1, std::memory_order_relaxed); }
+  void request_dequeued() noexcept { pending_.fetch_sub(1, std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t pending_requests() const noexcept {
+    return pending_.load(std::memory_order_relaxed);
   }
 
  private:
-  mutable std::mutex successes_mutex_;
-  mutable std::mutex batches_mutex_;
-  std::map<std::uint64_t, batch_durations> batches_;
+  mutable std::mutex mutex_;
+  figures figures_;
+  std::atomic<std::uint64_t> pending_{0};
 };
 
 namespace detail {

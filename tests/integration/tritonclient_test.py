@@ -244,7 +244,10 @@ def prometheus_metrics(client):
     assert success >= 1 and success == stats["inference_stats"]["success"]["count"], (success, stats)
     assert value("nv_inference_exec_count") == stats["execution_count"]
     assert value("nv_inference_count") == stats["inference_count"]
-    assert value("nv_inference_request_failure") == stats["inference_stats"]["fail"]["count"]
+    failures = sum(value("nv_inference_request_failure", f'model="simple",reason="{reason}",version="1"')
+                   for reason in ("REJECTED", "CANCELED", "BACKEND", "OTHER"))
+    assert failures == stats["inference_stats"]["fail"]["count"]
+    assert value("nv_inference_pending_request_count") == 0
     assert value("oip_inference_request_duration_seconds_count") == success
     assert value("oip_inference_request_duration_seconds_bucket",
                  'model="simple",version="1",le="+Inf"') == success
