@@ -31,10 +31,16 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/server_credentials.h>
 
+#include <semaphore.h>
+
 namespace {
+
+sem_t stop_requested;  // posted by the SIGINT and SIGTERM handler
+volatile std::sig_atomic_t stop_signal = 0;
 
 constexpr std::string_view usage = R"(Usage: oip-serve [options]
 
@@ -46,7 +52,13 @@ the Open Inference Protocol, on HTTP and gRPC.
   --http-port N          HTTP port (default 8000; 0 picks a free one)
   --grpc-port N          gRPC port (default 8001; 0 picks a free one)
   --metrics-port N       Prometheus metrics port, GET /metrics (default 8002; 0 picks a free one)
-  --address A            address to listen on (default 0.0.0.0)
+  --address A            address to listen on (default 0.0.0.0); --http-address,
+                         --grpc-address and --metrics-address set one server's
+  --allow-http B, --allow-grpc B, --allow-metrics B
+                         run that server (true or false, default true), as Triton's options
+  --allow-gpu-metrics B, --allow-cpu-metrics B, --metrics-interval-ms N
+                         accepted for Triton's command lines, with no effect: oip-serve has no
+                         GPU or CPU utilisation metrics, and reads every figure at each scrape
   --threads N            model worker threads (default: hardware threads)
   --io-threads N         HTTP I/O threads (default 2)
   --queue N              requests waiting for a worker before 503 (default 1024)
@@ -102,6 +114,9 @@ struct options {
   oip::http::server_options http;
   oip::grpc::server_options grpc;
   oip::http::server_options metrics{.port = 8002, .io_threads = 1};
+  bool allow_http = true;
+  bool allow_grpc = true;
+  bool allow_metrics = true;
   oip::executor_options executor;
   oip::server_options server;
   std::set<std::string> models;
@@ -222,6 +237,22 @@ int parse(int argc, char** argv, options& o, bool& help) {
       o.http.address = value;
       o.grpc.address = value;
       o.metrics.address = value;
+    } else if (flag == "--http-address") {
+      o.http.address = value;
+    } else if (flag == "--grpc-address") {
+      o.grpc.address = value;
+    } else if (flag == "--metrics-address") {
+      o.metrics.address = value;
+    } else if (flag == "--allow-http" && boolean) {
+      o.allow_http = *boolean;
+    } else if (flag == "--allow-grpc" && boolean) {
+      o.allow_grpc = *boolean;
+    } else if (flag == "--allow-metrics" && boolean) {
+      o.allow_metrics = *boolean;
+    } else if ((flag == "--allow-gpu-metrics" || flag == "--allow-cpu-metrics") && boolean) {
+      // Nothing to turn on or off: see the usage text.
+    } else if (flag == "--metrics-interval-ms" && numeric) {
+      // Nothing polls: every figure is read at each scrape.
     } else if (flag == "--threads" && numeric) {
       o.executor.threads = n;
     } else if (flag == "--io-threads" && numeric && n > 0) {
@@ -383,12 +414,18 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  // Signals are taken by sigwait below, not by whichever thread they happen to hit.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // SIGINT and SIGTERM stop the servers gracefully whichever thread they hit: threads started
+  // before main (OpenBLAS's pool) do not block them, so blocking them here and waiting for them
+  // with sigwait would let one of those threads take the signal and die of it.
+  struct sigaction stop_action {};
+  stop_action.sa_handler = [](int signal_number) {
+    stop_signal = signal_number;
+    sem_post(&stop_requested);
+  };
+  sigemptyset(&stop_action.sa_mask);
+  sem_init(&stop_requested, 0, 0);
+  sigaction(SIGINT, &stop_action, nullptr);
+  sigaction(SIGTERM, &stop_action, nullptr);
 
   oip::model_repository repository;
   std::string loaded;
@@ -400,6 +437,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::cout << "oip-serve: models run on " << placed.where << std::endl;
+  std::set<std::string> not_found = o.models;
   for (std::shared_ptr<oip::model>& m : placed.models) {
     const std::string name = m->config().name;
     if (!o.models.empty() && !o.models.contains(name)) continue;
@@ -407,11 +445,11 @@ int main(int argc, char** argv) {
       std::cerr << "oip-serve: " << s.message() << "\n";
       return 1;
     }
-    o.models.erase(name);
+    not_found.erase(name);
     loaded += (loaded.empty() ? "" : ",") + name;
   }
-  if (!o.models.empty()) {
-    std::cerr << "oip-serve: unknown model '" << *o.models.begin() << "'\n";
+  if (!not_found.empty()) {
+    std::cerr << "oip-serve: unknown model '" << *not_found.begin() << "'\n";
     return 2;
   }
 
@@ -419,39 +457,46 @@ int main(int argc, char** argv) {
 
   oip::executor workers{o.executor};
   oip::inference_service service{repository, workers, o.server};
+  if (o.allow_grpc) {
+    if (const oip::status tls = grpc_security(o); !tls.ok()) {
+      std::cerr << "oip-serve: " << tls.message() << "\n";
+      return 2;
+    }
+  }
   oip::http_handler handler{service};
   oip::http::server http{handler, o.http};
-  const oip::result<std::uint16_t> port = http.start();
-  if (!port) {
-    std::cerr << "oip-serve: " << port.error().message() << "\n";
-    return 1;
-  }
-  if (const oip::status tls = grpc_security(o); !tls.ok()) {
-    std::cerr << "oip-serve: " << tls.message() << "\n";
-    return 2;
-  }
   oip::grpc::server grpc{service, o.grpc};
-  const oip::result<std::uint16_t> grpc_port = grpc.start();
-  if (!grpc_port) {
-    std::cerr << "oip-serve: " << grpc_port.error().message() << "\n";
-    return 1;
-  }
   oip::http_handler metrics_handler{
       service, {.protocol = false, .metrics = true, .gauges = std::move(placed.gauges)}};
   oip::http::server metrics{metrics_handler, o.metrics};
-  const oip::result<std::uint16_t> metrics_port = metrics.start();
-  if (!metrics_port) {
-    std::cerr << "oip-serve: " << metrics_port.error().message() << "\n";
+  // Each server that runs: where it listens ("HTTP on 0.0.0.0:8000"), or "HTTP off".
+  std::string listening;
+  const auto start = [&](std::string_view what, bool allowed, const std::string& address,
+                         auto& server) {
+    if (!listening.empty()) listening += ", ";
+    if (!allowed) {
+      listening += std::string{what} + " off";
+      return true;
+    }
+    const oip::result<std::uint16_t> port = server.start();
+    if (!port) {
+      std::cerr << "oip-serve: " << port.error().message() << "\n";
+      return false;
+    }
+    listening += fmt::format("{} on {}:{}", what, address, *port);
+    return true;
+  };
+  if (!start("HTTP", o.allow_http, o.http.address, http) ||
+      !start("gRPC", o.allow_grpc, o.grpc.address, grpc) ||
+      !start("metrics", o.allow_metrics, o.metrics.address, metrics)) {
     return 1;
   }
-  std::cout << "oip-serve " << oip::version_string << ": HTTP on " << o.http.address << ":" << *port
-            << ", gRPC on " << o.grpc.address << ":" << *grpc_port << ", metrics on "
-            << o.metrics.address << ":" << *metrics_port << ", " << workers.threads()
+  std::cout << "oip-serve " << oip::version_string << ": " << listening << ", " << workers.threads()
             << " workers, models " << loaded << std::endl;
 
-  int received = 0;
-  sigwait(&signals, &received);
-  std::cout << "oip-serve: signal " << received << ", finishing requests in flight" << std::endl;
+  while (sem_wait(&stop_requested) != 0 && errno == EINTR) {
+  }
+  std::cout << "oip-serve: signal " << stop_signal << ", finishing requests in flight" << std::endl;
   grpc.stop();
   http.stop();
   metrics.stop();
