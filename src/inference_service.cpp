@@ -567,6 +567,10 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     };
     if (status s = detail::validate_request(config, request); !s.ok()) return refuse(s);
     if (status s = check_scheduling_parameters(request.parameters); !s.ok()) return refuse(s);
+    // Checked for every model, as Triton's frontends do; a model without sequences ignores them.
+    result<sequence_flags> flags =
+        read_sequence_flags(request.parameters, options.bounds.max_string_id_length);
+    if (!flags) return refuse(flags.error());
     if (const auto* timeout = request.parameters.get<std::int64_t>("timeout");
         timeout != nullptr && *timeout > 0) {
       // A timeout past what the clock can count (about 292 years) is no deadline at all.
@@ -608,10 +612,6 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
       }
       return dispatch(pending, request_ptr, {});
     }
-    // Sequence parameters sent to a model without sequences are ignored, as in Triton.
-    result<sequence_flags> flags =
-        read_sequence_flags(request_ptr->parameters, options.bounds.max_string_id_length);
-    if (!flags) return fail(pending, flags.error(), failure_reason::other);
     const std::shared_ptr<sequence_manager> manager = sequences_of(pending->lease);
     status admitted = manager->submit(
         *flags,
@@ -639,7 +639,21 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
            sequence_turn turn) {
     pending->started = clock::now();
     pending->stop_counting_pending();
-    if (pending->cancel.cancelled()) return fail_cancelled(pending);
+    if (turn && turn.step().cancelled) {
+      const std::string sequence = turn.step().id.to_string();
+      turn.release();
+      return fail(pending,
+                  status{errc::unavailable,
+                         fmt::format("sequence {} of model '{}' was cancelled before this request "
+                                     "ran",
+                                     sequence, pending->lease.get().config().name)},
+                  failure_reason::canceled);
+    }
+    if (pending->cancel.cancelled()) {
+      // The sequence ends with it, as in Triton: what follows would miss this request's step.
+      if (turn) turn.cancel_sequence();
+      return fail_cancelled(pending);
+    }
     model& m = pending->lease.get();
     detail::execute_guarded(
         m, inference_call{std::move(request), pending->lease.version(), pending->cancel,

@@ -160,6 +160,17 @@ status check_registrable(const std::shared_ptr<model>& m, std::uint64_t version)
                               "which oip does not have",
                               m->config().name)};
   }
+  if (const model_config& c = m->config(); c.sequence_batching) {
+    // A zero idle time would drop every sequence between two requests (Triton makes it 1 s);
+    // zero sequences or waiting requests would refuse every request.
+    if (c.sequence.max_idle.count() <= 0 || c.sequence.max_active == 0 ||
+        c.sequence.max_waiting_per_sequence == 0 || c.sequence.max_waiting == 0) {
+      return status{errc::invalid_argument,
+                    fmt::format("model '{}': its sequence settings need a positive max_idle, "
+                                "max_active, max_waiting_per_sequence and max_waiting",
+                                c.name)};
+    }
+  }
   return {};
 }
 

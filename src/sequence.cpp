@@ -23,6 +23,7 @@ std::string_view to_string(sequence_release reason) noexcept {
     case sequence_release::restarted: return "restarted";
     case sequence_release::timed_out: return "timed out";
     case sequence_release::shut_down: return "shut down";
+    case sequence_release::cancelled: return "cancelled";
   }
   return "released";
 }
@@ -78,6 +79,9 @@ struct sequence_entry {
   const sequence_id id;
   // Touched only by the request whose turn it is (or under the table's mutex when none runs).
   std::any state;
+  // A request was cancelled: those queued behind it, up to a START, are too. Touched only by the
+  // turn's holder.
+  bool cancelled = false;
   // The rest: under the table's mutex.
   std::deque<waiting_request> waiting;
   bool running = false;
@@ -99,6 +103,7 @@ struct sequence_table : std::enable_shared_from_this<sequence_table> {
   const sequence_manager::release_callback on_release;
   mutable std::mutex mutex;
   std::map<sequence_id, std::shared_ptr<sequence_entry>> entries;
+  std::size_t waiting = 0;  // requests in the entries' queues
 
   void tell(const sequence_id& id, std::any& state, sequence_release reason) const {
     if (on_release && state.has_value()) on_release(id, state, reason);
@@ -106,6 +111,12 @@ struct sequence_table : std::enable_shared_from_this<sequence_table> {
 
   // Gives `request` its turn: called without the mutex, with entry->running set.
   void start(const std::shared_ptr<sequence_entry>& entry, const waiting_request& request) {
+    if (request.start) entry->cancelled = false;
+    if (entry->cancelled) {
+      sequence_step step{entry->id, request.start, request.end, true, nullptr, true};
+      request.run(sequence_turn{shared_from_this(), entry, std::move(step)});
+      return;
+    }
     if (request.start && entry->state.has_value()) {
       std::any previous = std::move(entry->state);
       entry->state.reset();
@@ -117,7 +128,19 @@ struct sequence_table : std::enable_shared_from_this<sequence_table> {
 
   void finish_turn(const std::shared_ptr<sequence_entry>& entry, const sequence_step& step) {
     if (step.end) release_held(entry, sequence_release::ended);
-    hand_over(entry, step.end);
+    hand_over(entry, step.end || entry->cancelled);
+  }
+
+  // Called by the turn's holder.
+  void cancel(const std::shared_ptr<sequence_entry>& entry) {
+    entry->cancelled = true;
+    {
+      const std::lock_guard lock{mutex};
+      const bool start_waiting = std::any_of(entry->waiting.begin(), entry->waiting.end(),
+                                             [](const waiting_request& w) { return w.start; });
+      if (!start_waiting) entry->ending = true;
+    }
+    release_held(entry, sequence_release::cancelled);
   }
 
   // Lets the model go of a sequence's state while the sequence still holds its turn, so that no
@@ -138,6 +161,7 @@ struct sequence_table : std::enable_shared_from_this<sequence_table> {
       if (!entry->waiting.empty()) {
         next = std::move(entry->waiting.front());
         entry->waiting.pop_front();
+        --waiting;
       } else {
         entry->running = false;
         if (over) {
@@ -197,6 +221,12 @@ sequence_turn& sequence_turn::operator=(sequence_turn&& other) noexcept {
 }
 
 sequence_turn::~sequence_turn() { release(); }
+
+void sequence_turn::cancel_sequence() noexcept {
+  if (!entry_) return;
+  table_->cancel(entry_);
+  release();
+}
 
 void sequence_turn::release() noexcept {
   if (!entry_) return;
@@ -319,12 +349,19 @@ status sequence_manager::submit(const sequence_flags& flags, run_callback run,
                     fmt::format("sequence {} of model '{}' already has {} requests waiting",
                                 flags.id.to_string(), model, entry->waiting.size())};
     }
+    if (entry->running && table.waiting >= table.config.max_waiting) {
+      return status{errc::unavailable,
+                    fmt::format("model '{}' already has {} requests waiting for their sequences' "
+                                "turns",
+                                model, table.waiting)};
+    }
     entry->last_used = detail::clock::now();
     if (flags.start) entry->ending = false;
     if (flags.end) entry->ending = true;
     detail::waiting_request request{flags.start, flags.end, std::move(run)};
     if (entry->running) {
       entry->waiting.push_back(std::move(request));
+      ++table.waiting;
       return {};
     }
     entry->running = true;

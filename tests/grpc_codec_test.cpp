@@ -67,6 +67,21 @@ std::string error_of(inference::ModelInferRequest& message) {
 
 }  // namespace
 
+TEST_CASE("a sequence id sent as a negative int64_param is the uint64 it stands for") {
+  // Triton's C++ client sends its uint64 sequence id in int64_param, so ids from 2^63 come
+  // negative; Triton reads them back as unsigned.
+  inference::ModelInferRequest message;
+  message.set_model_name("m");
+  (*message.mutable_parameters())["sequence_id"].set_int64_param(-2);
+  oip::result<oip::inference_request> r = oip::grpc::decode_request(message);
+  REQUIRE(r);
+  const auto* id = r->parameters.get<std::uint64_t>("sequence_id");
+  REQUIRE(id != nullptr);
+  CHECK(*id == std::numeric_limits<std::uint64_t>::max() - 1);
+  (*message.mutable_parameters())["sequence_id"].set_int64_param(5);
+  CHECK(*oip::grpc::decode_request(message)->parameters.get<std::int64_t>("sequence_id") == 5);
+}
+
 TEST_CASE("every datatype survives a round trip, typed and raw, bit for bit") {
   std::mt19937 rng{17};
   for (datatype type :

@@ -493,6 +493,16 @@ TEST_CASE("the scheduling parameters: timeout an int64, priority an integer, els
   CHECK(below_zero.status == 400);
   CHECK(below_zero.body() == R"x({"error":"invalid value -3 for 'priority' parameter, expected a )x"
                              R"x(non-negative integer (0 for the default)"})x");
+  // Sequence parameters are checked for a model without sequences too, as Triton's frontends
+  // do; well-formed ones are ignored.
+  CHECK(s.send("POST", "/v2/models/simple/infer", with_parameter("sequence_id", "7")).status ==
+        200);
+  const http_response not_bool =
+      s.send("POST", "/v2/models/simple/infer", with_parameter("sequence_start", "\"yes\""));
+  CHECK(not_bool.status == 400);
+  CHECK(not_bool.body() == R"({"error":"unable to parse 'sequence_start': expected a boolean"})");
+  CHECK(s.send("POST", "/v2/models/simple/infer", with_parameter("sequence_id", "1.5")).status ==
+        400);
 }
 
 TEST_CASE("statistics and configuration in Triton's shapes") {

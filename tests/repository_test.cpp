@@ -60,6 +60,16 @@ TEST_CASE("versions: latest ready by default, a specific one on request") {
       }));
   CHECK(refused.code() == oip::errc::invalid_argument);
   CHECK(refused.message().find("platform 'ensemble'") != std::string::npos);
+  oip::model_config sequences = oip::testing::simple_config();
+  sequences.name = "no_room";
+  sequences.sequence_batching = true;
+  sequences.sequence.max_active = 0;  // every START would be refused
+  const oip::status no_room =
+      repository.add(oip::make_model(sequences, [](const oip::inference_request&) {
+        return oip::result<oip::model_output>{oip::model_output{}};
+      }));
+  CHECK(no_room.code() == oip::errc::invalid_argument);
+  CHECK(no_room.message().find("sequence settings") != std::string::npos);
 
   v3->is_ready = false;  // the latest that can serve is version 1 now
   CHECK(repository.acquire("m", std::nullopt)->version() == 1);

@@ -294,3 +294,92 @@ TEST_CASE("a new START for an ended id waits until the model has let go of the o
   CHECK_FALSE(overlapped.load());
   CHECK(sequences.active() == 1);
 }
+
+TEST_CASE("a request cancelled before it runs ends its sequence, as in Triton") {
+  releases told;
+  oip::sequence_manager manager{"m", {}, told.callback()};
+  std::vector<std::string> ran;
+  std::vector<oip::sequence_turn> running;  // turns the "model" still holds
+  // Runs one request: records it, adds to the state, and holds its turn until told.
+  const auto hold = [&](std::string name) {
+    return [&, name](oip::sequence_turn turn) {
+      if (turn.step().cancelled) {
+        CHECK(turn.step().state == nullptr);
+        ran.push_back(name + " cancelled");
+        return;  // the turn ends here: the next request's comes
+      }
+      std::any& state = *turn.step().state;
+      if (turn.step().start) state = 0;
+      ran.push_back(name + " after " + std::to_string(std::any_cast<int&>(state)++));
+      running.push_back(std::move(turn));
+    };
+  };
+  // Completes the running requests (their turns pass on, and the next requests may run).
+  const auto complete_running = [&] {
+    std::vector<oip::sequence_turn> done = std::move(running);
+    running.clear();
+  };
+  const auto cancel = [&](std::string name) {
+    return [&, name](oip::sequence_turn turn) {
+      ran.push_back(name + " cancels");
+      turn.cancel_sequence();
+    };
+  };
+
+  SUBCASE("the requests behind it fail; a later one must START") {
+    REQUIRE(manager.submit({7, true, false}, hold("r1")).ok());
+    REQUIRE(manager.submit({7, false, false}, cancel("r2")).ok());
+    REQUIRE(manager.submit({7, false, false}, hold("r3")).ok());
+    REQUIRE(manager.submit({7, false, true}, hold("r4")).ok());
+    complete_running();  // r1 completes; r2 is cancelled, r3 and r4 fail without running
+    CHECK(ran ==
+          std::vector<std::string>{"r1 after 0", "r2 cancels", "r3 cancelled", "r4 cancelled"});
+    REQUIRE(told.count() == 1);
+    CHECK(told.seen[0] ==
+          std::pair<std::string, oip::sequence_release>{"7", oip::sequence_release::cancelled});
+    oip::status refused = manager.submit({7, false, false}, hold("r5"));
+    CHECK(refused.code() == oip::errc::invalid_argument);
+    CHECK(refused.message().find("must specify the START flag") != std::string::npos);
+    CHECK(manager.active() == 0);
+    REQUIRE(manager.submit({7, true, false}, hold("r6")).ok());
+    CHECK(ran.back() == "r6 after 0");
+  }
+  SUBCASE("a START queued behind it begins a new sequence") {
+    REQUIRE(manager.submit({7, true, false}, hold("r1")).ok());
+    REQUIRE(manager.submit({7, false, false}, cancel("r2")).ok());
+    REQUIRE(manager.submit({7, false, false}, hold("r3")).ok());
+    REQUIRE(manager.submit({7, true, false}, hold("r4")).ok());
+    REQUIRE(manager.submit({7, false, false}, hold("r5")).ok());
+    complete_running();
+    CHECK(ran ==
+          std::vector<std::string>{"r1 after 0", "r2 cancels", "r3 cancelled", "r4 after 0"});
+    complete_running();
+    CHECK(ran.back() == "r5 after 1");
+  }
+}
+
+TEST_CASE("requests waiting behind their sequences are bounded for the whole model") {
+  oip::sequence_config config;
+  config.max_waiting = 3;
+  oip::sequence_manager manager{"m", config};
+  std::vector<oip::sequence_turn> running;
+  const auto hold = [&](oip::sequence_turn turn) { running.push_back(std::move(turn)); };
+  for (std::uint64_t id = 1; id <= 2; ++id) REQUIRE(manager.submit({id, true, false}, hold).ok());
+  REQUIRE(manager.submit({1, false, false}, hold).ok());
+  REQUIRE(manager.submit({1, false, false}, hold).ok());
+  REQUIRE(manager.submit({2, false, false}, hold).ok());
+  const oip::status full = manager.submit({2, false, false}, hold);
+  CHECK(full.code() == oip::errc::unavailable);
+  CHECK(full.message() == "model 'm' already has 3 requests waiting for their sequences' turns");
+  // A sequence's first request waits for none.
+  REQUIRE(manager.submit({3, true, false}, hold).ok());
+  {
+    const oip::sequence_turn first = std::move(running.front());  // sequence 1's turn passes on
+    running.erase(running.begin());
+  }
+  CHECK(manager.submit({2, false, false}, hold).ok());  // one fewer waits
+  while (!running.empty()) {  // each turn that ends may start the next request, which holds one
+    const oip::sequence_turn last = std::move(running.back());
+    running.pop_back();
+  }
+}

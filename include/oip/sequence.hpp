@@ -79,6 +79,9 @@ struct sequence_config {
   std::size_t max_active = 1024;
   /// Requests of one sequence waiting for their turn; beyond it a 503.
   std::size_t max_waiting_per_sequence = 256;
+  /// Requests waiting for their turn, all the model's sequences together (each holds its body);
+  /// beyond it a 503.
+  std::size_t max_waiting = 4096;
   correlation_id_type id_type = correlation_id_type::any;
   /// The control inputs the model configuration shows (Triton feeds them as tensors; oip hands
   /// their values to the model as a `sequence_step`). Empty: not declared.
@@ -96,6 +99,9 @@ struct sequence_step {
   bool end = false;
   bool ready = true;
   std::any* state = nullptr;
+  /// The sequence was cancelled before this request's turn (`sequence_turn::cancel_sequence`):
+  /// the request must fail without running; `state` is null.
+  bool cancelled = false;
 };
 
 /// Why a sequence's state was let go.
@@ -104,6 +110,7 @@ enum class sequence_release : std::uint8_t {
   restarted,  ///< a START arrived for the same id: the old sequence ends early
   timed_out,  ///< no request for `max_idle`
   shut_down,  ///< the manager was destroyed
+  cancelled,  ///< a request of it was cancelled (or timed out) before it ran
 };
 
 [[nodiscard]] OIP_EXPORT std::string_view to_string(sequence_release reason) noexcept;
@@ -133,6 +140,12 @@ class OIP_EXPORT sequence_turn {
 
   /// Ends this request's turn (the END request's turn also releases the state).
   void release() noexcept;
+
+  /// Ends the sequence with this request, which was cancelled (or timed out) before it ran, as
+  /// Triton does: the state is released (`cancelled`), the requests queued behind it up to a new
+  /// START get turns marked `cancelled`, and a later request without START is refused. Then ends
+  /// the turn.
+  void cancel_sequence() noexcept;
 
  private:
   std::shared_ptr<detail::sequence_table> table_;

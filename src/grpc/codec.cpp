@@ -421,6 +421,12 @@ result<inference_request> decode_request(inference::ModelInferRequest& message,
   result<parameters> params = decode_parameters(message.parameters(), "the request");
   if (!params) return std::move(params).error();
   request.parameters = std::move(*params);
+  // Triton's gRPC clients send a sequence id above INT64_MAX as a negative int64_param, and
+  // Triton reads it back as the uint64 it was.
+  if (const auto* id = request.parameters.get<std::int64_t>("sequence_id");
+      id != nullptr && *id < 0) {
+    request.parameters.set("sequence_id", static_cast<std::uint64_t>(*id));
+  }
   result<std::vector<tensor>> inputs =
       decode_tensors(message.inputs(), *message.mutable_raw_input_contents(), "input", model,
                      bounds, shared_memory, nullptr);
