@@ -183,6 +183,21 @@ class OIP_EXPORT inference_call {
 ///    ...
 ///   };
 /// \endcode
+///
+/// A model that completes elsewhere (its engine's thread, a device stream's callback) hands the
+/// call over and returns at once; the call is move-only, so it travels in a `shared_ptr` through
+/// callbacks that must be copyable (`std::function`):
+/// \code
+///   void execute(oip::inference_call call) override {
+///     auto held = std::make_shared<oip::inference_call>(std::move(call));
+///     engine_.enqueue([held] {  // runs later, on the engine's thread
+///       if (held->cancelled()) {
+///         return held->finish(oip::status{oip::errc::unavailable, "cancelled"});
+///       }
+///       held->finish(run(held->request()));
+///     });
+///   }
+/// \endcode
 class OIP_EXPORT model {
  public:
   model() = default;
@@ -194,7 +209,8 @@ class OIP_EXPORT model {
   [[nodiscard]] virtual bool ready() const noexcept { return true; }
   virtual void execute(inference_call call) = 0;
   /// For a sequence model: the sequence `id` is over (its END completed, a START restarted it, it
-  /// was idle past `sequence_config::max_idle`, or the server stopped), and `state` is what the
+  /// was idle past `sequence_config::max_idle`, a request of it was cancelled before it ran, or
+  /// the server stopped), and `state` is what the
   /// model kept in it. Override to free what the state refers to elsewhere; called with no
   /// request of the sequence running.
   virtual void release_sequence(const sequence_id& id, std::any& state, sequence_release reason) {
