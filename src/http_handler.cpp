@@ -4,6 +4,7 @@
 #include "detail/sequence_controls.hpp"
 
 #include <oip/binary.hpp>
+#include <oip/generate.hpp>
 #include <oip/http_handler.hpp>
 #include <oip/json.hpp>
 #include <oip/log.hpp>
@@ -429,6 +430,49 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
         received, request.trace);
   }
 
+  // Triton's generate extension: a flat JSON object in and out; `stream`, its SSE form (one event,
+  // since oip's models answer once).
+  void generate(http_request& request, const std::string& name,
+                std::optional<std::uint64_t> version, bool stream, completion& done,
+                cancellation& cancel) {
+    const inference_service::clock::time_point received = inference_service::clock::now();
+    result<model_lease> lease = service.acquire(name, version);
+    if (!lease) {
+      log_request_failure(lease.error(), fmt::format("model '{}'", name));
+      return done(error_reply(lease.error()));
+    }
+    const auto refuse = [&](const status& s) {
+      inference_service::record_failure(*lease, received, s);
+      done(error_reply(s));
+    };
+    result<buffer> body = plain_body(request);
+    if (!body) return refuse(body.error());
+    result<inference_request> decoded =
+        decode_generate_request(*body, lease->get().config(), options.bounds);
+    if (!decoded) return refuse(decoded.error());
+    service.infer(
+        std::move(*lease), std::move(*decoded), cancel,
+        [stream, trace = request.trace,
+         done = std::move(done)](const result<inference_response>& response) {
+          http_response made = generate_reply(response, stream);
+          if (trace != nullptr && trace->sampled) trace->sampled->stamp("INFER_RESPONSE_COMPLETE");
+          done(std::move(made));
+        },
+        received, request.trace);
+  }
+
+  static http_response generate_reply(const result<inference_response>& response, bool stream) {
+    result<std::string> json =
+        response ? encode_generate_response(*response) : result<std::string>{response.error()};
+    if (!stream) return json ? json_reply(200, std::move(*json)) : error_reply(json.error());
+    // Server-sent events: the reply, or the model's error, as one `data` event.
+    http_response reply;
+    reply.status = json ? 200 : json.error().http_status();
+    reply.headers.push_back({"Content-Type", "text/event-stream; charset=utf-8"});
+    reply.head = fmt::format("data: {}\n\n", json ? *json : json.error().to_json());
+    return reply;
+  }
+
   static http_response reply_of(const result<inference_response>& response,
                                 const response_format& format) {
     if (!response) return error_reply(response.error());
@@ -560,7 +604,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
       return get ? reply(statistics_reply(std::nullopt, std::nullopt)) : refuse_method("GET");
     }
 
-    // /v2/models/<m>[/versions/<v>][/ready|/infer|/stats|/config]
+    // /v2/models/<m>[/versions/<v>][/ready|/infer|/generate|/generate_stream|/stats|/config]
     const std::string& name = path[2];
     const std::size_t next = path.size() >= 5 && path[3] == "versions" ? 5 : 3;
     if (path.size() > next + 1) return not_found();
@@ -570,7 +614,9 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     if (action == "ready") category = api_category::health;
     if (action == "config") category = api_category::model_config;
     if (action == "stats") category = api_category::statistics;
-    if (action == "infer") category = api_category::inference;
+    if (action == "infer" || action == "generate" || action == "generate_stream") {
+      category = api_category::inference;
+    }
     if (!category) return not_found();
     if (refused(*category)) return;
     std::optional<std::uint64_t> version;
@@ -590,6 +636,9 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
         return get ? reply(statistics_reply(name, version)) : refuse_method("GET");
       default:  // api_category::inference
         if (!post) return refuse_method("POST");
+        if (action != "infer") {
+          return generate(request, name, version, action == "generate_stream", done, cancel);
+        }
         return infer(request, name, version, reply_coding, done, cancel);
     }
   }

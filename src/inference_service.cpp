@@ -631,28 +631,31 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     status submitted = workers.submit([self = shared_from_this(), pending, request, held_turn] {
       self->run(pending, std::move(*request), held_turn ? std::move(*held_turn) : sequence_turn{});
     });
-    // The turn goes with the job, after this.
-    if (!submitted.ok()) fail(pending, submitted, refusal_reason(submitted));
+    if (submitted.ok()) return;
+    fail(pending, submitted, refusal_reason(submitted));
+    // A request of a sequence that cannot run ends its sequence, as a cancelled one does.
+    if (held_turn) held_turn->cancel_sequence();
   }
 
   void run(const std::shared_ptr<pending_inference>& pending, inference_request request,
            sequence_turn turn) {
     pending->started = clock::now();
     pending->stop_counting_pending();
+    // A request of a sequence is answered before its turn passes on, as `finish` does.
     if (turn && turn.step().cancelled) {
-      const std::string sequence = turn.step().id.to_string();
-      turn.release();
-      return fail(pending,
-                  status{errc::unavailable,
-                         fmt::format("sequence {} of model '{}' was cancelled before this request "
-                                     "ran",
-                                     sequence, pending->lease.get().config().name)},
-                  failure_reason::canceled);
+      return fail(
+          pending,
+          status{errc::unavailable,
+                 fmt::format("sequence {} of model '{}' was cancelled before this request "
+                             "ran",
+                             turn.step().id.to_string(), pending->lease.get().config().name)},
+          failure_reason::canceled);
     }
     if (pending->cancel.cancelled()) {
+      fail_cancelled(pending);
       // The sequence ends with it, as in Triton: what follows would miss this request's step.
       if (turn) turn.cancel_sequence();
-      return fail_cancelled(pending);
+      return;
     }
     model& m = pending->lease.get();
     detail::execute_guarded(
@@ -761,7 +764,12 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
                        result<model_output> outcome,
                        std::optional<std::uint64_t> execution_rows = std::nullopt) {
     const clock::time_point computed = clock::now();
-    if (!outcome) return fail(pending, outcome.error(), failure_reason::backend);
+    if (!outcome) {
+      // A model that stops early because the client went away fails a cancelled request.
+      return fail(
+          pending, outcome.error(),
+          pending->cancel.client_gone() ? failure_reason::canceled : failure_reason::backend);
+    }
     if (pending->trace && includes(pending->trace->level, trace_level::tensors)) {
       trace_tensors(*pending, "TENSOR_BACKEND_OUTPUT", outcome->outputs);
     }

@@ -188,6 +188,15 @@ void write_parameter_value(json_out& out, const parameter_value& value) {
       value);
 }
 
+}  // namespace
+
+void detail::append_json_parameter(std::string& text, const parameter_value& value) {
+  json_out out{text};
+  write_parameter_value(out, value);
+}
+
+namespace {
+
 // What write_parameters does with `binary_data_size`, which on a tensor object is framing.
 struct tensor_framing {
   bool is_tensor = false;                    // drop the tensor's own binary_data_size

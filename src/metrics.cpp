@@ -67,6 +67,10 @@ std::string prometheus_text(const inference_service& service,
          "Number of failed inference requests, all batch sizes");
   constexpr std::array<std::string_view, failure_reason_count> reasons{"REJECTED", "CANCELED",
                                                                        "BACKEND", "OTHER"};
+  static_assert(static_cast<std::size_t>(failure_reason::rejected) == 0 &&
+                static_cast<std::size_t>(failure_reason::canceled) == 1 &&
+                static_cast<std::size_t>(failure_reason::backend) == 2 &&
+                static_cast<std::size_t>(failure_reason::other) == 3 && failure_reason_count == 4);
   for (const snapshot& s : models) {
     for (std::size_t r = 0; r < reasons.size(); ++r) {
       fmt::format_to(

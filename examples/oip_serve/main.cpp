@@ -53,7 +53,8 @@ the Open Inference Protocol, on HTTP and gRPC.
   --grpc-port N          gRPC port (default 8001; 0 picks a free one)
   --metrics-port N       Prometheus metrics port, GET /metrics (default 8002; 0 picks a free one)
   --address A            address to listen on (default 0.0.0.0); --http-address,
-                         --grpc-address and --metrics-address set one server's
+                         --grpc-address and --metrics-address set one server's (the metrics
+                         follow --http-address unless given their own, as in Triton)
   --allow-http B, --allow-grpc B, --allow-metrics B
                          run that server (true or false, default true), as Triton's options
   --allow-gpu-metrics B, --allow-cpu-metrics B, --metrics-interval-ms N
@@ -117,6 +118,7 @@ struct options {
   bool allow_http = true;
   bool allow_grpc = true;
   bool allow_metrics = true;
+  bool metrics_address_given = false;  // else the metrics follow --http-address
   oip::executor_options executor;
   oip::server_options server;
   std::set<std::string> models;
@@ -239,10 +241,12 @@ int parse(int argc, char** argv, options& o, bool& help) {
       o.metrics.address = value;
     } else if (flag == "--http-address") {
       o.http.address = value;
+      if (!o.metrics_address_given) o.metrics.address = value;  // as Triton's metrics do
     } else if (flag == "--grpc-address") {
       o.grpc.address = value;
     } else if (flag == "--metrics-address") {
       o.metrics.address = value;
+      o.metrics_address_given = true;
     } else if (flag == "--allow-http" && boolean) {
       o.allow_http = *boolean;
     } else if (flag == "--allow-grpc" && boolean) {
@@ -419,9 +423,12 @@ int main(int argc, char** argv) {
   // with sigwait would let one of those threads take the signal and die of it.
   struct sigaction stop_action {};
   stop_action.sa_handler = [](int signal_number) {
+    const int saved_errno = errno;
     stop_signal = signal_number;
     sem_post(&stop_requested);
+    errno = saved_errno;
   };
+  stop_action.sa_flags = SA_RESTART;
   sigemptyset(&stop_action.sa_mask);
   sem_init(&stop_requested, 0, 0);
   sigaction(SIGINT, &stop_action, nullptr);

@@ -10,6 +10,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -33,8 +34,9 @@ inline constexpr std::size_t failure_reason_count = 4;
 
 /// Counters of one model version, in Triton's statistics shape. Durations in nanoseconds. Every
 /// figure but the pending requests is written and read under one lock, so that a reading is
-/// consistent (perf_analyzer stops when the compute counts of two snapshots do not agree, and a
-/// request's success, inference count and execution are one step).
+/// consistent (perf_analyzer stops when the compute counts of two snapshots do not agree): a
+/// request's success, durations and inference count are one step, an execution and its batch
+/// statistics another.
 class OIP_EXPORT model_statistics {
  public:
   struct duration {

@@ -2,6 +2,7 @@
 // Internal: a tensor's values as JSON tokens. Shared by the JSON encoder (a tensor's `data`) and
 // the tracer (a traced tensor's values).
 
+#include <oip/parameters.hpp>
 #include <oip/status.hpp>
 #include <oip/tensor.hpp>
 
@@ -22,5 +23,9 @@ struct json_value_format {
 /// the format replaces it.
 [[nodiscard]] status append_json_values(std::string& text, const tensor& t, std::string_view role,
                                         json_value_format format);
+
+/// Appends a parameter's value as the encoder writes it (a double always with a fraction or an
+/// exponent, so that it reads back as a double).
+void append_json_parameter(std::string& text, const parameter_value& value);
 
 }  // namespace oip::detail
