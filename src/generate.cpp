@@ -45,9 +45,9 @@ result<std::uint64_t> count_values(std::string_view text, std::size_t max_depth)
     for (auto element : array) {
       if (error_code e = element.error()) return malformed(e);
       od::value value = element.value_unsafe();
-      od::json_type type;
-      if (error_code e = value.type().get(type)) return malformed(e);
-      if (type == od::json_type::array) {
+      // A token that is no JSON value (NaN, Infinity) counts as one; decoding judges it.
+      od::json_type type = od::json_type::number;
+      if (value.type().get(type) == error_code::SUCCESS && type == od::json_type::array) {
         od::array inner;
         if (error_code e = value.get_array().get(inner)) return malformed(e);
         if (status s = self(self, inner, depth + 1); !s.ok()) return s;
@@ -152,8 +152,9 @@ class generate_reader {
   }
 
   status add_input(const tensor_metadata& input, od::value& value) {
-    od::json_type type;
-    if (error_code e = value.type().get(type)) return malformed(e);
+    // A token that is no JSON value (NaN, Infinity) is taken as a number; decoding judges it.
+    od::json_type type = od::json_type::number;
+    if (value.type().get(type) != error_code::SUCCESS) type = od::json_type::number;
     std::string_view text;
     std::uint64_t count = 1;
     if (type == od::json_type::object) {

@@ -7,6 +7,8 @@
 #include <oip/http_handler.hpp>
 #include <oip/in_process_client.hpp>
 
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -88,6 +90,22 @@ TEST_CASE("shapes: the model's dimensions, the variable ones filled from the ele
           "The schema can not convert input 'tokens' to tensor with proper shape");
     CHECK(decode(R"({"tokens":[1,2]})", pairs));
   }
+}
+
+TEST_CASE("NaN and the infinities, as in an infer request's data") {
+  oip::model_config model = text_model();
+  model.inputs.push_back({"scores", oip::datatype::fp32, {-1}, {}});
+  oip::result<oip::inference_request> r = decode(R"({"scores":[NaN,-Infinity,1.5]})", model);
+  REQUIRE(r);
+  const oip::tensor* scores = input(*r, "scores");
+  REQUIRE(scores != nullptr);
+  CHECK(scores->shape() == oip::shape_type{3});
+  CHECK(std::isnan(scores->at<float>(0)));
+  CHECK(scores->at<float>(1) == -std::numeric_limits<float>::infinity());
+  r = decode(R"({"scores":Infinity,"n":1})", model);
+  REQUIRE(r);
+  CHECK(input(*r, "scores")->at<float>(0) == std::numeric_limits<float>::infinity());
+  CHECK(error_of(R"({"tokens":[NaN]})", model).starts_with("failed to parse"));  // as in data
 }
 
 TEST_CASE("every mistake is a 400 in words that name it") {
