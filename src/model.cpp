@@ -108,12 +108,18 @@ void inference_call::finish(result<model_output> outcome) {
 
 model::~model() = default;
 
+function_model::function_model(model_config config, function run)
+    : config_{std::move(config)}, run_{[run = std::move(run)](inference_call& call) {
+        return run(call.request());
+      }} {}
+
 void function_model::execute(inference_call call) {
   if (call.cancelled()) {
     call.finish(status{errc::unavailable, "the request was cancelled before the model ran"});
     return;
   }
-  call.finish(run_(call.request()));
+  result<model_output> outcome = run_(call);
+  call.finish(std::move(outcome));
 }
 
 }  // namespace oip

@@ -6,6 +6,8 @@
 
 #include <oip/model.hpp>
 
+#include <atomic>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -97,4 +99,40 @@ TEST_CASE("a model that returns an error passes its message through as it is") {
   REQUIRE_FALSE(r);
   CHECK(r.error().http_status() == 400);
   CHECK(r.error().message() == "INPUT0 must be positive");
+}
+
+TEST_CASE("a function model may take the request, or the call with its cancellation") {
+  oip::model_config config = oip::testing::simple_config();
+  config.name = "steps";
+  std::atomic<int> steps_run{0};
+  oip::cancellation cancel;
+  // Runs until cancelled: the call is what lets it see that.
+  auto steps = oip::make_model(config, [&](oip::inference_call& call) {
+    while (!call.cancelled()) {
+      if (++steps_run == 3) cancel.cancel();  // the client goes away during the third step
+    }
+    return oip::result<oip::model_output>{oip::status{oip::errc::unavailable, "stopped early"}};
+  });
+  std::optional<oip::result<oip::model_output>> outcome;
+  oip::detail::execute_guarded(
+      *steps,
+      oip::inference_call{oip::testing::simple_request(1), 1, cancel,
+                          [&](oip::result<oip::model_output> r) { outcome = std::move(r); }});
+  REQUIRE(outcome.has_value());
+  CHECK(outcome->error().message() == "stopped early");
+  CHECK(steps_run.load() == 3);
+
+  // A generic lambda is a function of the request.
+  auto echo = oip::make_model(config, [](const auto& request) {
+    return oip::result<oip::model_output>{oip::model_output{{request.inputs[0]}, {}}};
+  });
+  outcome.reset();
+  oip::detail::execute_guarded(
+      *echo, oip::inference_call{
+                 oip::testing::simple_request(1), 1, {}, [&](oip::result<oip::model_output> r) {
+                   outcome = std::move(r);
+                 }});
+  REQUIRE(outcome.has_value());
+  REQUIRE(*outcome);
+  CHECK((*outcome)->outputs.at(0).name() == "INPUT0");
 }

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -231,11 +232,27 @@ class OIP_EXPORT model {
 ///     return out;
 ///   });
 /// \endcode
+///
+/// A function that takes the `inference_call` instead sees what the request alone does not: a
+/// long computation checks `call.cancelled()` between its steps, a sequence model reads
+/// `call.sequence()`.
+/// \code
+///   auto slow = oip::make_model(config, [](oip::inference_call& call)
+///                                           -> oip::result<oip::model_output> {
+///     for (int step = 0; step < 100; ++step) {
+///       if (call.cancelled()) return oip::status{oip::errc::unavailable, "cancelled"};
+///       refine(call.request(), step);
+///     }
+///     return finish(call.request());
+///   });
+/// \endcode
 class OIP_EXPORT function_model : public model {
  public:
   using function = std::function<result<model_output>(const inference_request&)>;
+  using call_function = std::function<result<model_output>(inference_call&)>;
 
-  function_model(model_config config, function run)
+  function_model(model_config config, function run);
+  function_model(model_config config, call_function run)
       : config_{std::move(config)}, run_{std::move(run)} {}
 
   [[nodiscard]] const model_config& config() const noexcept override { return config_; }
@@ -243,12 +260,22 @@ class OIP_EXPORT function_model : public model {
 
  private:
   model_config config_;
-  function run_;
+  call_function run_;
 };
 
-[[nodiscard]] inline std::shared_ptr<model> make_model(model_config config,
-                                                       function_model::function run) {
-  return std::make_shared<function_model>(std::move(config), std::move(run));
+/// A `function_model` of `run`: a function of the request, or of the `inference_call`.
+template <class Run>
+[[nodiscard]] std::shared_ptr<model> make_model(model_config config, Run run) {
+  if constexpr (std::is_invocable_r_v<result<model_output>, Run&, const inference_request&>) {
+    return std::make_shared<function_model>(std::move(config),
+                                            function_model::function{std::move(run)});
+  } else {
+    static_assert(std::is_invocable_r_v<result<model_output>, Run&, inference_call&>,
+                  "run takes a const inference_request& or an inference_call& and returns a "
+                  "result<model_output>");
+    return std::make_shared<function_model>(std::move(config),
+                                            function_model::call_function{std::move(run)});
+  }
 }
 
 }  // namespace oip
