@@ -62,8 +62,10 @@ struct fixture {
     REQUIRE(models.add(oip::testing::make_simple()).ok());
     REQUIRE(models.add(make_accumulator()).ok());
     REQUIRE(models.add(waiter).ok());
+    CHECK(server.port() == 0);
     oip::result<std::uint16_t> port = server.start();
     REQUIRE(port);
+    CHECK(server.port() == *port);
     channel = ::grpc::CreateChannel("127.0.0.1:" + std::to_string(*port),
                                     ::grpc::InsecureChannelCredentials());
     stub = inference::GRPCInferenceService::NewStub(channel);

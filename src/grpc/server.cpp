@@ -954,6 +954,7 @@ struct server::state {
   service_impl rpcs;
   health_service health;
   std::unique_ptr<::grpc::Server> running;
+  std::uint16_t port = 0;
 
   state(inference_service& s, server_options o)
       : service{s},
@@ -989,8 +990,11 @@ result<std::uint16_t> server::start() {
     state_->running.reset();
     return status{errc::unavailable, fmt::format("cannot listen for gRPC on {}", address)};
   }
-  return static_cast<std::uint16_t>(port);
+  state_->port = static_cast<std::uint16_t>(port);
+  return state_->port;
 }
+
+std::uint16_t server::port() const noexcept { return state_->port; }
 
 void server::stop(std::chrono::milliseconds grace) {
   if (!state_->running) return;

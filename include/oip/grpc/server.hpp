@@ -70,6 +70,9 @@ class server {
   /// for their models.
   void stop(std::chrono::milliseconds grace = std::chrono::seconds{5});
 
+  /// The port listened on once started (0 before), as `http::server::port`.
+  [[nodiscard]] std::uint16_t port() const noexcept;
+
  private:
   struct state;
   std::unique_ptr<state> state_;
