@@ -76,22 +76,10 @@ model_metadata metadata_of(const model_config& config, const std::vector<std::ui
 
 statistics_snapshot snapshot_of(const std::string& name, std::uint64_t version,
                                 const model_statistics& s) {
-  model_statistics::figures read = s.read();
   statistics_snapshot out;
+  static_cast<model_statistics::figures&>(out) = s.read();
   out.name = name;
   out.version = version;
-  out.last_inference_ms = read.last_inference_ms;
-  out.inference_count = read.inference_count;
-  out.execution_count = read.execution_count;
-  out.success = read.success;
-  out.fail = read.fail;
-  out.queue = read.queue;
-  out.compute_input = read.compute_input;
-  out.compute_infer = read.compute_infer;
-  out.compute_output = read.compute_output;
-  out.failures = read.failures;
-  out.latency_buckets.assign(read.latency_buckets.begin(), read.latency_buckets.end());
-  out.batches.assign(read.batches.begin(), read.batches.end());
   out.pending_requests = s.pending_requests();
   return out;
 }

@@ -16,7 +16,6 @@
 #include <oip/status.hpp>
 #include <oip/trace.hpp>
 
-#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -51,21 +50,11 @@ struct server_options {
 };
 
 /// A model's statistics at one moment, in the shape of Triton's statistics extension.
-struct statistics_snapshot {
+/// The counted figures (`model_statistics::figures`) and what is known of the model now.
+struct statistics_snapshot : model_statistics::figures {
   using duration = model_statistics::duration;
   std::string name;
   std::uint64_t version = 0;
-  std::uint64_t last_inference_ms = 0;
-  std::uint64_t inference_count = 0;
-  std::uint64_t execution_count = 0;
-  duration success, fail, queue, compute_input, compute_infer, compute_output;
-  /// Failures by `failure_reason`; they add up to `fail.count`.
-  std::array<std::uint64_t, failure_reason_count> failures{};
-  /// Executions by batch size, ascending: (batch size, their compute durations).
-  std::vector<std::pair<std::uint64_t, model_statistics::batch_durations>> batches;
-  /// Successful requests per latency bucket (`model_statistics::latency_bounds_us`, then the
-  /// overflow bucket); not cumulative.
-  std::vector<std::uint64_t> latency_buckets;
   /// Requests accepted and not yet handed to the model.
   std::uint64_t pending_requests = 0;
   /// Sequences holding state now; empty for a model that is not a sequence model.
