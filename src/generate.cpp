@@ -70,6 +70,7 @@ result<shape_type> shape_for(const tensor_metadata& input, bool batched, std::ui
   shape_type shape = input.shape;
   if (batched) shape.insert(shape.begin(), -1);
   std::uint64_t left = count;
+  bool has_zero = false;  // a fixed dimension of 0 takes no values, and leaves none
   const auto refused = [&] {
     return invalid(fmt::format("The schema can not convert input '{}' to tensor with proper shape",
                                input.name));
@@ -77,25 +78,46 @@ result<shape_type> shape_for(const tensor_metadata& input, bool batched, std::ui
   for (auto dim = shape.rbegin(); dim != shape.rend(); ++dim) {
     if (*dim < 0) continue;
     const auto fixed = static_cast<std::uint64_t>(*dim);
-    if (fixed == 0 ? left != 0 : left % fixed != 0) return refused();
-    if (fixed != 0) left /= fixed;
+    if (fixed == 0) {
+      if (left != 0) return refused();
+      has_zero = true;
+    } else if (left % fixed != 0) {
+      return refused();
+    } else {
+      left /= fixed;
+    }
   }
   bool filled = false;
   for (auto dim = shape.rbegin(); dim != shape.rend(); ++dim) {
     if (*dim >= 0) continue;
-    *dim = filled ? 1 : static_cast<std::int64_t>(left);
+    *dim = filled || has_zero ? 1 : static_cast<std::int64_t>(left);
     filled = true;
   }
-  if (!filled && left != 1 && count != 0) return refused();
+  if (!filled && !has_zero && left != 1) return refused();
   return shape;
 }
 
-// Reads a generate request's members into `inputs` (the JSON of `decode_request`'s inputs),
-// `id` and `parameters`.
+// The token of a value that is not an array or an object. simdjson does not type NaN and the
+// infinities (JSON has no such values): those are taken as numbers, to be judged where numbers
+// are read; any other token that is no value is malformed.
+result<std::string_view> scalar_token(od::value& value, od::json_type& type) {
+  if (value.type().get(type) == error_code::SUCCESS) return value.raw_json_token();
+  const std::string_view token = value.raw_json_token();
+  const std::string_view unsigned_token = token.starts_with('-') ? token.substr(1) : token;
+  if (!unsigned_token.starts_with('N') && !unsigned_token.starts_with('I')) {
+    return malformed(error_code::TAPE_ERROR);
+  }
+  type = od::json_type::number;
+  return token;
+}
+
+// Reads a generate request's members into the infer request that `decode_request` then decodes
+// and checks: inputs with their datatype and shape, `id`, and `parameters`, each value as its
+// JSON text (so that numbers, strings and duplicates are read exactly as in an infer request).
 class generate_reader {
  public:
   generate_reader(const model_config& model, const limits& bounds)
-      : model_{model}, bounds_{bounds} {}
+      : model_{model}, bounds_{bounds}, inputs_seen_(model.inputs.size(), false) {}
 
   status read(od::object members, bool nested) {
     for (auto member : members) {
@@ -103,19 +125,12 @@ class generate_reader {
       if (error_code e = std::move(member).get(field)) return malformed(e);
       std::string_view key;
       if (error_code e = field.unescaped_key().get(key)) return malformed(e);
-      const std::string name{key};
       od::value value = field.value();
-      if (!nested && name == "id") {
-        std::string_view id;
-        if (value.get_string().get(id) != error_code::SUCCESS) {
-          return invalid("unable to parse 'id': expected a string");
+      const std::ptrdiff_t input = input_index(key);
+      if (!nested && key == "parameters") {
+        if (input >= 0) {
+          return invalid("Keyword 'parameters' for nested schema also given as input tensor name");
         }
-        if (id.size() > bounds_.max_string_id_length) {
-          return invalid(fmt::format("'id' of {} characters is longer than the limit of {}",
-                                     id.size(), bounds_.max_string_id_length));
-        }
-        id_ = std::string{id};
-      } else if (!nested && name == "parameters" && find_input(name) == nullptr) {
         od::object inner;
         if (value.get_object().get(inner) != error_code::SUCCESS) {
           return invalid("Expected JSON object for keyword: 'parameters'");
@@ -123,11 +138,16 @@ class generate_reader {
         if (status s = read(inner, true); !s.ok()) {
           return status{s.code(), fmt::format("Converting keyword: 'parameters': {}", s.message())};
         }
-      } else if (!nested && name == "parameters") {
-        return invalid("Keyword 'parameters' for nested schema also given as input tensor name");
-      } else if (const tensor_metadata* input = find_input(name)) {
-        if (status s = add_input(*input, value); !s.ok()) return s;
-      } else if (status s = add_parameter(name, value); !s.ok()) {
+      } else if (input >= 0) {
+        if (status s = add_input(static_cast<std::size_t>(input), value); !s.ok()) return s;
+      } else if (!nested && key == "id") {
+        od::json_type type{};
+        result<std::string_view> token = scalar_token(value, type);
+        if (!token || type != od::json_type::string) {
+          return invalid("unable to parse 'id': expected a string");
+        }
+        append_member(id_, "id", *token);
+      } else if (status s = add_parameter(key, value); !s.ok()) {
         return s;
       }
     }
@@ -135,29 +155,48 @@ class generate_reader {
   }
 
   [[nodiscard]] result<inference_request> request() {
-    inputs_ += "]}";
-    result<inference_request> out =
-        decode_request(buffer::from_string(std::move(inputs_)), std::nullopt, bounds_, model_.name);
-    if (!out) return out;
-    out->id = std::move(id_);
-    out->parameters = std::move(parameters_);
-    return out;
+    std::string json = "{";
+    json += id_;
+    if (!parameters_.empty()) {
+      json += R"("parameters":{)";
+      json += parameters_;
+      json += "},";
+    }
+    json += R"("inputs":[)";
+    json += inputs_;
+    json += "]}";
+    // The infer request's text is the body's, plus a few bytes per input: what the body was
+    // allowed, it is allowed.
+    limits bounds = bounds_;
+    bounds.max_json_bytes = std::max(bounds.max_json_bytes, json.size());
+    return decode_request(buffer::from_string(std::move(json)), std::nullopt, bounds, model_.name);
   }
 
  private:
-  [[nodiscard]] const tensor_metadata* find_input(std::string_view name) const {
+  [[nodiscard]] std::ptrdiff_t input_index(std::string_view name) const {
     const auto it = std::find_if(model_.inputs.begin(), model_.inputs.end(),
                                  [&](const tensor_metadata& t) { return t.name == name; });
-    return it == model_.inputs.end() ? nullptr : &*it;
+    return it == model_.inputs.end() ? -1 : it - model_.inputs.begin();
   }
 
-  status add_input(const tensor_metadata& input, od::value& value) {
-    // A token that is no JSON value (NaN, Infinity) is taken as a number; decoding judges it.
-    od::json_type type = od::json_type::number;
-    if (value.type().get(type) != error_code::SUCCESS) type = od::json_type::number;
+  // Appends `"key":token,` to `out`.
+  static void append_member(std::string& out, std::string_view key, std::string_view token) {
+    detail::append_json_string(out, key);
+    out += ':';
+    out += token;
+    out += ',';
+  }
+
+  status add_input(std::size_t index, od::value& value) {
+    const tensor_metadata& input = model_.inputs[index];
+    if (inputs_seen_[index]) {
+      return invalid(fmt::format("input '{}' already exists in request", input.name));
+    }
+    inputs_seen_[index] = true;
     std::string_view text;
     std::uint64_t count = 1;
-    if (type == od::json_type::object) {
+    od::json_type type{};
+    if (value.type().get(type) == error_code::SUCCESS && type == od::json_type::object) {
       return invalid(
           fmt::format("unable to parse input '{}': expected a value or an array of "
                       "values, not an object",
@@ -171,70 +210,47 @@ class generate_reader {
       if (!counted) return std::move(counted).error();
       count = *counted;
     } else {
-      text = value.raw_json_token();
+      result<std::string_view> token = scalar_token(value, type);
+      if (!token) return std::move(token).error();
+      text = *token;
     }
     result<shape_type> shape = shape_for(input, model_.max_batch_size > 0, count);
     if (!shape) return std::move(shape).error();
-    if (inputs_.size() > std::string_view{R"({"inputs":[)"}.size()) inputs_ += ',';
+    if (!inputs_.empty()) inputs_ += ',';
     inputs_ += R"({"name":)";
     detail::append_json_string(inputs_, input.name);
     inputs_ += fmt::format(R"(,"datatype":"{}","shape":[{}],"data":)", to_string(input.type),
                            fmt::join(*shape, ","));
-    if (type == od::json_type::array) {
-      inputs_ += text;
-    } else {
-      inputs_ += '[';
-      inputs_ += text;
-      inputs_ += ']';
-    }
+    const bool array = type == od::json_type::array;
+    if (!array) inputs_ += '[';
+    inputs_ += text;
+    if (!array) inputs_ += ']';
     inputs_ += '}';
     return {};
   }
 
-  status add_parameter(const std::string& name, od::value& value) {
-    od::json_type type;
-    if (error_code e = value.type().get(type)) return malformed(e);
-    std::optional<parameter_value> read;
-    if (type == od::json_type::string) {
-      std::string_view text;
-      if (error_code e = value.get_string().get(text)) return malformed(e);
-      read = std::string{text};
-    } else if (type == od::json_type::boolean) {
-      bool flag = false;
-      if (error_code e = value.get_bool().get(flag)) return malformed(e);
-      read = flag;
-    } else if (type == od::json_type::number) {
-      od::number_type kind;
-      if (error_code e = value.get_number_type().get(kind)) return malformed(e);
-      if (kind == od::number_type::signed_integer) {
-        std::int64_t n = 0;
-        if (error_code e = value.get_int64().get(n)) return malformed(e);
-        read = n;
-      } else if (kind == od::number_type::unsigned_integer) {
-        std::uint64_t n = 0;
-        if (error_code e = value.get_uint64().get(n)) return malformed(e);
-        read = n;
-      } else {
-        double n = 0;
-        if (error_code e = value.get_double().get(n)) return malformed(e);
-        read = n;
-      }
-    } else {
+  status add_parameter(std::string_view name, od::value& value) {
+    od::json_type type{};
+    result<std::string_view> token = scalar_token(value, type);
+    if (!token) return std::move(token).error();
+    if (type == od::json_type::null || type == od::json_type::array ||
+        type == od::json_type::object) {
       return invalid(fmt::format(
           "parameter '{}' has invalid type. It should be either 'int', 'bool', or 'string'.",
           name));
     }
-    if (!parameters_.try_add(name, std::move(*read))) {
-      return invalid(fmt::format("duplicate parameter '{}' in the generate request", name));
-    }
+    if (!parameters_.empty()) parameters_ += ',';
+    append_member(parameters_, name, *token);
+    parameters_.pop_back();  // append_member's comma
     return {};
   }
 
   const model_config& model_;
   const limits& bounds_;
-  std::string inputs_ = R"({"inputs":[)";
-  std::optional<std::string> id_;
-  parameters parameters_;
+  std::vector<bool> inputs_seen_;
+  std::string inputs_;      // the inputs' objects, comma-separated
+  std::string id_;          // `"id":"...",` or nothing
+  std::string parameters_;  // the parameters' members, comma-separated
 };
 
 }  // namespace
@@ -286,7 +302,13 @@ result<std::string> encode_generate_response(const inference_response& response)
     std::string json;
     const bool alone = output.element_count() == 1;
     if (!alone) json += '[';
-    if (status s = detail::append_json_values(json, output, "output", {}); !s.ok()) return s;
+    // Text cut inside a character (at a token limit, say) must still make valid JSON, and a
+    // generate client cannot ask for binary data instead: bytes that are not UTF-8 become U+FFFD.
+    if (status s =
+            detail::append_json_values(json, output, "output", {.replace_invalid_utf8 = true});
+        !s.ok()) {
+      return s;
+    }
     if (!alone) json += ']';
     add(output.name(), std::move(json));
   }

@@ -343,8 +343,11 @@ result<encoded_body> encode_request(const inference_request& request,
   out.raw('[');
   for (std::size_t i = 0; i < request.inputs.size(); ++i) {
     if (i != 0) out.raw(',');
+    const datatype type = request.inputs[i].type();
+    const bool half = type == datatype::fp16 || type == datatype::bf16;
     const tensor_placement placement =
-        format.binary_inputs ? tensor_placement::binary : tensor_placement::json;
+        format.binary_inputs || (half && !format.half_precision_as_json) ? tensor_placement::binary
+                                                                         : tensor_placement::json;
     if (status s = write_tensor(out, body, request.inputs[i], placement, "input",
                                 format.non_finite_as_null);
         !s.ok()) {

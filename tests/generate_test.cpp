@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 namespace {
 
@@ -83,6 +84,18 @@ TEST_CASE("shapes: the model's dimensions, the variable ones filled from the ele
     CHECK(input(*r, "text_input")->shape() == oip::shape_type{3, 1});  // a batch of three
     CHECK(input(*r, "tokens")->shape() == oip::shape_type{1, 4});      // nested, flattened
   }
+  SUBCASE("no values: only where a dimension may be 0") {
+    oip::model_config zero = text_model();
+    CHECK(error_of(R"({"text_input":[]})", zero) ==
+          "The schema can not convert input 'text_input' to tensor with proper shape");
+    oip::result<oip::inference_request> r = decode(R"({"tokens":[]})", zero);
+    REQUIRE(r);
+    CHECK(input(*r, "tokens")->shape() == oip::shape_type{0});
+    zero.inputs[1].shape = {0, -1};
+    r = decode(R"({"tokens":[]})", zero);
+    REQUIRE(r);
+    CHECK(input(*r, "tokens")->shape() == oip::shape_type{0, 1});
+  }
   SUBCASE("fixed dimensions must divide the count") {
     oip::model_config pairs = text_model();
     pairs.inputs[1].shape = {2};
@@ -90,6 +103,28 @@ TEST_CASE("shapes: the model's dimensions, the variable ones filled from the ele
           "The schema can not convert input 'tokens' to tensor with proper shape");
     CHECK(decode(R"({"tokens":[1,2]})", pairs));
   }
+}
+
+TEST_CASE("parameters and ids are read as an infer request's are") {
+  oip::result<oip::inference_request> r =
+      decode(R"({"temperature":0.95000000000000000000,"seed":99999999999999999999,"bias":NaN,)"
+             R"("text\u005finput":"escaped key","id":")" +
+             std::string(300, 'i') + R"("})");
+  REQUIRE(r);
+  CHECK(*r->parameters.get<double>("temperature") == 0.95);  // not simdjson 3.0.1's misreading
+  CHECK(*r->parameters.get<double>("seed") == 1e20);
+  CHECK(std::isnan(*r->parameters.get<double>("bias")));
+  CHECK(r->id->size() == 300);  // no limit on a request's id, as in an infer request
+  REQUIRE(input(*r, "text_input") != nullptr);
+  CHECK(*input(*r, "text_input")->strings().begin() == "escaped key");
+
+  // Many parameters cost a sort, not a comparison of each with all the others.
+  std::string many = "{";
+  for (int i = 0; i < 100'000; ++i) many += fmt::format(R"("p{}":{},)", i, i);
+  many.back() = '}';
+  r = decode(many);
+  REQUIRE(r);
+  CHECK(r->parameters.size() == 100'000);
 }
 
 TEST_CASE("NaN and the infinities, as in an infer request's data") {
@@ -117,7 +152,13 @@ TEST_CASE("every mistake is a 400 in words that name it") {
         "Converting keyword: 'parameters': parameter 'x' has invalid type. It should be either "
         "'int', 'bool', or 'string'.");
   CHECK(error_of(R"({"id":7})") == "unable to parse 'id': expected a string");
-  CHECK(error_of(R"({"x":1,"x":2})") == "duplicate parameter 'x' in the generate request");
+  CHECK(error_of(R"({"x":1,"x":2})") ==
+        "failed to parse the request JSON buffer: duplicate key 'x'");
+  CHECK(error_of(R"({"x":1,"parameters":{"x":2}})").ends_with("duplicate key 'x'"));
+  CHECK(error_of(R"({"id":"a","id":"b"})").ends_with("duplicate key 'id'"));
+  CHECK(error_of(R"({"tokens":[1],"tokens":[2]})") == "input 'tokens' already exists in request");
+  CHECK(error_of(R"({"tokens":]})").starts_with("failed to parse"));
+  CHECK(error_of(R"({"x":nope})").starts_with("parameter 'x' has invalid type"));
   CHECK(error_of(R"({"tokens":{"a":1}})").find("not an object") != std::string::npos);
   CHECK(error_of(R"({"text_input":"a"} x)").starts_with("failed to parse"));
   CHECK(error_of(R"({"text_input":"a"} {})") ==
@@ -154,13 +195,17 @@ TEST_CASE("the reply: flat, in name order, one element as a value, BYTES as stri
   response.outputs.push_back(*oip::tensor::from_values<float>("scores", {2, 2}, scores));
   const std::vector<std::int32_t> none;
   response.outputs.push_back(*oip::tensor::from_values<std::int32_t>("none", {0}, none));
+  const std::vector<std::string_view> cut{"caf\xc3"};  // a character cut at a token limit
+  response.outputs.push_back(*oip::tensor::from_strings("cut", {1}, cut));
   const std::vector<std::int32_t> one{7};
   response.outputs.push_back(*oip::tensor::from_values<std::int32_t>("model_name", {1}, one));
   oip::result<std::string> json = oip::encode_generate_response(response);
   REQUIRE(json);
   // `model_name` the output is dropped: the name was written first.
-  CHECK(*json == R"({"id":"r1","model_name":"llm","model_version":"1","none":[],"ratio":0.5,)"
-                 R"("scores":[0.25,1.5,-2,3],"text_output":"hi \"there\"","tokens_used":3})");
+  CHECK(*json ==
+        "{\"cut\":\"caf\xef\xbf\xbd\","
+        R"("id":"r1","model_name":"llm","model_version":"1","none":[],"ratio":0.5,)"
+        R"("scores":[0.25,1.5,-2,3],"text_output":"hi \"there\"","tokens_used":3})");
 }
 
 TEST_CASE("the /generate and /generate_stream routes") {

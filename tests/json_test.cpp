@@ -707,11 +707,25 @@ TEST_CASE("FP16 and BF16 encode as the shortest decimal of their own type") {
   REQUIRE(every.ok());
   oip::inference_request request;
   request.inputs = {*every};
-  oip::result<oip::encoded_body> body = oip::encode_request(request);
+  oip::result<oip::encoded_body> body =
+      oip::encode_request(request, {.half_precision_as_json = true});
   REQUIRE(body.ok());
   oip::result<oip::inference_request> back = oip::decode_request(body_of(body->json), std::nullopt);
   REQUIRE(back.ok());
   CHECK(back->inputs[0].data().as_string_view() == every->data().as_string_view());
+
+  // By default a client sends them as binary data, which Triton needs (it refuses them in JSON),
+  // and the other inputs in JSON.
+  const std::vector<std::int32_t> small{1, 2};
+  request.inputs.push_back(*oip::tensor::from_values<std::int32_t>("i", {2}, small));
+  oip::result<oip::encoded_body> mixed = oip::encode_request(request);
+  REQUIRE(mixed.ok());
+  CHECK(mixed->json.find(R"("binary_data_size":)") != std::string::npos);
+  CHECK(mixed->json.find(R"("data":[1,2])") != std::string::npos);
+  back = oip::decode_request(oip::buffer::from_string(mixed->flatten()), mixed->header_length());
+  REQUIRE(back.ok());
+  CHECK(back->inputs[0].data().as_string_view() == every->data().as_string_view());
+  CHECK(back->inputs[1].at<std::int32_t>(1) == 2);
 }
 
 TEST_CASE("metadata, health and error objects, both directions") {

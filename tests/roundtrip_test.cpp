@@ -114,7 +114,8 @@ struct generator {
 void check_request_trip(const oip::tensor& t, bool binary) {
   oip::inference_request request;
   request.inputs = {t};
-  oip::result<oip::encoded_body> encoded = oip::encode_request(request, {.binary_inputs = binary});
+  oip::result<oip::encoded_body> encoded =
+      oip::encode_request(request, {.binary_inputs = binary, .half_precision_as_json = true});
   REQUIRE_MESSAGE(encoded.ok(), encoded.error().message());
   oip::result<oip::inference_request> back = oip::decode_request(
       oip::buffer::from_string(encoded->flatten()),

@@ -20,8 +20,9 @@ namespace oip {
 /// at will; its shape the model's with the element count filling the variable dimensions: the
 /// innermost one takes it, the others are 1), `id` (a string) is the request's id, `parameters`
 /// (an object) is read the same way, and every other member is a request parameter (a string,
-/// number or bool). The inputs are then decoded and checked as `decode_request` checks a tensor's
-/// `data`. Every mistake is a 400 (413 above `bounds.max_json_bytes`).
+/// number or bool). The members then go, as their JSON text, into the infer request that
+/// `decode_request` decodes: ids, parameters and values are read and checked exactly as there.
+/// Every mistake is a 400 (413 above `bounds.max_json_bytes`).
 ///
 /// Example:
 /// \code
@@ -34,8 +35,9 @@ namespace oip {
 
 /// Writes a generate reply: one object of `id` (when there is one), `model_name`,
 /// `model_version`, the response parameters, then each output by name: its value alone when it
-/// has one element, else its values as a flat array (BYTES as strings). Members are in the
-/// order of their names, and a name already written is not written again (Triton's rules).
+/// has one element, else its values as a flat array (BYTES as strings, bytes that are not UTF-8
+/// as U+FFFD). Members are in the order of their names, and a name already written is not
+/// written again (Triton's rules).
 ///
 /// Example:
 /// \code

@@ -68,6 +68,10 @@ struct request_format {
   bool binary_inputs = false;
   /// Write NaN and infinities as `null` (a server then rejects them) instead of the tokens.
   bool non_finite_as_null = false;
+  /// Send FP16 and BF16 inputs as JSON numbers, which oip's servers read and Triton refuses
+  /// ("receiving FP16 data via JSON is not supported"). Off, they go as binary data whatever
+  /// `binary_inputs` says, the other inputs staying in JSON.
+  bool half_precision_as_json = false;
 };
 
 // --- inference ---------------------------------------------------------------------------------

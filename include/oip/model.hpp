@@ -235,7 +235,9 @@ class OIP_EXPORT model {
 ///
 /// A function that takes the `inference_call` instead sees what the request alone does not: a
 /// long computation checks `call.cancelled()` between its steps, a sequence model reads
-/// `call.sequence()`.
+/// `call.sequence()`. It returns its outputs and leaves `finish` to the model (a call it
+/// finished or moved away drops what it returns). A generic lambda is taken as a function of
+/// the request.
 /// \code
 ///   auto slow = oip::make_model(config, [](oip::inference_call& call)
 ///                                           -> oip::result<oip::model_output> {
