@@ -1,13 +1,30 @@
 #include <oip/in_process_client.hpp>
 
+#include <cctype>
+
 #include <fmt/format.h>
 
 namespace oip {
 
 namespace {
 
+// A path segment: bytes other than RFC 3986's unreserved ones percent-encoded (the handler
+// decodes them), so that any model name reaches its route.
+std::string path_segment(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (std::isalnum(byte) != 0 || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += c;
+    } else {
+      out += fmt::format("%{:02X}", byte);
+    }
+  }
+  return out;
+}
+
 std::string model_path(std::string_view model, std::optional<std::uint64_t> version) {
-  std::string path = fmt::format("/v2/models/{}", model);
+  std::string path = "/v2/models/" + path_segment(model);
   if (version) path += fmt::format("/versions/{}", *version);
   return path;
 }
@@ -51,8 +68,9 @@ result<inference_response> in_process_client::infer(std::string_view model,
     if (!parsed) return std::move(parsed).error();
     header_length = *parsed;
   }
-  return decode_response(buffer::from_string(reply.body()), header_length, {},
-                         placed ? &*placed : nullptr);
+  // The reply is decoded within the server's own limits: what it may take, it may answer.
+  return decode_response(buffer::from_string(reply.body()), header_length,
+                         handler_.options().bounds, placed ? &*placed : nullptr);
 }
 
 result<server_metadata> in_process_client::metadata() {

@@ -1810,11 +1810,19 @@ result<model_metadata> decode_model_metadata(std::string_view json, const limits
 }
 
 namespace {
+bool is_blank(std::string_view text) {
+  return text.find_first_not_of(" \t\r\n") == std::string_view::npos;
+}
+
 template <class Object>
-result<Object> decode_flag_object(std::string_view json, std::string_view what,
-                                  std::string_view flag, bool Object::*member,
-                                  std::string* name = nullptr) {
+result<Object> decode_flag_object(std::string_view json, std::optional<int> http_status,
+                                  std::string_view what, std::string_view flag,
+                                  bool Object::*member, std::string* name = nullptr) {
   Object out;
+  if (http_status && is_blank(json)) {
+    out.*member = *http_status == 200;
+    return out;
+  }
   bool found = false;
   const limits bounds;
   status s = decode_small(json, what, bounds, [&](auto& doc, auto&& fields) {
@@ -1836,18 +1844,20 @@ result<Object> decode_flag_object(std::string_view json, std::string_view what,
 }
 }  // namespace
 
-result<server_live> decode_server_live(std::string_view json) {
-  return decode_flag_object<server_live>(json, "server live", "live", &server_live::live);
+result<server_live> decode_server_live(std::string_view json, std::optional<int> http_status) {
+  return decode_flag_object<server_live>(json, http_status, "server live", "live",
+                                         &server_live::live);
 }
 
-result<server_ready> decode_server_ready(std::string_view json) {
-  return decode_flag_object<server_ready>(json, "server ready", "ready", &server_ready::ready);
+result<server_ready> decode_server_ready(std::string_view json, std::optional<int> http_status) {
+  return decode_flag_object<server_ready>(json, http_status, "server ready", "ready",
+                                          &server_ready::ready);
 }
 
-result<model_ready> decode_model_ready(std::string_view json) {
+result<model_ready> decode_model_ready(std::string_view json, std::optional<int> http_status) {
   std::string name;
-  result<model_ready> out =
-      decode_flag_object<model_ready>(json, "model ready", "ready", &model_ready::ready, &name);
+  result<model_ready> out = decode_flag_object<model_ready>(json, http_status, "model ready",
+                                                            "ready", &model_ready::ready, &name);
   if (out) out->name = std::move(name);
   return out;
 }
@@ -1855,7 +1865,7 @@ result<model_ready> decode_model_ready(std::string_view json) {
 result<repository_index_request> decode_repository_index_request(std::string_view json,
                                                                  const limits& bounds) {
   repository_index_request out;
-  if (json.find_first_not_of(" \t\r\n") == std::string_view::npos) return out;
+  if (is_blank(json)) return out;
   status s = decode_small(json, "repository index request", bounds, [&](auto& doc, auto&& fields) {
     return fields([&](std::string_view key, od::value v) {
       if (key == "ready") return read_bool(doc, v, "ready", out.ready);
@@ -1900,7 +1910,7 @@ std::optional<std::string> from_base64(std::string_view text) {
 
 result<parameters> decode_repository_load_request(std::string_view json, const limits& bounds) {
   parameters out;
-  if (json.find_first_not_of(" \t\r\n") == std::string_view::npos) return out;
+  if (is_blank(json)) return out;
   status s = decode_small(json, "model load request", bounds, [&](auto& doc, auto&& fields) {
     return fields([&](std::string_view key, od::value v) {
       if (key == "parameters") return read_parameters(doc, v, 1, out);
@@ -2080,6 +2090,7 @@ status decode_error(std::string_view json, int http_status) {
       break;
     }
   }
+  if (is_blank(json)) return status{code, fmt::format("HTTP {} with no body", http_status)};
   if (!s.ok())
     return status{code,
                   fmt::format("HTTP {} with a malformed error body: {}", http_status, s.message())};

@@ -359,12 +359,22 @@ result<encoded_body> encode_request(const inference_request& request,
     out.raw(',');
     out.key<"outputs">();
     out.raw('[');
+    // Triton applies `binary_data_output` only to the outputs a request does not list: each listed
+    // one says it itself, so that Triton and oip answer alike.
+    const bool* all_binary = request.parameters.get<bool>("binary_data_output");
     for (std::size_t i = 0; i < request.outputs.size(); ++i) {
       if (i != 0) out.raw(',');
       out.raw('{');
       out.key<"name">();
-      out.string(request.outputs[i].name);
-      write_parameters(out, request.outputs[i].parameters, true);
+      const requested_output& asked = request.outputs[i];
+      out.string(asked.name);
+      if (all_binary != nullptr && *all_binary && !asked.parameters.contains("binary_data")) {
+        parameters with_binary = asked.parameters;
+        with_binary.set("binary_data", true);
+        write_parameters(out, with_binary, true);
+      } else {
+        write_parameters(out, asked.parameters, true);
+      }
       out.raw('}');
     }
     out.raw(']');

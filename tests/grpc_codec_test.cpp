@@ -240,6 +240,20 @@ TEST_CASE("parameters of every kind, request and tensor level, both directions")
   REQUIRE(back->outputs.size() == 1);
   CHECK(*back->outputs[0].parameters.get<std::int64_t>("classification") == 3);
 
+  // What Triton's gRPC frontend takes: uint64_param only for `priority`; a sequence id above
+  // INT64_MAX as the negative int64 its own clients send, read back as the uint64.
+  oip::inference_request for_triton;
+  for_triton.parameters.set("sequence_id", std::uint64_t{18446744073709551614ULL});
+  for_triton.parameters.set("timeout", std::uint64_t{5});
+  for_triton.parameters.set("priority", std::uint64_t{2});
+  inference::ModelInferRequest message;
+  REQUIRE(oip::grpc::encode_request(for_triton, "m", "", false, message).ok());
+  CHECK(message.parameters().at("sequence_id").int64_param() == -2);
+  CHECK(message.parameters().at("timeout").int64_param() == 5);
+  CHECK(message.parameters().at("priority").uint64_param() == 2);
+  CHECK(*oip::grpc::decode_request(message)->parameters.get<std::uint64_t>("sequence_id") ==
+        18446744073709551614ULL);
+
   inference::ModelInferRequest empty_value = one_input("INT32", {0});
   (*empty_value.mutable_parameters())["nothing"];  // no oneof member set
   CHECK(error_of(empty_value) == "parameter 'nothing' of the request has no value");

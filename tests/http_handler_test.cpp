@@ -750,3 +750,24 @@ TEST_CASE("the in-process client: the whole protocol path in a few lines") {
   CHECK(s.client.live());
   CHECK(s.client.ready());
 }
+
+TEST_CASE("the in-process client reaches a model whatever its name holds") {
+  oip::model_config config = oip::testing::simple_config();
+  config.name = "odd name?#%/x";
+  oip::model_repository repository;
+  REQUIRE(repository
+              .add(oip::make_model(config,
+                                   [](const oip::inference_request& r) {
+                                     return oip::result<oip::model_output>{
+                                         oip::model_output{{r.inputs[0], r.inputs[1]}, {}}};
+                                   }))
+              .ok());
+  oip::executor workers{{1, 8}};
+  oip::http_handler handler{repository, workers};
+  oip::in_process_client client{handler};
+  CHECK(client.ready(config.name));
+  oip::result<oip::inference_response> r =
+      client.infer(config.name, oip::testing::simple_request(1));
+  REQUIRE(r);
+  CHECK(r->model_name == config.name);
+}

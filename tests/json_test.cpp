@@ -761,6 +761,15 @@ TEST_CASE("metadata, health and error objects, both directions") {
       oip::decode_model_ready(R"({"name":"m","ready":true})");
   CHECK(ready->name == "m");
   CHECK(ready->ready);
+  // Triton's health replies have no body: the status says it.
+  CHECK(oip::decode_server_live("", 200)->live);
+  CHECK_FALSE(oip::decode_server_ready("", 400)->ready);
+  CHECK(oip::decode_model_ready("", 200)->ready);
+  CHECK_FALSE(oip::decode_server_live("").ok());  // no status to read it from
+  CHECK(oip::decode_server_ready(R"({"ready":true})", 200)->ready);
+  const oip::status no_body = oip::decode_error("", 400);
+  CHECK(no_body.code() == oip::errc::invalid_argument);
+  CHECK(no_body.message() == "HTTP 400 with no body");
 
   for (const bool only_ready : {false, true}) {
     const std::string body = oip::encode(oip::repository_index_request{only_ready});
@@ -848,6 +857,19 @@ TEST_CASE("client side: requests encode, responses decode, with the same library
   CHECK(binary->binary[0].data() == request.inputs[0].data().data());  // not copied
   CHECK(binary->json.find(R"("parameters":{"binary_data_size":64})") != std::string::npos);
   CHECK(binary->size() == binary->json.size() + 64);
+
+  // Triton reads the request-level `binary_data_output` only for outputs not listed: a client
+  // spells it out on each listed output that does not say for itself.
+  request.parameters.set("binary_data_output", true);
+  request.outputs.push_back({"OUTPUT1", {}});
+  request.outputs.push_back({"OUTPUT2", {}});
+  request.outputs[2].parameters.set("binary_data", false);
+  oip::result<oip::encoded_body> all_binary = oip::encode_request(request);
+  REQUIRE(all_binary.ok());
+  CHECK(all_binary->json.find(R"("outputs":[{"name":"OUTPUT0","parameters":{"binary_data":true}},)"
+                              R"({"name":"OUTPUT1","parameters":{"binary_data":true}},)"
+                              R"({"name":"OUTPUT2","parameters":{"binary_data":false}}])") !=
+        std::string::npos);
 }
 
 TEST_CASE("requests of many tensors: all read, a duplicate name found wherever it stands") {

@@ -133,9 +133,14 @@ struct request_format {
                                                                         const limits& bounds = {});
 [[nodiscard]] OIP_EXPORT result<model_metadata> decode_model_metadata(std::string_view json,
                                                                       const limits& bounds = {});
-[[nodiscard]] OIP_EXPORT result<server_live> decode_server_live(std::string_view json);
-[[nodiscard]] OIP_EXPORT result<server_ready> decode_server_ready(std::string_view json);
-[[nodiscard]] OIP_EXPORT result<model_ready> decode_model_ready(std::string_view json);
+/// The health replies. Triton's carry no body: an empty one is read from `http_status` when given
+/// (200: live, or ready), and is a 400 otherwise.
+[[nodiscard]] OIP_EXPORT result<server_live> decode_server_live(
+    std::string_view json, std::optional<int> http_status = std::nullopt);
+[[nodiscard]] OIP_EXPORT result<server_ready> decode_server_ready(
+    std::string_view json, std::optional<int> http_status = std::nullopt);
+[[nodiscard]] OIP_EXPORT result<model_ready> decode_model_ready(
+    std::string_view json, std::optional<int> http_status = std::nullopt);
 /// An empty (or all-blank) body is the default request; `ready`, when present, must be a bool;
 /// other keys are ignored.
 [[nodiscard]] OIP_EXPORT result<repository_index_request> decode_repository_index_request(
@@ -187,7 +192,8 @@ struct request_format {
     std::string_view json, const limits& bounds = {});
 
 /// The status that an error reply reports: the code follows `http_status`, the message is the
-/// body's "error" (or says what is wrong with a body that is not `{"error": "..."}`).
+/// body's "error" (or says what is wrong with a body that is not `{"error": "..."}`, or that
+/// there was none: some of Triton's error replies have no body).
 [[nodiscard]] OIP_EXPORT status decode_error(std::string_view json, int http_status);
 
 }  // namespace oip

@@ -464,6 +464,20 @@ status encode_request(const inference_request& request, std::string_view model,
   out.set_model_version(std::string{version});
   if (request.id) out.set_id(*request.id);
   encode_parameters(request.parameters, *out.mutable_parameters());
+  // Triton takes a uint64_param for `priority` only: an unsigned value goes as int64_param, a
+  // sequence id above INT64_MAX as the negative int64 that Triton reads back as the uint64 (what
+  // Triton's own clients send).
+  for (auto& [name, message] : *out.mutable_parameters()) {
+    if (message.parameter_choice_case() != inference::InferParameter::kUint64Param ||
+        name == "priority") {
+      continue;
+    }
+    const std::uint64_t value = message.uint64_param();
+    if (value <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) ||
+        name == "sequence_id") {
+      message.set_int64_param(static_cast<std::int64_t>(value));
+    }
+  }
   const bool all_raw = raw || needs_raw(request.inputs);
   for (const tensor& t : request.inputs) {
     encode_tensor(t, all_raw, *out.add_inputs(), *out.mutable_raw_input_contents());
