@@ -58,9 +58,14 @@ struct document_context {
 status malformed(const document_context& doc, error_code error, const char* where) {
   const std::size_t offset =
       where != nullptr && where >= doc.begin ? static_cast<std::size_t>(where - doc.begin) : 0;
+  // Triton writes BYTES output as it is, UTF-8 or not, which makes JSON no parser takes.
+  const std::string_view hint =
+      error == error_code::UTF8_ERROR && doc.what == "response"
+          ? " (a BYTES output that is not UTF-8 must be asked for as binary data)"
+          : "";
   return status{errc::invalid_argument,
-                fmt::format("failed to parse the {} JSON buffer: {} at {}", doc.what,
-                            simdjson::error_message(error), offset)};
+                fmt::format("failed to parse the {} JSON buffer: {} at {}{}", doc.what,
+                            simdjson::error_message(error), offset, hint)};
 }
 
 const char* location_of(od::value& value) {
@@ -999,12 +1004,18 @@ status read_tensor(const document_context& doc, od::value value, std::size_t dep
                         out.binary_size ? " 'binary_data_size'" : "",
                         out.shared_memory ? " 'shared_memory_region'" : "");
     }
+    // A client reading a reply: an output with nothing is most likely one the server wrote to
+    // shared memory.
+    const std::string_view hint = role == "output" && sources == 0
+                                      ? " (an output written to shared memory is read with the "
+                                        "client's shared_memory_outputs)"
+                                      : "";
     return status{
         errc::invalid_argument,
         fmt::format("{} '{}' must set only one of the following fields: 'data', "
-                    "'binary_data_size' in 'parameters'{}. But {}",
+                    "'binary_data_size' in 'parameters'{}. But {}{}",
                     role, out.name,
-                    role == "input" ? ", 'shared_memory_region' in 'parameters'" : "", set)};
+                    role == "input" ? ", 'shared_memory_region' in 'parameters'" : "", set, hint)};
   }
   if (!out.deferred_data.empty()) {
     const tensor_context t{&doc, role, out.name, *out.type};

@@ -837,6 +837,23 @@ TEST_CASE("metadata, health and error objects, both directions") {
   CHECK(oip::decode_error("<html>", 503).code() == oip::errc::unavailable);
 }
 
+TEST_CASE("a client's decoding errors say what the reply most likely needs") {
+  const oip::result<oip::inference_response> no_data = oip::decode_response(
+      oip::buffer::from_string(
+          R"({"model_name":"m","outputs":[{"name":"o","datatype":"INT32","shape":[1]}]})"),
+      std::nullopt);
+  REQUIRE_FALSE(no_data);
+  CHECK(no_data.error().message().ends_with(
+      "(an output written to shared memory is read with the client's shared_memory_outputs)"));
+  const oip::result<oip::inference_response> not_utf8 = oip::decode_response(
+      oip::buffer::from_string("{\"model_name\":\"m\",\"outputs\":[{\"name\":\"o\","
+                               "\"datatype\":\"BYTES\",\"shape\":[1],\"data\":[\"\xff\"]}]}"),
+      std::nullopt);
+  REQUIRE_FALSE(not_utf8);
+  CHECK(not_utf8.error().message().ends_with(
+      "(a BYTES output that is not UTF-8 must be asked for as binary data)"));
+}
+
 TEST_CASE("client side: requests encode, responses decode, with the same library") {
   const std::vector<std::int32_t> v(16, 2);
   oip::inference_request request;
