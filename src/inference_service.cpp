@@ -522,28 +522,31 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     std::weak_ptr<state> self = weak_from_this();
     return extras_of(lease,
                      [self](std::weak_ptr<model> weak) {
-                       const std::shared_ptr<model> m = weak.lock();
                        auto queue = std::make_shared<batch_queue>(
-                           m->config(),
-                           [self](const std::shared_ptr<batch_queue>& owner,
-                                  std::vector<batch_item> batch) {
-                             if (const std::shared_ptr<state> service = self.lock()) {
-                               return service->run_batch(owner, std::move(batch));
-                             }
-                             for (const batch_item& item : batch) {
-                               fail(item.pending,
-                                    status{errc::unavailable, "the server is stopping"},
-                                    failure_reason::rejected);
-                             }
-                             owner->finished();
-                           },
-                           [](const batch_item& item, const status& s) {
-                             fail(item.pending, s, failure_reason::rejected);
-                           });
+                           weak.lock()->config(), batch_runner(self), refuse_queued);
                        return model_extras{std::move(weak), nullptr,
                                            std::make_shared<batcher>(std::move(queue))};
                      })
         .batches;
+  }
+
+  // What a model's batch queue calls with each batch it forms.
+  static batch_queue::run_function batch_runner(std::weak_ptr<state> self) {
+    return [self = std::move(self)](const std::shared_ptr<batch_queue>& owner,
+                                    std::vector<batch_item> batch) {
+      if (const std::shared_ptr<state> service = self.lock()) {
+        return service->run_batch(owner, std::move(batch));
+      }
+      for (const batch_item& item : batch) {
+        refuse_queued(item, status{errc::unavailable, "the server is stopping"});
+      }
+      owner->finished();
+    };
+  }
+
+  // A request that a batch queue will not run (its model stopped batching, or the server).
+  static void refuse_queued(const batch_item& item, const status& why) {
+    fail(item.pending, why, failure_reason::rejected);
   }
 
   void infer(model_lease lease, inference_request request, cancellation cancel, completion done,
