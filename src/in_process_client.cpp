@@ -1,5 +1,6 @@
 #include <oip/in_process_client.hpp>
 
+#include <algorithm>
 #include <cctype>
 
 #include <fmt/format.h>
@@ -30,6 +31,20 @@ std::string model_path(std::string_view model, std::optional<std::uint64_t> vers
 }
 
 status error_of(const http_response& reply) { return decode_error(reply.body(), reply.status); }
+
+// A reply is decoded within the larger of each of the server's limits and the default: a model's
+// outputs are not bounded by what its requests may take, and the reply comes from the process
+// itself. A server whose limits are above the defaults may answer as much as it takes.
+limits reply_bounds(const limits& server) {
+  const limits defaults;
+  limits out;
+  out.max_body_bytes = std::max(server.max_body_bytes, defaults.max_body_bytes);
+  out.max_json_bytes = std::max(server.max_json_bytes, defaults.max_json_bytes);
+  out.max_elements = std::max(server.max_elements, defaults.max_elements);
+  out.max_json_depth = std::max(server.max_json_depth, defaults.max_json_depth);
+  out.max_string_id_length = std::max(server.max_string_id_length, defaults.max_string_id_length);
+  return out;
+}
 
 }  // namespace
 
@@ -68,9 +83,8 @@ result<inference_response> in_process_client::infer(std::string_view model,
     if (!parsed) return std::move(parsed).error();
     header_length = *parsed;
   }
-  // The reply is decoded within the server's own limits: what it may take, it may answer.
   return decode_response(buffer::from_string(reply.body()), header_length,
-                         handler_.options().bounds, placed ? &*placed : nullptr);
+                         reply_bounds(handler_.options().bounds), placed ? &*placed : nullptr);
 }
 
 result<server_metadata> in_process_client::metadata() {

@@ -368,7 +368,9 @@ result<encoded_body> encode_request(const inference_request& request,
       out.key<"name">();
       const requested_output& asked = request.outputs[i];
       out.string(asked.name);
-      if (all_binary != nullptr && *all_binary && !asked.parameters.contains("binary_data")) {
+      // An output placed in shared memory has no data in the reply: binary_data would be refused.
+      if (all_binary != nullptr && *all_binary && !asked.parameters.contains("binary_data") &&
+          !asked.parameters.contains(parameter_names::shared_memory_region)) {
         parameters with_binary = asked.parameters;
         with_binary.set("binary_data", true);
         write_parameters(out, with_binary, true);

@@ -113,11 +113,9 @@ function_model::function_model(model_config config, function run)
         return run(call.request());
       }} {}
 
+// No cancellation check of its own: the service has just made it, and a request cancelled there
+// ends its sequence and is counted by its reason, which a refusal from here would not do.
 void function_model::execute(inference_call call) {
-  if (call.cancelled()) {
-    call.finish(status{errc::unavailable, "the request was cancelled before the model ran"});
-    return;
-  }
   result<model_output> outcome = run_(call);
   call.finish(std::move(outcome));
 }

@@ -2,6 +2,7 @@
 // raw requests, compression, cancellation, statistics and configuration, the in-process client.
 
 #include "serving_support.hpp"
+#include "test_support.hpp"
 
 #include <oip/http_handler.hpp>
 #include <oip/in_process_client.hpp>
@@ -400,6 +401,41 @@ TEST_CASE("compression: gzip and deflate requests, compressed replies, 415, bomb
       client.send("POST", "/v2/models/simple/infer", gzip(std::string(64 << 20, '\0')),
                   {{"Content-Encoding", "gzip"}});
   CHECK(bomb.status == 413);
+}
+
+TEST_CASE("the in-process client reads a reply larger than what the server's requests may take") {
+  // A model's outputs are not bounded by its requests' limits: a server that takes little may
+  // still answer more, and its own client must read that answer.
+  oip::model_repository repository;
+  REQUIRE(repository.add(oip::testing::make_simple()).ok());
+  oip::executor workers{{1, 4}};
+  oip::server_options options;
+  options.bounds.max_json_bytes = 240;
+  oip::http_handler handler{repository, workers, options};
+  oip::in_process_client client{handler};
+
+  std::vector<std::int32_t> large(16);
+  std::vector<std::int32_t> large_plus_one(16);
+  for (std::int32_t i = 0; i < 16; ++i) {
+    large[static_cast<std::size_t>(i)] = 100000 + i;
+    large_plus_one[static_cast<std::size_t>(i)] = 100001 + i;
+  }
+  oip::inference_request request;
+  request.inputs.push_back(*oip::tensor::from_values<std::int32_t>(
+      "INPUT0", {1, 16}, std::span<const std::int32_t>(large)));
+  request.inputs.push_back(*oip::tensor::from_values<std::int32_t>(
+      "INPUT1", {1, 16}, std::span<const std::int32_t>(std::vector<std::int32_t>(16, 1))));
+  const oip::result<oip::encoded_body> sent = oip::encode_request(request, {.binary_inputs = true});
+  REQUIRE(sent.ok());
+  REQUIRE(sent->json.size() <= options.bounds.max_json_bytes);
+
+  const oip::result<oip::inference_response> r = client.infer("simple", request, {true});
+  REQUIRE_MESSAGE(r, r.error().message());
+  REQUIRE(r->outputs.size() == 2);
+  CHECK(oip::testing::values_of<std::int32_t>(r->outputs[0]) == large_plus_one);
+  const oip::result<oip::encoded_body> answered = oip::encode_response(*r);
+  REQUIRE(answered.ok());
+  CHECK(answered->json.size() > options.bounds.max_json_bytes);  // the premise: a larger reply
 }
 
 TEST_CASE("the executor's full queue is a 503; cancellation reaches a running model") {

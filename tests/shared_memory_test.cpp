@@ -419,6 +419,22 @@ TEST_CASE("a client reads the outputs that a server wrote to its regions (in-pro
     CHECK(sum.at<std::int32_t>(0) == 42);  // a view of the client's mapping, not a copy
   }
 
+  SUBCASE("a request-level binary_data_output leaves the output in shared memory as it is") {
+    // The client spells binary_data out on listed outputs, but not on one placed in a region:
+    // the server refuses the two together.
+    oip::inference_request all_binary = request;
+    all_binary.parameters.set("binary_data_output", true);
+    const oip::result<oip::encoded_body> body = oip::encode_request(all_binary);
+    REQUIRE(body.ok());
+    CHECK(body->json.find(R"({"name":"OUTPUT1","parameters":{"binary_data":true}})") !=
+          std::string::npos);
+    CHECK(body->json.find(R"("shared_memory_byte_size":128,"binary_data")") == std::string::npos);
+    const oip::result<oip::inference_response> r = client.infer("simple", all_binary);
+    REQUIRE_MESSAGE(r, r.error().message());
+    REQUIRE(r->outputs.size() == 2);
+    CHECK(oip::testing::values_of<std::int32_t>(r->outputs[0]) == oip::testing::iota(1, 16));
+    CHECK(oip::testing::values_of<std::int32_t>(r->outputs[1]) == oip::testing::iota(-1, 16));
+  }
   SUBCASE("without its own mapping, the client cannot read such an output") {
     oip::in_process_client unmapped{server.handler};
     const oip::result<oip::inference_response> r = unmapped.infer("simple", request);
