@@ -35,11 +35,7 @@ class urls:
         self.grpc = grpc_address
 
 
-def run(coroutine):
-    return asyncio.run(coroutine)
-
-
-async def with_rest(servers, use):
+async def with_rest(use):
     client = InferenceRESTClient(RESTConfig(protocol="v2"))
     try:
         return await use(client)
@@ -81,8 +77,8 @@ def health_over_rest_and_grpc(servers):
         assert await client.is_server_ready()
         assert await client.is_model_ready("simple")
 
-    run(with_rest(servers, rest))
-    run(with_grpc(servers, over_grpc))
+    asyncio.run(with_rest(rest))
+    asyncio.run(with_grpc(servers, over_grpc))
 
 
 @check
@@ -98,7 +94,7 @@ def simple_over_rest_as_json_and_binary(servers):
             assert np.array_equal(out["OUTPUT0"], a + b), out
             assert np.array_equal(out["OUTPUT1"], a - b), out
 
-    run(with_rest(servers, infer))
+    asyncio.run(with_rest(infer))
 
 
 @check
@@ -113,7 +109,7 @@ def binary_outputs_over_rest(servers):
         assert list(out) == ["OUTPUT1"], out
         assert np.array_equal(out["OUTPUT1"], a - b), out
 
-    run(with_rest(servers, infer))
+    asyncio.run(with_rest(infer))
 
 
 @check
@@ -141,7 +137,7 @@ def fp16_and_bytes_over_rest(servers):
                for x in response.outputs[0].as_numpy().flatten()]
         assert got == text.flatten().tolist(), got
 
-    run(with_rest(servers, infer))
+    asyncio.run(with_rest(infer))
 
 
 @check
@@ -166,7 +162,7 @@ def simple_fp16_and_bytes_over_grpc(servers):
                                                    infer_inputs=[y]))
         assert response.outputs[0].as_numpy().tolist() == text.tolist(), response.outputs[0]
 
-    run(with_grpc(servers, infer))
+    asyncio.run(with_grpc(servers, infer))
 
 
 @check
@@ -198,8 +194,8 @@ def client_mistakes_are_4xx_with_triton_words(servers):
             return
         raise AssertionError("an unknown model answered")
 
-    run(with_rest(servers, rest))
-    run(with_grpc(servers, over_grpc))
+    asyncio.run(with_rest(rest))
+    asyncio.run(with_grpc(servers, over_grpc))
 
 
 if __name__ == "__main__":
