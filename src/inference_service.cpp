@@ -591,10 +591,14 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     pending->lease = std::move(lease);
     pending->counted_pending = true;
     pending->lease.statistics().request_queued();
+    const bool batched = config.dynamic_batching && config.max_batch_size > 0;
+    if (config.inline_execution && !config.sequence_batching && !batched) {
+      return run(pending, std::move(request), {});  // on this thread: no worker's wake-up
+    }
     auto request_ptr = std::make_shared<inference_request>(std::move(request));
 
     if (!config.sequence_batching) {
-      if (config.dynamic_batching && config.max_batch_size > 0) {
+      if (batched) {
         const std::shared_ptr<batcher> batches = batches_of(pending->lease);
         status queued = batches != nullptr ? batches->enqueue({pending, request_ptr})
                                            : status{errc::unavailable, "the server is stopping"};

@@ -6,7 +6,11 @@
 
 #include <oip/model.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <future>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -44,7 +48,82 @@ class faulty : public oip::model {
   fault fault_;
 };
 
+// `simple` under another configuration, noting the thread that runs each request.
+class noting_threads : public oip::model {
+ public:
+  explicit noting_threads(oip::model_config config) : config_{std::move(config)} {}
+  [[nodiscard]] const oip::model_config& config() const noexcept override { return config_; }
+  void execute(oip::inference_call call) override {
+    {
+      const std::lock_guard lock{mutex_};
+      threads_.push_back(std::this_thread::get_id());
+    }
+    simple_->execute(std::move(call));
+  }
+  [[nodiscard]] std::vector<std::thread::id> threads() const {
+    const std::lock_guard lock{mutex_};
+    return threads_;
+  }
+
+ private:
+  oip::model_config config_;
+  std::shared_ptr<oip::model> simple_ = oip::testing::make_simple();
+  mutable std::mutex mutex_;
+  std::vector<std::thread::id> threads_;
+};
+
+oip::model_config simple_named(std::string name, bool inline_execution) {
+  oip::model_config c = oip::testing::simple_config();
+  c.name = std::move(name);
+  c.inline_execution = inline_execution;
+  return c;
+}
+
 }  // namespace
+
+TEST_CASE("a model with inline_execution runs on the thread that sends its request") {
+  auto on_caller = std::make_shared<noting_threads>(simple_named("on_caller", true));
+  auto on_worker = std::make_shared<noting_threads>(simple_named("on_worker", false));
+  // Batches and sequences are the executor's to order: the flag does not apply to them.
+  oip::model_config batched_config = simple_named("batched", true);
+  batched_config.dynamic_batching = true;
+  auto batched = std::make_shared<noting_threads>(batched_config);
+  oip::model_config stateful_config = simple_named("stateful", true);
+  stateful_config.sequence_batching = true;
+  auto stateful = std::make_shared<noting_threads>(stateful_config);
+  oip::testing::served s{{on_caller, on_worker, batched, stateful}};
+  REQUIRE(s.failures.empty());
+
+  constexpr int rounds = 3;
+  for (int round = 0; round < rounds; ++round) {
+    // Answered before `send` returns: nothing waited for a worker.
+    std::future<oip::result<oip::inference_response>> reply =
+        s.send("on_caller", oip::testing::simple_request());
+    REQUIRE(reply.wait_for(std::chrono::seconds{0}) == std::future_status::ready);
+    oip::result<oip::inference_response> answered = reply.get();
+    REQUIRE(answered);
+    CHECK(answered->outputs.at(0).at<std::int32_t>(0) == 2);  // 1 + 1
+
+    REQUIRE(s.infer("on_worker", oip::testing::simple_request()));
+    REQUIRE(s.infer("batched", oip::testing::simple_request()));
+    oip::inference_request step = oip::testing::simple_request();
+    step.parameters.set("sequence_id", std::int64_t{7});
+    if (round == 0) step.parameters.set("sequence_start", true);
+    REQUIRE(s.infer("stateful", std::move(step)));
+  }
+  const std::thread::id here = std::this_thread::get_id();
+  CHECK(on_caller->threads() == std::vector<std::thread::id>(rounds, here));
+  for (const auto& model : {on_worker, batched, stateful}) {
+    const std::vector<std::thread::id> threads = model->threads();
+    CHECK(threads.size() == rounds);
+    CHECK(std::count(threads.begin(), threads.end(), here) == 0);
+  }
+  // Counted as any other request.
+  const std::vector<oip::statistics_snapshot> stats = *s.service.statistics("on_caller", {});
+  CHECK(stats[0].success.count == rounds);
+  CHECK(stats[0].queue.count == rounds);
+  CHECK(stats[0].pending_requests == 0);
+}
 
 TEST_CASE("a model that throws answers 500 with its message; the others keep serving") {
   oip::testing::served s{

@@ -62,6 +62,10 @@ the Open Inference Protocol, on HTTP and gRPC.
                          GPU or CPU utilisation metrics, and reads every figure at each scrape
   --threads N            model worker threads (default: hardware threads)
   --io-threads N         HTTP I/O threads (default 2)
+  --inline-execution B   run the CPU models that are neither stateful nor batched on the
+                         thread that received the request, not a worker (true or false,
+                         default false): no worker to wake, lower latency for these
+                         microsecond models (oip::model_config::inline_execution)
   --queue N              requests waiting for a worker before 503 (default 1024)
   --max-connections N    open HTTP connections; one more is answered 503 (default 1024)
   --max-body-bytes N     largest HTTP body or gRPC message (default 268435456)
@@ -123,6 +127,7 @@ struct options {
   oip::server_options server;
   std::set<std::string> models;
   bool dynamic_batching = true;
+  bool inline_execution = false;
   std::string device = "auto";
   oip::trace_settings_change trace_flags;  // --trace-level, --trace-rate, ...
   struct {
@@ -160,12 +165,46 @@ std::optional<std::string> read_file(const std::string& path) {
   return text.str();
 }
 
+// --inline-execution: a model as it is, run on the thread that received its request.
+class run_inline final : public oip::model {
+ public:
+  explicit run_inline(std::shared_ptr<oip::model> wrapped)
+      : model_{std::move(wrapped)}, config_{model_->config()} {
+    config_.inline_execution = true;
+  }
+  [[nodiscard]] const oip::model_config& config() const noexcept override { return config_; }
+  [[nodiscard]] bool ready() const noexcept override { return model_->ready(); }
+  void execute(oip::inference_call call) override { model_->execute(std::move(call)); }
+
+ private:
+  std::shared_ptr<oip::model> model_;
+  oip::model_config config_;
+};
+
+// The reference models on `device`; with `inline_execution`, those on the CPU that are neither
+// stateful nor batched (the others would go to the executor anyway) run inline.
+oip_serve::placement place_reference_models(bool dynamic_batching, const std::string& device,
+                                            bool inline_execution, bool& failed) {
+  oip_serve::placement placed =
+      oip_serve::place_models(oip_serve::reference_models(dynamic_batching), device, failed);
+  if (!inline_execution) return placed;
+  for (std::shared_ptr<oip::model>& m : placed.models) {
+    const oip::model_config& c = m->config();
+    if (c.gpus.empty() && !c.sequence_batching && !(c.dynamic_batching && c.max_batch_size > 0)) {
+      m = std::make_shared<run_inline>(std::move(m));
+    }
+  }
+  return placed;
+}
+
 // The repository extension's load route: a fresh instance of a reference model, placed as the
 // server's models were (so an unloaded model can be loaded again).
 class reference_loader final : public oip::model_loader {
  public:
-  reference_loader(bool dynamic_batching, std::string device)
-      : dynamic_batching_{dynamic_batching}, device_{std::move(device)} {}
+  reference_loader(bool dynamic_batching, std::string device, bool inline_execution)
+      : dynamic_batching_{dynamic_batching},
+        device_{std::move(device)},
+        inline_execution_{inline_execution} {}
 
   [[nodiscard]] std::vector<std::string> available() const override {
     std::vector<std::string> names;
@@ -178,7 +217,7 @@ class reference_loader final : public oip::model_loader {
   [[nodiscard]] oip::result<std::shared_ptr<oip::model>> load(std::string_view name) override {
     bool failed = false;
     oip_serve::placement placed =
-        oip_serve::place_models(oip_serve::reference_models(dynamic_batching_), device_, failed);
+        place_reference_models(dynamic_batching_, device_, inline_execution_, failed);
     if (failed) return oip::status{oip::errc::unavailable, placed.where};
     for (std::shared_ptr<oip::model>& m : placed.models) {
       if (m->config().name == name) return std::move(m);
@@ -190,6 +229,7 @@ class reference_loader final : public oip::model_loader {
  private:
   bool dynamic_batching_;
   std::string device_;
+  bool inline_execution_;
 };
 
 bool parse_number(const char* text, std::size_t& out) {
@@ -257,6 +297,8 @@ int parse(int argc, char** argv, options& o, bool& help) {
       // Nothing to turn on or off: see the usage text.
     } else if (flag == "--metrics-interval-ms" && numeric) {
       // Nothing polls: every figure is read at each scrape.
+    } else if (flag == "--inline-execution" && boolean) {
+      o.inline_execution = *boolean;
     } else if (flag == "--threads" && numeric) {
       o.executor.threads = n;
     } else if (flag == "--io-threads" && numeric && n > 0) {
@@ -438,7 +480,7 @@ int main(int argc, char** argv) {
   std::string loaded;
   bool failed = false;
   oip_serve::placement placed =
-      oip_serve::place_models(oip_serve::reference_models(o.dynamic_batching), o.device, failed);
+      place_reference_models(o.dynamic_batching, o.device, o.inline_execution, failed);
   if (failed) {
     std::cerr << "oip-serve: --device " << o.device << ": " << placed.where << "\n";
     return 2;
@@ -460,7 +502,8 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  repository.set_loader(std::make_shared<reference_loader>(o.dynamic_batching, o.device));
+  repository.set_loader(
+      std::make_shared<reference_loader>(o.dynamic_batching, o.device, o.inline_execution));
 
   oip::executor workers{o.executor};
   oip::inference_service service{repository, workers, o.server};

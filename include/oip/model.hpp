@@ -70,6 +70,14 @@ struct model_config {
   bool sequence_batching = false;
   /// The sequence rules and limits, used when `sequence_batching` is set.
   sequence_config sequence;
+  /// Run `execute` on the thread that received the request (a transport's I/O thread, or the
+  /// host's thread that called the handler) instead of handing it to an executor worker. The
+  /// hand-off wakes a sleeping worker: with oip-serve's `simple` it was 31 of the 40 µs that a
+  /// request spent in the server (docs/performance.md). For a model whose `execute` returns
+  /// within microseconds: a small CPU model, or one that only enqueues work and finishes the call
+  /// later from its own thread. A model that blocks holds up every connection of that thread.
+  /// Requests of sequences and dynamically batched requests still go through the executor.
+  bool inline_execution = false;
 
   /// The labels of `output`, empty when it has none.
   [[nodiscard]] const std::vector<std::string>& labels_of(std::string_view output) const noexcept {

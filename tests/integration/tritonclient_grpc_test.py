@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Triton's own Python gRPC client (tritonclient[grpc] from PyPI), unchanged, against oip-serve.
 
-Usage: tritonclient_grpc_test.py PATH/TO/oip-serve
+Usage: tritonclient_grpc_test.py PATH/TO/oip-serve [MORE oip-serve ARGUMENTS]
 """
 
 import queue
@@ -240,10 +240,13 @@ def traced_request(client):
 
 
 def main():
+    # Arguments after the server's path go to it as well (ctest runs the checks again with
+    # --inline-execution true).
     return oip_serve_runner.run(sys.argv[1], checks,
                                 lambda http_url, grpc_url: grpcclient.InferenceServerClient(grpc_url),
                                 extra_args=("--allow-shared-memory", "--grpc-restricted-protocol",
-                                            "model-repository:admin-key=admin-value"))
+                                            "model-repository:admin-key=admin-value",
+                                            *sys.argv[2:]))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Triton's own Python HTTP client (tritonclient[http] from PyPI), unchanged, against oip-serve.
 
-Usage: tritonclient_test.py PATH/TO/oip-serve
+Usage: tritonclient_test.py PATH/TO/oip-serve [MORE oip-serve ARGUMENTS]
 Starts oip-serve on free loopback ports, runs every check, stops it with SIGTERM, and prints
 "N passed, M failed". Exits non-zero if any check failed.
 """
@@ -320,9 +320,12 @@ def make_client(http_url, grpc_url):
 
 
 def main():
+    # Arguments after the server's path go to it as well (ctest runs the checks again with
+    # --inline-execution true).
     return oip_serve_runner.run(sys.argv[1], checks, make_client,
                                 extra_args=("--allow-shared-memory", "--http-restricted-api",
-                                            "model-repository:admin-key=admin-value"))
+                                            "model-repository:admin-key=admin-value",
+                                            *sys.argv[2:]))
 
 
 if __name__ == "__main__":
