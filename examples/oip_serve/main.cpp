@@ -62,9 +62,9 @@ the Open Inference Protocol, on HTTP and gRPC.
                          GPU or CPU utilisation metrics, and reads every figure at each scrape
   --threads N            model worker threads (default: hardware threads)
   --io-threads N         HTTP I/O threads (default 2)
-  --inline-execution B   run the CPU models that are neither stateful nor batched on the
-                         thread that received the request, not a worker (true or false,
-                         default false): no worker to wake, lower latency for these
+  --inline-execution B   run simple*, identity_*, simple_string and simple_identity, when on
+                         the CPU, on the thread that received the request, not a worker (true
+                         or false, default false): no worker to wake, lower latency for these
                          microsecond models (oip::model_config::inline_execution)
   --queue N              requests waiting for a worker before 503 (default 1024)
   --max-connections N    open HTTP connections; one more is answered 503 (default 1024)
@@ -181,8 +181,9 @@ class run_inline final : public oip::model {
   oip::model_config config_;
 };
 
-// The reference models on `device`; with `inline_execution`, those on the CPU that are neither
-// stateful nor batched (the others would go to the executor anyway) run inline.
+// The reference models on `device`; with `inline_execution`, the microsecond ones run inline:
+// those on the CPU that are neither stateful nor batched (the others would go to the executor
+// anyway), but not the classifier (a 2048x1000 dense layer, hundreds of microseconds).
 oip_serve::placement place_reference_models(bool dynamic_batching, const std::string& device,
                                             bool inline_execution, bool& failed) {
   oip_serve::placement placed =
@@ -190,7 +191,8 @@ oip_serve::placement place_reference_models(bool dynamic_batching, const std::st
   if (!inline_execution) return placed;
   for (std::shared_ptr<oip::model>& m : placed.models) {
     const oip::model_config& c = m->config();
-    if (c.gpus.empty() && !c.sequence_batching && !(c.dynamic_batching && c.max_batch_size > 0)) {
+    if (c.gpus.empty() && !c.sequence_batching && !(c.dynamic_batching && c.max_batch_size > 0) &&
+        c.name != "classifier") {
       m = std::make_shared<run_inline>(std::move(m));
     }
   }

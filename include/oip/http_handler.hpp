@@ -108,8 +108,9 @@ class OIP_EXPORT http_handler {
   ~http_handler();
 
   /// Handles one request. `done` is called exactly once: at once for most routes, from an
-  /// executor thread for inference. `cancel` lets the transport tell a running model that the
-  /// client went away.
+  /// executor thread for inference (at once, on this thread, for a model with
+  /// `inline_execution` that finishes its call there). `cancel` lets the transport tell a
+  /// running model that the client went away.
   void handle(http_request request, completion done, cancellation cancel = {});
 
   /// Handles one request and waits for the reply (tests, and hosts that block anyway).

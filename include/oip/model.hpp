@@ -181,7 +181,8 @@ class OIP_EXPORT inference_call {
   std::unique_ptr<detail::call_state> state_;
 };
 
-/// The model interface. `execute` runs on an executor worker thread, never on a transport thread.
+/// The model interface. `execute` runs on an executor worker thread, never on a transport thread,
+/// unless the model's configuration sets `inline_execution`.
 ///
 /// Example:
 /// \code
