@@ -278,6 +278,49 @@ TEST_CASE("a stream answers in the order of its requests; a model's replies say 
         "bool_param.");
 }
 
+TEST_CASE("a model run inline answers on gRPC's threads: unary, and streamed in request order") {
+  fixture f;
+  REQUIRE(f.models.add(oip::testing::make_inline_simple("simple_inline")).ok());
+  inference::ModelInferRequest request = simple_request(true);
+  request.set_model_name("simple_inline");
+  for (int round = 0; round < 3; ++round) {
+    ::grpc::ClientContext context;
+    inference::ModelInferResponse response;
+    REQUIRE(f.stub->ModelInfer(&context, request, &response).ok());
+    oip::result<oip::inference_response> decoded = oip::grpc::decode_response(response);
+    REQUIRE(decoded);
+    CHECK(decoded->outputs[0].at<std::int32_t>(5) == 7);
+  }
+
+  // The inline replies are ready at once but wait for the held request before them.
+  oip::inference_request held;
+  held.id = "slow";
+  const std::int32_t one = 1;
+  held.inputs.push_back(
+      *oip::tensor::from_values<std::int32_t>("IN", {1}, std::span<const std::int32_t>(&one, 1)));
+  inference::ModelInferRequest slow;
+  REQUIRE(oip::grpc::encode_request(held, "waiter", "1", false, slow).ok());
+  (*slow.mutable_parameters())["timeout"].set_int64_param(200'000);
+  ::grpc::ClientContext context;
+  auto stream = f.stub->ModelStreamInfer(&context);
+  REQUIRE(stream->Write(slow));
+  for (int i = 0; i < 3; ++i) {
+    request.set_id("inline " + std::to_string(i));
+    REQUIRE(stream->Write(request));
+  }
+  stream->WritesDone();
+  inference::ModelStreamInferResponse reply;
+  REQUIRE(stream->Read(&reply));
+  CHECK(reply.infer_response().id() == "slow");
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(stream->Read(&reply));
+    CHECK(reply.infer_response().id() == "inline " + std::to_string(i));
+    CHECK(reply.error_message().empty());
+  }
+  CHECK_FALSE(stream->Read(&reply));
+  CHECK(stream->Finish().ok());
+}
+
 TEST_CASE("a stream keeps a sequence in order and stays open after an error") {
   fixture f;
   ::grpc::ClientContext context;

@@ -218,6 +218,37 @@ TEST_CASE("pipelined requests are answered in order") {
   CHECK(fourth->status == 404);
 }
 
+TEST_CASE("a model run inline answers concurrent and pipelined requests, each in order") {
+  fixture f;
+  REQUIRE(f.repository.add(oip::testing::make_inline_simple("simple_inline")).ok());
+  constexpr int clients = 4;
+  constexpr int rounds = 25;
+  std::atomic<int> in_order{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < clients; ++t) {
+    threads.emplace_back([&] {
+      connection c{f.port};
+      for (int round = 0; round < rounds; ++round) {
+        // Answered on the connection's own thread, the reply written before the next is read.
+        c.send(post("/v2/models/simple_inline/infer", simple_body) + get("/v2/health/live") +
+               post("/v2/models/simple_inline/infer", simple_body));
+        const std::optional<reply> first = c.read_reply();
+        const std::optional<reply> second = c.read_reply();
+        const std::optional<reply> third = c.read_reply();
+        if (first && second && third && first->status == 200 &&
+            first->body.find(
+                R"("name":"OUTPUT0","datatype":"INT32","shape":[1,16],"data":[1,2,3,)") !=
+                std::string::npos &&
+            second->body == R"({"live":true})" && third->body == first->body) {
+          ++in_order;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  CHECK(in_order.load() == clients * rounds);
+}
+
 TEST_CASE("chunked bodies and Expect: 100-continue") {
   fixture f;
   connection c{f.port};

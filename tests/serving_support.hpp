@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace oip::testing {
@@ -25,8 +26,8 @@ inline model_config simple_config() {
 }
 
 // OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1.
-inline std::shared_ptr<model> make_simple() {
-  return make_model(simple_config(), [](const inference_request& r) -> result<model_output> {
+inline std::shared_ptr<model> make_simple(model_config config = simple_config()) {
+  return make_model(std::move(config), [](const inference_request& r) -> result<model_output> {
     const tensor& a = r.inputs[0].name() == "INPUT0" ? r.inputs[0] : r.inputs[1];
     const tensor& b = r.inputs[0].name() == "INPUT0" ? r.inputs[1] : r.inputs[0];
     std::vector<std::int32_t> sum(a.element_count());
@@ -43,6 +44,14 @@ inline std::shared_ptr<model> make_simple() {
     out.parameters.set("computed_by", std::string{"simple"});
     return out;
   });
+}
+
+// `simple` under another name, run on the thread that receives its requests.
+inline std::shared_ptr<model> make_inline_simple(std::string name) {
+  model_config config = simple_config();
+  config.name = std::move(name);
+  config.inline_execution = true;
+  return make_simple(std::move(config));
 }
 
 // A request for `simple`: `rows` rows of INPUT0 and INPUT1 (ones), INPUT1 left out when not
