@@ -1,9 +1,11 @@
 // oip-serve's `simple` and `classifier` through the inference service (validation, the executor,
 // the model, the response), batch 1 to 8: on the CPU path always, and on a CUDA device (oip::cuda)
 // when one is usable here. Rows per second is the figure; `bytes_per_second` counts the input
-// bytes.
+// bytes. Then `simple` handed to a worker and run inline (model_config::inline_execution), side
+// by side: what the hand-off costs a request.
 
 #include "served.hpp"
+#include "serving_support.hpp"
 
 #include <cstdint>
 #include <iostream>
@@ -85,6 +87,15 @@ int main(int argc, char** argv) {
             ->UseRealTime();
       }
     }
+  }
+  served handed_over{{oip::testing::make_simple(), oip::testing::make_inline_simple("inline")}};
+  for (const std::string model : {"simple", "inline"}) {
+    benchmark::RegisterBenchmark(
+        fmt::format("hand_off/{}", model == "simple" ? "worker" : "inline").c_str(),
+        [&handed_over, model](benchmark::State& state) {
+          run(state, handed_over, model, simple_request(1));
+        })
+        ->UseRealTime();
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
