@@ -85,6 +85,19 @@ inference::ModelInferRequest simple_request(bool raw) {
   return message;
 }
 
+// A request "slow" that the waiter holds until its timeout, then fails.
+inference::ModelInferRequest held_request(std::int64_t timeout_us) {
+  oip::inference_request held;
+  held.id = "slow";
+  const std::int32_t one = 1;
+  held.inputs.push_back(
+      *oip::tensor::from_values<std::int32_t>("IN", {1}, std::span<const std::int32_t>(&one, 1)));
+  inference::ModelInferRequest message;
+  REQUIRE(oip::grpc::encode_request(held, "waiter", "1", false, message).ok());
+  (*message.mutable_parameters())["timeout"].set_int64_param(timeout_us);
+  return message;
+}
+
 inference::ModelInferRequest accumulate(std::uint64_t id, std::int32_t value, bool start, bool end,
                                         std::string request_id) {
   oip::inference_request r;
@@ -226,14 +239,7 @@ TEST_CASE("a stream answers in the order of its requests; a model's replies say 
   fixture f;
   // A request that the waiter holds until its timeout (0.3 s), then fails; one that the simple
   // model answers at once; one refused as it arrives. The replies come back in that order.
-  oip::inference_request held;
-  held.id = "slow";
-  const std::int32_t one = 1;
-  held.inputs.push_back(
-      *oip::tensor::from_values<std::int32_t>("IN", {1}, std::span<const std::int32_t>(&one, 1)));
-  inference::ModelInferRequest slow;
-  REQUIRE(oip::grpc::encode_request(held, "waiter", "1", false, slow).ok());
-  (*slow.mutable_parameters())["timeout"].set_int64_param(300'000);
+  const inference::ModelInferRequest slow = held_request(300'000);
   inference::ModelInferRequest lost = simple_request(false);
   lost.set_model_name("nope");
   lost.set_id("lost");
@@ -293,14 +299,7 @@ TEST_CASE("a model run inline answers on gRPC's threads: unary, and streamed in 
   }
 
   // The inline replies are ready at once but wait for the held request before them.
-  oip::inference_request held;
-  held.id = "slow";
-  const std::int32_t one = 1;
-  held.inputs.push_back(
-      *oip::tensor::from_values<std::int32_t>("IN", {1}, std::span<const std::int32_t>(&one, 1)));
-  inference::ModelInferRequest slow;
-  REQUIRE(oip::grpc::encode_request(held, "waiter", "1", false, slow).ok());
-  (*slow.mutable_parameters())["timeout"].set_int64_param(200'000);
+  const inference::ModelInferRequest slow = held_request(200'000);
   ::grpc::ClientContext context;
   auto stream = f.stub->ModelStreamInfer(&context);
   REQUIRE(stream->Write(slow));
