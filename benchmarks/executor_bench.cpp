@@ -89,12 +89,12 @@ int main(int argc, char** argv) {
     }
   }
   served handed_over{{oip::testing::make_simple(), oip::testing::make_inline_simple("inline")}};
-  for (const std::string model : {"simple", "inline"}) {
-    benchmark::RegisterBenchmark(
-        fmt::format("hand_off/{}", model == "simple" ? "worker" : "inline").c_str(),
-        [&handed_over, model](benchmark::State& state) {
-          run(state, handed_over, model, simple_request(1));
-        })
+  for (const auto& [row, model] : {std::pair<std::string, std::string>{"worker", "simple"},
+                                   std::pair<std::string, std::string>{"inline", "inline"}}) {
+    benchmark::RegisterBenchmark(fmt::format("hand_off/{}", row).c_str(),
+                                 [&handed_over, model = model](benchmark::State& state) {
+                                   run(state, handed_over, model, simple_request(1));
+                                 })
         ->UseRealTime();
   }
   benchmark::RunSpecifiedBenchmarks();
