@@ -8,7 +8,10 @@ Usage: mlserver_client_test.py PATH/TO/oip-serve
 """
 
 import json
+import os
+import subprocess
 import sys
+import tempfile
 import urllib.error
 import urllib.request
 
@@ -193,6 +196,36 @@ def client_mistakes_are_4xx_with_triton_words(c):
     except grpc.RpcError as e:
         assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e.code()
         assert "INPUT1" in e.details(), e.details()
+
+
+@check
+def mlserver_infer_batch_client(c):
+    """`mlserver infer`, MLServer's batch client (tritonclient underneath), with requests merged
+    into micro-batches of two in JSON, then one by one as binary data."""
+    requests = [{"id": f"r{i}", "inputs": [
+        {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": list(range(i, i + 16))},
+        {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": [i] * 16}]}
+        for i in range(5)]
+    mlserver = os.path.join(os.path.dirname(sys.executable), "mlserver")
+    with tempfile.TemporaryDirectory() as directory:
+        inputs = os.path.join(directory, "in.txt")
+        with open(inputs, "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in requests)
+        for options in (["--batch-size", "2"], ["--binary-data"]):
+            outputs = os.path.join(directory, "out.txt")
+            subprocess.run([mlserver, "infer", "--url", c.http.removeprefix("http://"),
+                            "--model-name", "simple", "--input-data-path", inputs,
+                            "--output-data-path", outputs, "--transport", "rest", *options],
+                           check=True, capture_output=True, timeout=120)
+            with open(outputs) as f:
+                replies = {r.id: r for r in map(InferenceResponse.model_validate_json, f)}
+            assert sorted(replies) == [r["id"] for r in requests], (options, replies)
+            for i in range(5):
+                got = outputs_of(replies[f"r{i}"])
+                assert NumpyCodec.decode_output(got["OUTPUT0"]).tolist() == [
+                    [v + i for v in range(i, i + 16)]], (options, i, got)
+                assert NumpyCodec.decode_output(got["OUTPUT1"]).tolist() == [
+                    [v - i for v in range(i, i + 16)]], (options, i, got)
 
 
 if __name__ == "__main__":
