@@ -8,6 +8,7 @@
 #include <oip/export.hpp>
 #include <oip/float16.hpp>
 #include <oip/parameters.hpp>
+#include <oip/shape.hpp>
 #include <oip/status.hpp>
 
 #include <cassert>
@@ -22,10 +23,6 @@
 #include <vector>
 
 namespace oip {
-
-/// Dimensions of a tensor. -1 appears only in model metadata (a variable dimension), never in a
-/// tensor.
-using shape_type = std::vector<std::int64_t>;
 
 /// Product of the dimensions; `errc::invalid_argument` for a negative dimension or a product above
 /// 2^64 - 1. An empty shape is a scalar (1 element).
