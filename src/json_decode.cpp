@@ -931,7 +931,6 @@ status read_tensor(const document_context& doc, od::value value, std::size_t dep
     }
     if (key == "shape") {
       shape_type shape;
-      shape.reserve(4);
       if (status s = read_shape(doc, v, depth + 1, role, name_for_messages, shape); !s.ok()) {
         return s;
       }
@@ -1444,7 +1443,6 @@ bool read_usual_input(const document_context& doc, od::value& value, std::size_t
       if (!parsed) return false;
       type = *parsed;
     } else if (key == shape_key) {
-      shape.reserve(4);
       if (!read_usual_shape(v, shape, count) || count > doc.bounds->max_elements) return false;
     } else if (key == parameters_key) {
       if (!read_parameters(doc, v, 3, params).ok()) return false;
