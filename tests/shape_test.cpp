@@ -97,6 +97,10 @@ TEST_CASE("inserting, erasing and resizing a shape") {
   const std::vector<std::int64_t> more{20, 21, 22, 23};
   s.insert(s.begin() + 2, more.begin(), more.end());  // past the inline capacity
   CHECK(as_vector(s) == std::vector<std::int64_t>{8, 3, 20, 21, 22, 23, 1, 16, 5});
+  s.insert(s.begin(), s.begin() + 7, s.end());  // a range of the shape itself, which grows
+  CHECK(as_vector(s) == std::vector<std::int64_t>{16, 5, 8, 3, 20, 21, 22, 23, 1, 16, 5});
+  s.erase(s.begin());
+  s.erase(s.begin());
   CHECK(*s.erase(s.begin()) == 3);
   s.erase(s.end() - 1);
   CHECK(as_vector(s) == std::vector<std::int64_t>{3, 20, 21, 22, 23, 1, 16});

@@ -136,8 +136,11 @@ class shape_type {
   template <std::input_iterator It>
   iterator insert(const_iterator at, It first, It last) {
     const auto offset = static_cast<size_type>(at - begin());
+    const shape_type added(first, last);  // read first: the range may lie in this shape
     const size_type before = size_;
-    for (; first != last; ++first) push_back(static_cast<std::int64_t>(*first));
+    reserve(before + added.size());
+    std::copy(added.begin(), added.end(), data() + before);
+    size_ = before + added.size();
     std::rotate(begin() + offset, begin() + before, end());
     return begin() + offset;
   }
