@@ -312,13 +312,19 @@ struct fp32_top {
   }
 };
 
-// Offers p[at + j] for each set bit j of `mask`, then tightens `bound` once k values are held.
-inline void offer_bits(const std::byte* p, std::size_t at, std::uint64_t mask, fp32_top& top,
-                       float& bound) noexcept {
+// Offers p[at + j] for each set bit j of `mask`.
+inline void offer_each(const std::byte* p, std::size_t at, std::uint64_t mask,
+                       fp32_top& top) noexcept {
   for (; mask != 0; mask &= mask - 1) {
     const std::size_t i = at + static_cast<std::size_t>(std::countr_zero(mask));
     top.offer(load_at<float>(p, i), static_cast<std::uint32_t>(i));
   }
+}
+
+// The same, then tightens `bound` once k values are held.
+inline void offer_bits(const std::byte* p, std::size_t at, std::uint64_t mask, fp32_top& top,
+                       float& bound) noexcept {
+  offer_each(p, at, mask, top);
   bound = top.tightened(bound);
 }
 
@@ -340,17 +346,17 @@ __attribute__((target("avx512f"))) inline __mmask16 reaches(const std::byte* p, 
 }
 
 // For each lane of m, how many lanes hold a value at or above its own (itself included): one
-// comparison of m with each of its sixteen rotations. (Counting through memory, lane by lane, was
-// 10 ns slower: the sixteen counts were stored one by one and read back as one vector.)
+// comparison of m with each of its fifteen other rotations. (Counting through memory, lane by lane,
+// was 10 ns slower: the sixteen counts were stored one by one and read back as one vector.)
 template <int... rotation>
 __attribute__((target("avx512f"))) inline __m512i lanes_reaching(
     __m512 m, std::integer_sequence<int, rotation...> /*unused*/) noexcept {
   const __m512i bits = _mm512_castps_si512(m);
   const __m512i one = _mm512_set1_epi32(1);
-  __m512i reaching = _mm512_setzero_si512();
+  __m512i reaching = one;  // each lane reaches itself: m holds no NaN
   ((reaching = _mm512_mask_add_epi32(
         reaching,
-        _mm512_cmp_ps_mask(_mm512_castsi512_ps(_mm512_alignr_epi32(bits, bits, rotation)), m,
+        _mm512_cmp_ps_mask(_mm512_castsi512_ps(_mm512_alignr_epi32(bits, bits, rotation + 1)), m,
                            _CMP_GE_OQ),
         reaching, one)),
    ...);
@@ -370,43 +376,37 @@ __attribute__((target("avx512f,avx512dq"))) inline __m512 block_lane_maxima(
   return _mm512_max_ps(low, high);
 }
 
-// The values of a prefix that reach the first bound, gathered before any is offered: offering
-// them one by one as each block is tested made every block's test wait for the previous block's
-// offers (the bound they tighten), a chain as long as the prefix. The arrays are left
-// uninitialised: `count` says how much of them holds values.
-struct fp32_candidates {                          // NOLINT(cppcoreguidelines-pro-type-member-init)
-  static constexpr std::size_t flush_above = 64;  // then a block's 64 more still fit
-  std::size_t count = 0;
-  float values[flush_above + fp32_step];
-  std::uint32_t indices[flush_above + fp32_step];
-
-  void add(const std::byte* p, std::size_t at, std::uint64_t mask) noexcept {
-    for (; mask != 0; mask &= mask - 1) {
-      const std::size_t i = at + static_cast<std::size_t>(std::countr_zero(mask));
-      values[count] = load_at<float>(p, i);
-      indices[count] = static_cast<std::uint32_t>(i);
-      ++count;
-    }
-  }
-  // Offers what was gathered, in index order, and tightens the bound.
-  void flush(fp32_top& top, float& bound) noexcept {
-    for (std::size_t j = 0; j < count; ++j) top.offer(values[j], indices[j]);
-    count = 0;
-    bound = top.tightened(bound);
-  }
-};
-
-__attribute__((target("avx512f"))) inline std::uint64_t block_reaching(const std::byte* p,
-                                                                       std::size_t i,
-                                                                       __m512 bound) noexcept {
-  return std::uint64_t{reaches(p, i, bound)} | std::uint64_t{reaches(p, i + 16, bound)} << 16U |
-         std::uint64_t{reaches(p, i + 32, bound)} << 32U |
-         std::uint64_t{reaches(p, i + 48, bound)} << 48U;
+// The values of the block at `i` that reach `bound`, as one 64-bit mask. The four 16-bit masks are
+// joined in mask registers: moving each to a general register to shift and join took more
+// instructions, and the kernel's time follows its instruction count.
+__attribute__((target("avx512f,avx512bw"))) inline std::uint64_t block_reaching(
+    const std::byte* p, std::size_t i, __m512 bound) noexcept {
+  const __mmask32 low = _mm512_kunpackw(reaches(p, i + 16, bound), reaches(p, i, bound));
+  const __mmask32 high = _mm512_kunpackw(reaches(p, i + 48, bound), reaches(p, i + 32, bound));
+  return _cvtmask64_u64(_mm512_kunpackd(high, low));
 }
 
-__attribute__((target("avx512f,avx512dq"))) bool select_fp32_avx512(const std::byte* p,
-                                                                    std::size_t count,
-                                                                    std::size_t k, fp32_top& top) {
+// The same for the last values of a row, fewer than a block (`n` < 64): each row of the block is
+// masked to the values in the row.
+__attribute__((target("avx512f,avx512bw"))) inline __mmask16 row_part_reaching(
+    const std::byte* p, std::size_t i, std::uint64_t in_row, __m512 bound) noexcept {
+  const auto valid = static_cast<__mmask16>(in_row);
+  return _mm512_mask_cmp_ps_mask(valid, _mm512_maskz_loadu_ps(valid, p + i * 4), bound, _CMP_GE_OQ);
+}
+__attribute__((target("avx512f,avx512bw"))) inline std::uint64_t part_reaching(
+    const std::byte* p, std::size_t i, std::size_t n, __m512 bound) noexcept {
+  const std::uint64_t in_row = (std::uint64_t{1} << n) - 1U;
+  const __mmask32 low = _mm512_kunpackw(row_part_reaching(p, i + 16, in_row >> 16U, bound),
+                                        row_part_reaching(p, i, in_row, bound));
+  const __mmask32 high = _mm512_kunpackw(row_part_reaching(p, i + 48, in_row >> 48U, bound),
+                                         row_part_reaching(p, i + 32, in_row >> 32U, bound));
+  return _cvtmask64_u64(_mm512_kunpackd(high, low));
+}
+
+__attribute__((target("avx512f,avx512dq,avx512bw"))) bool select_fp32_avx512(const std::byte* p,
+                                                                             std::size_t count,
+                                                                             std::size_t k,
+                                                                             fp32_top& top) {
   // Pass 1 over the sampled prefix keeps each block's lane maxima, so that pass 2 tests a block
   // of the prefix with one comparison.
   const std::size_t sampled_blocks = std::min(count, fp32_sampled) / fp32_step;
@@ -419,48 +419,45 @@ __attribute__((target("avx512f,avx512dq"))) bool select_fp32_avx512(const std::b
   }
   if (nan_seen != 0) return false;
   // The k-th largest lane maximum is the largest that at least k lane maxima reach.
-  const __m512i reaching = lanes_reaching(m, std::make_integer_sequence<int, 16>{});
+  const __m512i reaching = lanes_reaching(m, std::make_integer_sequence<int, 15>{});
   const __mmask16 kth_or_above =
       _mm512_cmpge_epu32_mask(reaching, _mm512_set1_epi32(static_cast<int>(k)));
   float bound = _mm512_mask_reduce_max_ps(kth_or_above, m);
 
-  fp32_candidates candidates;
   __m512 b = _mm512_set1_ps(bound);
-  for (std::size_t blk = 0; blk < sampled_blocks; ++blk) {
-    if (_mm512_cmp_ps_mask(block_maxima[blk], b, _CMP_GE_OQ) == 0) continue;
-    if (candidates.count > fp32_candidates::flush_above) {
-      candidates.flush(top, bound);
+  // The prefix's values that reach the bound are offered block by block, the bound left as it is:
+  // tightening it after each block's offers made the next block's test wait for them, a chain as
+  // long as the prefix. It is tightened after every 64 offers, so that a row of equal values is
+  // not offered whole.
+  std::size_t offered = 0;
+  static_assert(sizeof(__m512) == fp32_step);
+  const auto* maxima_bytes = reinterpret_cast<const std::byte*>(block_maxima);
+  // One induction variable: the block at value `at` keeps its maxima at byte `at` of block_maxima.
+  for (std::size_t at = 0; at < sampled_blocks * fp32_step; at += fp32_step) {
+    if (_mm512_cmp_ps_mask(_mm512_load_ps(maxima_bytes + at), b, _CMP_GE_OQ) == 0) continue;
+    if (offered > fp32_step) {
+      bound = top.tightened(bound);
       b = _mm512_set1_ps(bound);
+      offered = 0;
     }
-    candidates.add(p, blk * fp32_step, block_reaching(p, blk * fp32_step, b));
+    const std::uint64_t mask = block_reaching(p, at, b);
+    offered += static_cast<std::size_t>(std::popcount(mask));
+    offer_each(p, at, mask, top);
   }
+  bound = top.tightened(bound);
+  // Past the prefix, each block's values are offered as soon as it is tested.
   std::size_t i = sampled_blocks * fp32_step;
-  if (count - i >= fp32_step) {
-    // Past the prefix, each block's candidates are offered as soon as it is tested.
-    candidates.flush(top, bound);
-    for (; i + fp32_step <= count; i += fp32_step) {
-      b = _mm512_set1_ps(bound);
-      const __m512 maxima = block_lane_maxima(p + i * 4, nan_seen);
-      if (nan_seen != 0) return false;
-      if (_mm512_cmp_ps_mask(maxima, b, _CMP_GE_OQ) != 0) {
-        candidates.add(p, i, block_reaching(p, i, b));
-        candidates.flush(top, bound);
-      }
+  for (; i + fp32_step <= count; i += fp32_step) {
+    b = _mm512_set1_ps(bound);
+    const __m512 maxima = block_lane_maxima(p + i * 4, nan_seen);
+    if (nan_seen != 0) return false;
+    if (_mm512_cmp_ps_mask(maxima, b, _CMP_GE_OQ) != 0) {
+      offer_bits(p, i, block_reaching(p, i, b), top, bound);
     }
-    b = _mm512_set1_ps(bound);
   }
-  // The last values, fewer than a block, join the candidates.
-  if (candidates.count > fp32_candidates::flush_above) {
-    candidates.flush(top, bound);
-    b = _mm512_set1_ps(bound);
-  }
-  for (; i < count; i += 16) {
-    const std::size_t left = std::min<std::size_t>(count - i, 16);
-    const auto lanes_left = static_cast<__mmask16>((1U << left) - 1U);
-    const __m512 v = _mm512_maskz_loadu_ps(lanes_left, p + i * 4);
-    candidates.add(p, i, _mm512_mask_cmp_ps_mask(lanes_left, v, b, _CMP_GE_OQ));
-  }
-  candidates.flush(top, bound);
+  // The last values, fewer than a block.
+  if (i < count)
+    offer_bits(p, i, part_reaching(p, i, count - i, _mm512_set1_ps(bound)), top, bound);
   return top.size == k;
 }
 
@@ -529,6 +526,14 @@ bool select_fp32(const std::byte* p, std::size_t count, std::size_t k, fp32_top&
   static_cast<void>(p);
   static_cast<void>(top);
   return false;
+}
+
+// The indices of the top k of an FP32 row written to out[0, k), or false where select_fp32 is.
+bool select_fp32_into(const std::byte* p, std::size_t count, std::size_t k, std::uint64_t* out) {
+  fp32_top top{k};
+  if (!select_fp32(p, count, k, top)) return false;
+  for (std::size_t i = 0; i < k; ++i) out[i] = top.indices[i];
+  return true;
 }
 
 // Fast selection over values compared as stored (every type but FP16/BF16), for k <= lanes.
@@ -613,11 +618,7 @@ void select_row(const buffer& data, std::size_t begin, std::size_t count, std::s
     for (std::size_t i = 0; i < top.size(); ++i) out[i] = top.index(i);
   };
   if constexpr (std::is_same_v<T, float>) {
-    fp32_top top{k};
-    if (select_fp32(data.data() + begin * sizeof(float), count, k, top)) {
-      std::copy(top.indices, top.indices + k, out);
-      return;
-    }
+    if (select_fp32_into(data.data() + begin * sizeof(float), count, k, out)) return;
   }
   if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
     if (k <= 16 && count >= fp32_step) {
@@ -697,33 +698,19 @@ char* write_value(char* at, T value) {
   }
 }
 
-}  // namespace
-
-result<std::size_t> top_classes(const tensor& output, std::size_t n, bool batched,
-                                std::span<std::uint64_t> out) {
-  const auto too_small = [&](std::size_t needed) {
-    return status{errc::invalid_argument,
-                  fmt::format("{} indices do not fit the top classes of output '{}': {} are needed",
-                              out.size(), output.name(), needed)};
-  };
-  // A classifier's usual output, one FP32 row, goes straight to the vector kernel: the general
-  // path's layers (the row layout, the type visit, row by row) took about a tenth of a
-  // 1,000-value call.
-  if (output.type() == datatype::fp32 &&
-      (!batched || (!output.shape().empty() && output.shape()[0] == 1))) {
-    const auto count = static_cast<std::size_t>(output.element_count());
-    const std::size_t k = std::min(n, count);
-    if (out.size() < k) return too_small(k);
-    fp32_top top{k};
-    if (k > 0 && select_fp32(output.data().data(), count, k, top)) {
-      std::copy(top.indices, top.indices + k, out.begin());
-      return k;
-    }
-  }
+// Every case: the row layout, the type visit, then each row. Kept out of top_classes so that the
+// FP32 fast path does not pay for its registers.
+[[gnu::noinline]] result<std::size_t> top_classes_by_row(const tensor& output, std::size_t n,
+                                                         bool batched,
+                                                         std::span<std::uint64_t> out) {
   result<row_layout> layout = layout_of(output, n, batched);
   if (!layout) return std::move(layout).error();
   const std::size_t total = layout->rows * layout->k;
-  if (out.size() < total) return too_small(total);
+  if (out.size() < total) {
+    return status{errc::invalid_argument,
+                  fmt::format("{} indices do not fit the top classes of output '{}': {} are needed",
+                              out.size(), output.name(), total)};
+  }
   visit_numeric(output.type(), [&](auto tag) {
     using T = decltype(tag);
     for (std::size_t row = 0; row < layout->rows; ++row) {
@@ -732,6 +719,24 @@ result<std::size_t> top_classes(const tensor& output, std::size_t n, bool batche
     }
   });
   return total;
+}
+
+}  // namespace
+
+result<std::size_t> top_classes(const tensor& output, std::size_t n, bool batched,
+                                std::span<std::uint64_t> out) {
+  // A classifier's usual output, one FP32 row, goes straight to the vector kernel: the general
+  // path's layers (the row layout, the type visit, row by row, and the registers they need saved)
+  // took about a tenth of a 1,000-value call.
+  if (output.type() == datatype::fp32 &&
+      (!batched || (!output.shape().empty() && output.shape()[0] == 1))) {
+    const auto count = static_cast<std::size_t>(output.element_count());
+    const std::size_t k = std::min(n, count);
+    if (k > 0 && out.size() >= k && select_fp32_into(output.data().data(), count, k, out.data())) {
+      return k;
+    }
+  }
+  return top_classes_by_row(output, n, batched, out);
 }
 
 result<std::vector<std::uint64_t>> top_classes(const tensor& output, std::size_t n, bool batched) {
