@@ -347,20 +347,23 @@ __attribute__((target("avx512f"))) inline __mmask16 reaches(const std::byte* p, 
 
 // For each lane of m, how many lanes hold a value at or above its own (itself included): one
 // comparison of m with each of its fifteen other rotations. (Counting through memory, lane by lane,
-// was 10 ns slower: the sixteen counts were stored one by one and read back as one vector.)
+// was 10 ns slower: the sixteen counts were stored one by one and read back as one vector.) The
+// counts are summed in three chains: the kernel's time follows this latency, which every later
+// step waits for.
 template <int... rotation>
 __attribute__((target("avx512f"))) inline __m512i lanes_reaching(
     __m512 m, std::integer_sequence<int, rotation...> /*unused*/) noexcept {
   const __m512i bits = _mm512_castps_si512(m);
   const __m512i one = _mm512_set1_epi32(1);
-  __m512i reaching = one;  // each lane reaches itself: m holds no NaN
-  ((reaching = _mm512_mask_add_epi32(
-        reaching,
+  // Each lane reaches itself: m holds no NaN.
+  __m512i chains[3] = {one, _mm512_setzero_si512(), _mm512_setzero_si512()};
+  ((chains[rotation % 3] = _mm512_mask_add_epi32(
+        chains[rotation % 3],
         _mm512_cmp_ps_mask(_mm512_castsi512_ps(_mm512_alignr_epi32(bits, bits, rotation + 1)), m,
                            _CMP_GE_OQ),
-        reaching, one)),
+        chains[rotation % 3], one)),
    ...);
-  return reaching;
+  return _mm512_add_epi32(_mm512_add_epi32(chains[0], chains[1]), chains[2]);
 }
 
 // The largest value in each lane of the 64 values at `at`, or NaN in the lanes of `nan_seen`. The
@@ -418,13 +421,19 @@ __attribute__((target("avx512f,avx512dq,avx512bw"))) bool select_fp32_avx512(con
     m = _mm512_max_ps(block_maxima[blk], m);
   }
   if (nan_seen != 0) return false;
-  // The k-th largest lane maximum is the largest that at least k lane maxima reach.
+  // The bound is the k-th largest lane maximum. Without ties it is the one lane that exactly k
+  // lanes reach, taken by a compress and a broadcast; that is 4 ns faster than the reduction that
+  // ties need (the largest that at least k lanes reach).
   const __m512i reaching = lanes_reaching(m, std::make_integer_sequence<int, 15>{});
-  const __mmask16 kth_or_above =
-      _mm512_cmpge_epu32_mask(reaching, _mm512_set1_epi32(static_cast<int>(k)));
-  float bound = _mm512_mask_reduce_max_ps(kth_or_above, m);
-
-  __m512 b = _mm512_set1_ps(bound);
+  const __m512i wanted = _mm512_set1_epi32(static_cast<int>(k));
+  const __mmask16 kth = _mm512_cmpeq_epi32_mask(reaching, wanted);
+  __m512 b;
+  if (kth != 0) [[likely]] {
+    b = _mm512_broadcastss_ps(_mm512_castps512_ps128(_mm512_maskz_compress_ps(kth, m)));
+  } else {
+    b = _mm512_set1_ps(_mm512_mask_reduce_max_ps(_mm512_cmpge_epu32_mask(reaching, wanted), m));
+  }
+  float bound = _mm512_cvtss_f32(b);
   // The prefix's values that reach the bound are offered block by block, the bound left as it is:
   // tightening it after each block's offers made the next block's test wait for them, a chain as
   // long as the prefix. It is tightened after every 64 offers, so that a row of equal values is
