@@ -529,19 +529,29 @@ __attribute__((target("avx2"))) bool select_fp32_avx2(const std::byte* p, std::s
 
 // False when no vector path applies, the row holds fewer than k numbers, or its NaNs are more than
 // the AVX-512 kernel's block maxima step over: the general path then places the NaNs.
-bool select_fp32(const std::byte* p, std::size_t count, std::size_t k, fp32_top& top) {
-  if (k > 16 || count < fp32_step || count > std::numeric_limits<std::uint32_t>::max())
-    return false;
+using fp32_kernel = bool (*)(const std::byte*, std::size_t, std::size_t, fp32_top&);
+
+bool no_fp32_kernel(const std::byte* /*p*/, std::size_t /*count*/, std::size_t /*k*/,
+                    fp32_top& /*top*/) noexcept {
+  return false;
+}
+
+fp32_kernel best_fp32_kernel() noexcept {
 #if defined(__x86_64__)
   switch (detail::best_simd_path()) {
-    case detail::simd_path::avx512: return select_fp32_avx512(p, count, k, top);
-    case detail::simd_path::avx2_f16c: return select_fp32_avx2(p, count, k, top);
+    case detail::simd_path::avx512: return select_fp32_avx512;
+    case detail::simd_path::avx2_f16c: return select_fp32_avx2;
     case detail::simd_path::portable: break;
   }
 #endif
-  static_cast<void>(p);
-  static_cast<void>(top);
-  return false;
+  return no_fp32_kernel;
+}
+
+bool select_fp32(const std::byte* p, std::size_t count, std::size_t k, fp32_top& top) {
+  if (k > 16 || count < fp32_step || count > std::numeric_limits<std::uint32_t>::max())
+    return false;
+  static const fp32_kernel kernel = best_fp32_kernel();
+  return kernel(p, count, k, top);
 }
 
 // The indices of the top k of an FP32 row written to out[0, k), or false where select_fp32 is.
