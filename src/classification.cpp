@@ -481,24 +481,47 @@ __attribute__((target("avx2"))) inline __m256 load8(const std::byte* p, std::siz
   return _mm256_loadu_ps(reinterpret_cast<const float*>(p + i * 4));
 }
 
+// The largest number of each lane of the values at i, i + 16, i + 32 and i + 48 (-inf where all
+// four are NaN): maxps returns its second operand when either is NaN, and that operand is the
+// running maximum, which starts at -inf.
+__attribute__((target("avx2"))) inline __m256 lane_maxima_of_4(const std::byte* p,
+                                                               std::size_t i) noexcept {
+  __m256 m = _mm256_max_ps(load8(p, i), _mm256_set1_ps(-std::numeric_limits<float>::infinity()));
+  m = _mm256_max_ps(load8(p, i + 16), m);
+  m = _mm256_max_ps(load8(p, i + 32), m);
+  return _mm256_max_ps(load8(p, i + 48), m);
+}
+
+// The values of the 64 at `i` that reach `bound`, as one mask.
+__attribute__((target("avx2"))) inline std::uint64_t block_reaching_avx2(const std::byte* p,
+                                                                         std::size_t i,
+                                                                         __m256 bound) noexcept {
+  std::uint64_t mask = 0;
+  for (std::size_t j = 0; j < fp32_step; j += 8) {
+    const auto bits = static_cast<unsigned>(
+        _mm256_movemask_ps(_mm256_cmp_ps(load8(p, i + j), bound, _CMP_GE_OQ)));
+    mask |= std::uint64_t{bits} << j;
+  }
+  return mask;
+}
+
 __attribute__((target("avx2"))) bool select_fp32_avx2(const std::byte* p, std::size_t count,
                                                       std::size_t k, fp32_top& top) {
-  __m256 m0 = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
-  __m256 m1 = m0;
-  __m256 m2 = m0;
-  __m256 m3 = m0;
-  const std::size_t sampled = std::min(count, fp32_sampled) / fp32_step * fp32_step;
-  for (std::size_t i = 0; i < sampled; i += fp32_step) {
-    for (std::size_t j = 0; j < fp32_step; j += 32) {
-      m0 = _mm256_max_ps(load8(p, i + j), m0);
-      m1 = _mm256_max_ps(load8(p, i + j + 8), m1);
-      m2 = _mm256_max_ps(load8(p, i + j + 16), m2);
-      m3 = _mm256_max_ps(load8(p, i + j + 24), m3);
-    }
+  // Pass 1 over the sampled prefix keeps each block's maxima, folded to eight lanes, so that pass
+  // 2 tests a block of the prefix with one comparison instead of eight.
+  const std::size_t sampled_blocks = std::min(count, fp32_sampled) / fp32_step;
+  __m256 block_maxima[fp32_sampled / fp32_step];
+  __m256 low = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 high = low;
+  for (std::size_t blk = 0; blk < sampled_blocks; ++blk) {
+    const std::size_t i = blk * fp32_step;
+    const __m256 block_low = lane_maxima_of_4(p, i);
+    const __m256 block_high = lane_maxima_of_4(p, i + 8);
+    block_maxima[blk] = _mm256_max_ps(block_low, block_high);
+    low = _mm256_max_ps(block_low, low);
+    high = _mm256_max_ps(block_high, high);
   }
   float maxima[16];
-  const __m256 low = _mm256_max_ps(m0, m2);
-  const __m256 high = _mm256_max_ps(m1, m3);
   _mm256_storeu_ps(maxima, low);
   _mm256_storeu_ps(maxima + 8, high);
   unsigned reaching[16];
@@ -511,15 +534,16 @@ __attribute__((target("avx2"))) bool select_fp32_avx2(const std::byte* p, std::s
     reaching[j] = static_cast<unsigned>(std::popcount(low_bits | high_bits << 8U));
   }
   float bound = kth_largest_of_16(maxima, reaching, k);
-  std::size_t i = 0;
+  for (std::size_t blk = 0; blk < sampled_blocks; ++blk) {
+    const __m256 b = _mm256_set1_ps(bound);
+    const __m256 reached = _mm256_cmp_ps(block_maxima[blk], b, _CMP_GE_OQ);
+    if (_mm256_testz_ps(reached, reached) != 0) continue;
+    offer_bits(p, blk * fp32_step, block_reaching_avx2(p, blk * fp32_step, b), top, bound);
+  }
+  std::size_t i = sampled_blocks * fp32_step;
   for (; i + fp32_step <= count; i += fp32_step) {
     const __m256 b = _mm256_set1_ps(bound);
-    std::uint64_t mask = 0;
-    for (std::size_t j = 0; j < fp32_step; j += 8) {
-      const auto bits =
-          static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(load8(p, i + j), b, _CMP_GE_OQ)));
-      mask |= std::uint64_t{bits} << j;
-    }
+    const std::uint64_t mask = block_reaching_avx2(p, i, b);
     if (mask != 0) offer_bits(p, i, mask, top, bound);
   }
   offer_tail(p, i, count, top, bound);
