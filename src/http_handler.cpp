@@ -270,14 +270,19 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     return json_reply(200, out + "]");
   }
 
-  http_response load_reply(const http_request& request, const std::string& name) const {
+  // The load or unload runs on the service's model-control thread, which calls `done`.
+  void load_or_unload(const http_request& request, std::string_view action, std::string name,
+                      completion& done) const {
+    const auto answer = [done = std::move(done)](const status& s) {
+      done(s.ok() ? json_reply(200, "{}") : error_reply(s));
+    };
+    if (action == "unload") return service.unload(std::move(name), answer);
     result<buffer> body = plain_body(request);
-    if (!body) return error_reply(body.error());
+    if (!body) return answer(body.error());
     result<parameters> asked =
         decode_repository_load_request(body->as_string_view(), options.bounds);
-    if (!asked) return error_reply(asked.error());
-    if (status s = service.load(name, *asked); !s.ok()) return error_reply(s);
-    return json_reply(200, "{}");
+    if (!asked) return answer(asked.error());
+    service.load(std::move(name), std::move(*asked), answer);
   }
 
   static http_response trace_reply(const result<trace_settings>& settings) {
@@ -349,11 +354,6 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     return json_reply(200, "");
   }
 
-  http_response unload_reply(const std::string& name) const {
-    if (status s = service.unload(name); !s.ok()) return error_reply(s);
-    return json_reply(200, "{}");
-  }
-
   // --- inference ---------------------------------------------------------------------------------
 
   void infer(http_request& request, const std::string& name, std::optional<std::uint64_t> version,
@@ -404,6 +404,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     result<response_format> format = response_format::from_request(*decoded);
     if (!format) return refuse(format.error());
     if (raw) format->binary_by_default = true;
+    format->max_json_bytes = options.bounds.json_response_bound(request.body.size());
     for (const shared_memory_destination& place : *destinations) {
       format->shared_memory_outputs.push_back(place.output);
     }
@@ -559,8 +560,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
           (action == "load" || action == "unload")) {
         if (!post) return refuse_method("POST");
         if (at == 3) return fail(repository_name_refused());
-        const std::string& model = path[at + 1];
-        return reply(action == "load" ? load_reply(request, model) : unload_reply(model));
+        return load_or_unload(request, action, path[at + 1], done);
       }
       return not_found();
     }

@@ -1,3 +1,4 @@
+#include "detail/serial_worker.hpp"
 #include "detail/validation.hpp"
 
 #include <oip/inference_service.hpp>
@@ -9,6 +10,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <future>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -453,6 +455,15 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   std::map<const model*, model_extras> extras;
   std::unique_ptr<shared_memory_registry> regions;  // when the extension is offered
   std::shared_ptr<tracer> traces;                   // a traced request's completion holds it too
+  // Model loads and unloads, made with the first one.
+  std::mutex control_mutex;
+  std::unique_ptr<detail::serial_worker> control;
+
+  void post_control(std::function<void()> task) {
+    const std::lock_guard lock{control_mutex};
+    if (!control) control = std::make_unique<detail::serial_worker>();
+    control->post(std::move(task));
+  }
 
   state(model_repository& r, executor& w, server_options o)
       : repository{r},
@@ -811,7 +822,15 @@ inference_service::inference_service(model_repository& repository, executor& wor
     : state_{std::make_shared<state>(repository, workers, std::move(options))} {}
 
 inference_service::~inference_service() {
-  if (state_) state_->stop_batching();
+  if (!state_) return;
+  {
+    std::unique_ptr<detail::serial_worker> control;
+    {
+      const std::lock_guard lock{state_->control_mutex};
+      control = std::move(state_->control);
+    }
+  }  // the loads and unloads posted are done
+  state_->stop_batching();
 }
 
 const server_options& inference_service::options() const noexcept { return state_->options; }
@@ -837,7 +856,9 @@ namespace {
 // Triton's answer on the trace routes for a model that is unknown or not ready (none named is the
 // global scope).
 status known_or_global(const model_repository& repository, std::optional<std::string_view> model) {
-  if (!model || repository.acquire(*model, std::nullopt)) return status{};
+  if (!model) return status{};
+  if (status s = check_model_name(*model); !s.ok()) return s;
+  if (repository.acquire(*model, std::nullopt)) return status{};
   return status{errc::invalid_argument, fmt::format("Request for unknown model : {}", *model)};
 }
 
@@ -922,6 +943,9 @@ result<model_config> inference_service::configuration(std::string_view model,
 
 result<std::vector<statistics_snapshot>> inference_service::statistics(
     std::optional<std::string_view> model, std::optional<std::uint64_t> version) const {
+  if (model) {
+    if (status s = check_model_name(*model); !s.ok()) return s;
+  }
   std::vector<statistics_snapshot> out;
   for (const model_index_entry& entry : state_->repository.index()) {
     if (model && entry.name != *model) continue;
@@ -954,14 +978,16 @@ std::vector<model_index_entry> inference_service::repository_index() const {
   return out;
 }
 
-status inference_service::load(const std::string& model, const parameters& request) {
-  model_repository& repository = state_->repository;
-  const std::shared_ptr<model_loader> loader = repository.loader();
-  if (!loader) {
-    return status{errc::invalid_argument,
-                  "this server has no model loader: its models are registered by the host "
-                  "application"};
-  }
+status model_control_refused() {
+  return status{errc::failed_precondition,
+                "explicit model load / unload is not allowed if polling is enabled"};
+}
+
+namespace {
+
+// Builds `model` with `loader` and registers it; on the model-control thread.
+status load_now(model_repository& repository, model_loader& loader, const std::string& model,
+                const parameters& request) {
   const bool serving = repository.acquire(model, std::nullopt).ok();
   if (serving && request.empty()) return {};
   // The loader's models are version 1: a version the host registered would go on serving
@@ -974,18 +1000,71 @@ status inference_service::load(const std::string& model, const parameters& reque
                                 model, version)};
     }
   }
-  result<std::shared_ptr<oip::model>> loaded = loader->load_with(model, request);
+  result<std::shared_ptr<oip::model>> loaded = loader.load_with(model, request);
   if (!loaded) return loaded.error();
   if (*loaded == nullptr || (*loaded)->config().name != model) {
     return status{errc::internal, fmt::format("the loader did not produce model '{}'", model)};
   }
   // A model that is there is reloaded, as in Triton: with parameters, or when it is not ready or
-  // is being unloaded. Two loads at once both succeed; the later one's model stays.
+  // is being unloaded.
   return repository.replace(std::move(*loaded));
 }
 
-status inference_service::unload(const std::string& model) {
-  return state_->repository.remove(model);
+}  // namespace
+
+void inference_service::load(std::string model, parameters request, control_completion done) {
+  if (state_->options.model_control != model_control_mode::explicit_loading) {
+    return done(model_control_refused());
+  }
+  if (status s = check_model_name(model); !s.ok()) return done(s);
+  std::shared_ptr<model_loader> loader = state_->repository.loader();
+  if (!loader) {
+    return done(status{errc::invalid_argument,
+                       "this server has no model loader: its models are registered by the host "
+                       "application"});
+  }
+  const std::vector<std::string> offered = loader->available();
+  if (std::find(offered.begin(), offered.end(), model) == offered.end()) {
+    return done(status{errc::not_found,
+                       fmt::format("failed to load '{}': this server's model loader has no model "
+                                   "of that name",
+                                   model)});
+  }
+  state_->post_control([state = state_, loader = std::move(loader), model = std::move(model),
+                        request = std::move(request), done = std::move(done)] {
+    done(load_now(state->repository, *loader, model, request));
+  });
+}
+
+void inference_service::unload(std::string model, control_completion done) {
+  if (state_->options.model_control != model_control_mode::explicit_loading) {
+    return done(model_control_refused());
+  }
+  if (status s = check_model_name(model); !s.ok()) return done(s);
+  state_->post_control([state = state_, model = std::move(model), done = std::move(done)] {
+    done(state->repository.remove(model));
+  });
+}
+
+namespace {
+// The completion holds the promise, so that it outlives a `set_value` on the control thread.
+template <class Start>
+status wait_for(Start&& start) {
+  auto outcome = std::make_shared<std::promise<status>>();
+  std::future<status> ready = outcome->get_future();
+  start([outcome](status s) { outcome->set_value(std::move(s)); });
+  return ready.get();
+}
+}  // namespace
+
+status inference_service::load(std::string model, parameters request) {
+  return wait_for([&](control_completion done) {
+    load(std::move(model), std::move(request), std::move(done));
+  });
+}
+
+status inference_service::unload(std::string model) {
+  return wait_for([&](control_completion done) { unload(std::move(model), std::move(done)); });
 }
 
 result<model_lease> inference_service::acquire(std::string_view model,

@@ -68,16 +68,35 @@ namespace detail {
 
 namespace {
 
+// Elements are written a block at a time: room for the block's worst case, the numbers written
+// into it, the string cut to what they took. The text never holds more than a block of unwritten
+// room, and a reply over its bound stops within a block of it.
+constexpr std::size_t elements_per_block = 4096;
+
+status too_long() { return status{errc::payload_too_large, "the JSON text is over its bound"}; }
+
 template <class T, class Write>
-void append_elements(std::string& text, const tensor& t, Write write) {
-  const std::size_t start = text.size();
-  text.resize(start + t.element_count() * (detail::max_element_chars<T> + 1) + 1);
-  char* at = text.data() + start;
-  for (std::size_t i = 0; i < t.element_count(); ++i) {
-    if (i != 0) *at++ = ',';
-    at = write(at, t.data().load<T>(i));
+status append_elements(std::string& text, const tensor& t, std::size_t max_text_bytes,
+                       Write write) {
+  const std::size_t count = t.element_count();
+  // Each element takes a character and a comma at least: what it will write, reserved once.
+  if (count > (max_text_bytes - std::min(max_text_bytes, text.size())) / 2 + 1) {
+    return too_long();
   }
-  text.resize(static_cast<std::size_t>(at - text.data()));
+  text.reserve(text.size() + 2 * count);
+  for (std::size_t first = 0; first < count; first += elements_per_block) {
+    const std::size_t last = std::min(count, first + elements_per_block);
+    const std::size_t start = text.size();
+    text.resize(start + (last - first) * (detail::max_element_chars<T> + 1));
+    char* at = text.data() + start;
+    for (std::size_t i = first; i < last; ++i) {
+      if (i != 0) *at++ = ',';
+      at = write(at, t.data().load<T>(i));
+    }
+    text.resize(static_cast<std::size_t>(at - text.data()));
+    if (text.size() > max_text_bytes) return too_long();
+  }
+  return {};
 }
 
 }  // namespace
@@ -92,49 +111,50 @@ status append_json_values(std::string& text, const tensor& t, std::string_view r
   };
   switch (t.type()) {
     case datatype::boolean:
-      append_elements<std::uint8_t>(text, t, [&format](char* at, std::uint8_t b) {
-        const std::string_view token =
-            format.booleans_as_digits ? (b != 0 ? "1" : "0") : (b != 0 ? "true" : "false");
-        std::memcpy(at, token.data(), token.size());
-        return at + token.size();
-      });
-      return {};
+      return append_elements<std::uint8_t>(
+          text, t, format.max_text_bytes, [&format](char* at, std::uint8_t b) {
+            const std::string_view token =
+                format.booleans_as_digits ? (b != 0 ? "1" : "0") : (b != 0 ? "true" : "false");
+            std::memcpy(at, token.data(), token.size());
+            return at + token.size();
+          });
     case datatype::uint8:
-      append_elements<std::uint8_t>(text, t, write_integer<std::uint8_t>);
-      return {};
+      return append_elements<std::uint8_t>(text, t, format.max_text_bytes,
+                                           write_integer<std::uint8_t>);
     case datatype::uint16:
-      append_elements<std::uint16_t>(text, t, write_integer<std::uint16_t>);
-      return {};
+      return append_elements<std::uint16_t>(text, t, format.max_text_bytes,
+                                            write_integer<std::uint16_t>);
     case datatype::uint32:
-      append_elements<std::uint32_t>(text, t, write_integer<std::uint32_t>);
-      return {};
+      return append_elements<std::uint32_t>(text, t, format.max_text_bytes,
+                                            write_integer<std::uint32_t>);
     case datatype::uint64:
-      append_elements<std::uint64_t>(text, t, write_integer<std::uint64_t>);
-      return {};
+      return append_elements<std::uint64_t>(text, t, format.max_text_bytes,
+                                            write_integer<std::uint64_t>);
     case datatype::int8:
-      append_elements<std::int8_t>(text, t, write_integer<std::int8_t>);
-      return {};
+      return append_elements<std::int8_t>(text, t, format.max_text_bytes,
+                                          write_integer<std::int8_t>);
     case datatype::int16:
-      append_elements<std::int16_t>(text, t, write_integer<std::int16_t>);
-      return {};
+      return append_elements<std::int16_t>(text, t, format.max_text_bytes,
+                                           write_integer<std::int16_t>);
     case datatype::int32:
-      append_elements<std::int32_t>(text, t, write_integer<std::int32_t>);
-      return {};
+      return append_elements<std::int32_t>(text, t, format.max_text_bytes,
+                                           write_integer<std::int32_t>);
     case datatype::int64:
-      append_elements<std::int64_t>(text, t, write_integer<std::int64_t>);
-      return {};
+      return append_elements<std::int64_t>(text, t, format.max_text_bytes,
+                                           write_integer<std::int64_t>);
     case datatype::fp16:
-      append_elements<half>(text, t, [non_finite_as_null](char* at, half h) {
-        return write_half(at, h, non_finite_as_null);
-      });
-      return {};
+      return append_elements<half>(
+          text, t, format.max_text_bytes,
+          [non_finite_as_null](char* at, half h) { return write_half(at, h, non_finite_as_null); });
     case datatype::bf16:
-      append_elements<bfloat16>(text, t, [non_finite_as_null](char* at, bfloat16 b) {
-        return write_half(at, b, non_finite_as_null);
-      });
-      return {};
-    case datatype::fp32: append_elements<float>(text, t, floating(0.0F)); return {};
-    case datatype::fp64: append_elements<double>(text, t, floating(0.0)); return {};
+      return append_elements<bfloat16>(text, t, format.max_text_bytes,
+                                       [non_finite_as_null](char* at, bfloat16 b) {
+                                         return write_half(at, b, non_finite_as_null);
+                                       });
+    case datatype::fp32:
+      return append_elements<float>(text, t, format.max_text_bytes, floating(0.0F));
+    case datatype::fp64:
+      return append_elements<double>(text, t, format.max_text_bytes, floating(0.0));
     case datatype::bytes: {
       std::size_t index = 0;
       for (const std::string_view element : t.strings()) {
@@ -147,6 +167,7 @@ status append_json_values(std::string& text, const tensor& t, std::string_view r
         }
         if (index != 0) text.push_back(',');
         detail::append_json_string(text, element);
+        if (text.size() > format.max_text_bytes) return too_long();
         ++index;
       }
       return {};
@@ -256,7 +277,7 @@ enum class tensor_placement : std::uint8_t { json, binary, shared_memory };
 // One tensor object: name, datatype, shape, parameters, then data (JSON) or its bytes appended to
 // `body.binary` (binary); only the name, datatype and shape for a tensor in shared memory.
 status write_tensor(json_out& out, encoded_body& body, const tensor& t, tensor_placement placement,
-                    std::string_view role, bool non_finite_as_null) {
+                    std::string_view role, detail::json_value_format values) {
   out.raw('{');
   out.key<"name">();
   out.string(t.name());
@@ -277,8 +298,7 @@ status write_tensor(json_out& out, encoded_body& body, const tensor& t, tensor_p
     out.raw(',');
     out.key<"data">();
     out.raw('[');
-    if (status s = detail::append_json_values(out.text(), t, role, {non_finite_as_null}); !s.ok())
-      return s;
+    if (status s = detail::append_json_values(out.text(), t, role, values); !s.ok()) return s;
     out.raw(']');
   }
   out.raw('}');
@@ -316,10 +336,17 @@ result<encoded_body> encode_response(const inference_response& response,
                                            ? tensor_placement::shared_memory
                                        : format.is_binary(t.name()) ? tensor_placement::binary
                                                                     : tensor_placement::json;
-    if (status s = write_tensor(out, body, t, placement, "output", format.non_finite_as_null);
-        !s.ok()) {
-      return s;
+    status s = write_tensor(
+        out, body, t, placement, "output",
+        {.non_finite_as_null = format.non_finite_as_null, .max_text_bytes = format.max_json_bytes});
+    if (s.code() == errc::payload_too_large) {
+      return status{errc::invalid_argument,
+                    fmt::format("the JSON reply of model '{}' would be larger than {} bytes, this "
+                                "request's bound: ask for its outputs as binary data "
+                                "(binary_data_output, or binary_data on each output)",
+                                response.model_name, format.max_json_bytes)};
     }
+    if (!s.ok()) return s;
   }
   out.raw("]}");
   return body;
@@ -349,7 +376,7 @@ result<encoded_body> encode_request(const inference_request& request,
         format.binary_inputs || (half && !format.half_precision_as_json) ? tensor_placement::binary
                                                                          : tensor_placement::json;
     if (status s = write_tensor(out, body, request.inputs[i], placement, "input",
-                                format.non_finite_as_null);
+                                {.non_finite_as_null = format.non_finite_as_null});
         !s.ok()) {
       return s;
     }

@@ -141,13 +141,28 @@ status unknown_model(std::string_view name, std::optional<std::uint64_t> version
   return status{errc::not_found, fmt::format("Request for unknown model: '{}' is not found", name)};
 }
 
+status check_model_name(std::string_view name) {
+  const bool control = std::any_of(name.begin(), name.end(), [](char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    return byte < 0x20 || byte == 0x7F || c == '/' || c == '\\';
+  });
+  if (name.empty() || name.size() > max_model_name_bytes || name == "." || name == ".." ||
+      control) {
+    return status{errc::invalid_argument,
+                  fmt::format("invalid model name: a model name is 1 to {} bytes, not '.' or '..', "
+                              "without '/', '\\', NUL or other control characters",
+                              max_model_name_bytes)};
+  }
+  return {};
+}
+
 model_repository::model_repository() : state_{std::make_shared<detail::repository_state>()} {}
 model_repository::~model_repository() = default;
 
 namespace {
 status check_registrable(const std::shared_ptr<model>& m, std::uint64_t version) {
   if (!m) return status{errc::invalid_argument, "no model to add"};
-  if (m->config().name.empty()) return status{errc::invalid_argument, "a model needs a name"};
+  if (status s = check_model_name(m->config().name); !s.ok()) return s;
   if (version == 0) {
     return status{errc::invalid_argument,
                   fmt::format("model '{}': versions are positive integers", m->config().name)};
@@ -205,6 +220,7 @@ status model_repository::replace(std::shared_ptr<model> m, std::uint64_t version
 }
 
 status model_repository::remove(std::string_view name, std::optional<std::uint64_t> version) {
+  if (status s = check_model_name(name); !s.ok()) return s;
   const std::unique_lock lock{state_->mutex};
   const auto model = state_->models.find(name);
   if (model == state_->models.end()) return unknown_model(name, version);
@@ -234,6 +250,7 @@ enum class lookup { for_inference, for_metadata };
 result<model_lease> lookup_model(const std::shared_ptr<detail::repository_state>& state,
                                  std::string_view name, std::optional<std::uint64_t> version,
                                  lookup purpose) {
+  if (status s = check_model_name(name); !s.ok()) return s;
   const std::shared_lock lock{state->mutex};
   const auto model = state->models.find(name);
   if (model == state->models.end()) return unknown_model(name, version);

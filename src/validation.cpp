@@ -2,6 +2,7 @@
 
 #include <oip/classification.hpp>
 
+#include <algorithm>
 #include <string>
 
 #include <fmt/format.h>
@@ -138,10 +139,38 @@ std::uint64_t batch_size(const model_config& config, const inference_request& re
   return static_cast<std::uint64_t>(request.inputs[0].shape()[0]);
 }
 
+status check_outputs(const model_config& config, const std::vector<tensor>& produced) {
+  for (const tensor& t : produced) {
+    const auto configured =
+        std::find_if(config.outputs.begin(), config.outputs.end(),
+                     [&](const tensor_metadata& output) { return output.name == t.name(); });
+    if (configured == config.outputs.end()) {
+      return status{errc::internal, fmt::format("unexpected inference output '{}' for model '{}'",
+                                                t.name(), config.name)};
+    }
+    if (t.type() != configured->type) {
+      return status{
+          errc::internal,
+          fmt::format("model '{}' produced output '{}' as {}, but its configuration "
+                      "says {}",
+                      config.name, t.name(), to_string(t.type()), to_string(configured->type))};
+    }
+    if (const shape_type full = full_shape(config, configured->shape);
+        !shape_matches(full, t.shape())) {
+      return status{errc::internal,
+                    fmt::format("model '{}' produced output '{}' with shape {}, which does not "
+                                "fit its configuration's {}",
+                                config.name, t.name(), to_string(t.shape()), to_string(full))};
+    }
+  }
+  return {};
+}
+
 result<inference_response> make_response(const model_config& config, std::uint64_t version,
                                          const std::optional<std::string>& id,
                                          const std::vector<requested_output>& asked,
                                          model_output&& produced) {
+  if (status s = check_outputs(config, produced.outputs); !s.ok()) return s;
   inference_response response;
   response.model_name = config.name;
   response.model_version = std::to_string(version);

@@ -16,6 +16,7 @@
 namespace {
 
 using oip::datatype;
+using oip::grpc::contents_form;
 
 // A tensor of `type` with random values, shape [2, 3].
 oip::tensor random_tensor(datatype type, std::mt19937& rng) {
@@ -36,9 +37,9 @@ oip::tensor random_tensor(datatype type, std::mt19937& rng) {
 
 // Client encode, server decode.
 oip::result<oip::inference_request> through_message(const oip::inference_request& request,
-                                                    bool raw) {
+                                                    contents_form form) {
   inference::ModelInferRequest message;
-  REQUIRE(oip::grpc::encode_request(request, "m", "", raw, message).ok());
+  REQUIRE(oip::grpc::encode_request(request, "m", "", form, message).ok());
   return oip::grpc::decode_request(message);
 }
 
@@ -90,8 +91,8 @@ TEST_CASE("every datatype survives a round trip, typed and raw, bit for bit") {
         datatype::bf16, datatype::fp32, datatype::fp64, datatype::bytes}) {
     CAPTURE(oip::to_string(type));
     const oip::tensor t = random_tensor(type, rng);
-    for (bool raw : {false, true}) {
-      oip::result<oip::inference_request> back = through_message(request_with(t), raw);
+    for (const contents_form form : {contents_form::typed, contents_form::raw}) {
+      oip::result<oip::inference_request> back = through_message(request_with(t), form);
       REQUIRE(back);
       REQUIRE(back->inputs.size() == 1);
       oip::testing::check_same_tensor(back->inputs[0], t);
@@ -102,10 +103,11 @@ TEST_CASE("every datatype survives a round trip, typed and raw, bit for bit") {
     response.model_version = "1";
     response.id = "r";
     response.outputs.push_back(t);
-    for (bool raw : {false, true}) {
+    for (const contents_form form : {contents_form::typed, contents_form::raw}) {
       inference::ModelInferResponse message;
-      REQUIRE(oip::grpc::encode_response(response, raw, message).ok());
-      const bool typed = !raw && type != datatype::fp16 && type != datatype::bf16;
+      REQUIRE(oip::grpc::encode_response(response, message, nullptr, form).ok());
+      const bool typed =
+          form == contents_form::typed && type != datatype::fp16 && type != datatype::bf16;
       CHECK(message.raw_output_contents_size() == (typed ? 0 : 1));
       oip::result<oip::inference_response> back = oip::grpc::decode_response(message);
       REQUIRE(back);
@@ -119,8 +121,8 @@ TEST_CASE("every datatype survives a round trip, typed and raw, bit for bit") {
 TEST_CASE("NaN payloads and signed zeros pass through raw and typed contents unchanged") {
   const std::vector<float> values{std::nanf("0x123"), -0.0F, INFINITY, -INFINITY, 1e-45F, 3.5F};
   const oip::tensor t = *oip::tensor::from_values<float>("t", {6}, std::span<const float>(values));
-  for (bool raw : {false, true}) {
-    oip::result<oip::inference_request> back = through_message(request_with(t), raw);
+  for (const contents_form form : {contents_form::typed, contents_form::raw}) {
+    oip::result<oip::inference_request> back = through_message(request_with(t), form);
     REQUIRE(back);
     CHECK(back->inputs[0].data().as_string_view() == t.data().as_string_view());
   }
@@ -228,7 +230,7 @@ TEST_CASE("parameters of every kind, request and tensor level, both directions")
   oip::requested_output out{"OUTPUT0", {}};
   out.parameters.set("classification", std::int64_t{3});
   request.outputs.push_back(out);
-  oip::result<oip::inference_request> back = through_message(request, true);
+  oip::result<oip::inference_request> back = through_message(request, contents_form::raw);
   REQUIRE(back);
   CHECK(back->id == "42");
   CHECK(*back->parameters.get<bool>("flag"));
@@ -247,7 +249,7 @@ TEST_CASE("parameters of every kind, request and tensor level, both directions")
   for_triton.parameters.set("timeout", std::uint64_t{5});
   for_triton.parameters.set("priority", std::uint64_t{2});
   inference::ModelInferRequest message;
-  REQUIRE(oip::grpc::encode_request(for_triton, "m", "", false, message).ok());
+  REQUIRE(oip::grpc::encode_request(for_triton, "m", "", contents_form::typed, message).ok());
   CHECK(message.parameters().at("sequence_id").int64_param() == -2);
   CHECK(message.parameters().at("timeout").int64_param() == 5);
   CHECK(message.parameters().at("priority").uint64_param() == 2);

@@ -9,6 +9,8 @@
 
 #include <any>
 #include <chrono>
+#include <cstdint>
+#include <cstring>
 #include <future>
 #include <memory>
 #include <string>
@@ -20,6 +22,7 @@
 #include <grpcpp/grpcpp.h>
 
 using namespace std::chrono_literals;
+using oip::grpc::contents_form;
 
 namespace {
 
@@ -52,7 +55,7 @@ std::shared_ptr<oip::model> make_accumulator() {
 struct fixture {
   oip::model_repository models;
   oip::executor workers{oip::executor_options{4, 1024}};
-  oip::inference_service service{models, workers};
+  oip::inference_service service{models, workers, oip::testing::with_model_control()};
   std::shared_ptr<oip::testing::waiter> waiter = std::make_shared<oip::testing::waiter>();
   oip::grpc::server server{service, {"127.0.0.1", 0}};
   std::shared_ptr<::grpc::Channel> channel;
@@ -72,7 +75,7 @@ struct fixture {
   }
 };
 
-inference::ModelInferRequest simple_request(bool raw) {
+inference::ModelInferRequest simple_request(contents_form form) {
   oip::inference_request r;
   r.id = "7";
   std::vector<std::int32_t> a(16);
@@ -81,7 +84,7 @@ inference::ModelInferRequest simple_request(bool raw) {
   r.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT0", {1, 16}, a));
   r.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT1", {1, 16}, b));
   inference::ModelInferRequest message;
-  REQUIRE(oip::grpc::encode_request(r, "simple", "", raw, message).ok());
+  REQUIRE(oip::grpc::encode_request(r, "simple", "", form, message).ok());
   return message;
 }
 
@@ -93,7 +96,7 @@ inference::ModelInferRequest held_request(std::int64_t timeout_us) {
   held.inputs.push_back(
       *oip::tensor::from_values<std::int32_t>("IN", {1}, std::span<const std::int32_t>(&one, 1)));
   inference::ModelInferRequest message;
-  REQUIRE(oip::grpc::encode_request(held, "waiter", "1", false, message).ok());
+  REQUIRE(oip::grpc::encode_request(held, "waiter", "1", contents_form::typed, message).ok());
   (*message.mutable_parameters())["timeout"].set_int64_param(timeout_us);
   return message;
 }
@@ -108,23 +111,26 @@ inference::ModelInferRequest accumulate(std::uint64_t id, std::int32_t value, bo
   r.inputs.push_back(*oip::tensor::from_values<std::int32_t>(
       "INPUT", {1}, std::span<const std::int32_t>(&value, 1)));
   inference::ModelInferRequest message;
-  REQUIRE(oip::grpc::encode_request(r, "accumulator", "", false, message).ok());
+  REQUIRE(oip::grpc::encode_request(r, "accumulator", "", contents_form::typed, message).ok());
   return message;
 }
 
 }  // namespace
 
-TEST_CASE("typed contents in, typed contents out; raw in, raw out") {
+TEST_CASE("replies carry raw contents, one per output, whatever form the request used") {
   fixture f;
-  for (bool raw : {false, true}) {
+  for (const contents_form form : {contents_form::typed, contents_form::raw}) {
     ::grpc::ClientContext context;
     inference::ModelInferResponse response;
-    const ::grpc::Status s = f.stub->ModelInfer(&context, simple_request(raw), &response);
+    const ::grpc::Status s = f.stub->ModelInfer(&context, simple_request(form), &response);
     REQUIRE(s.ok());
     CHECK(response.id() == "7");
     CHECK(response.model_name() == "simple");
     CHECK(response.model_version() == "1");
-    CHECK(response.raw_output_contents_size() == (raw ? 2 : 0));
+    // As Triton's server: its clients read raw_output_contents[i] for output i.
+    REQUIRE(response.raw_output_contents_size() == 2);
+    CHECK(response.raw_output_contents(0).size() == 16 * sizeof(std::int32_t));
+    CHECK_FALSE(response.outputs(0).has_contents());
     oip::result<oip::inference_response> decoded = oip::grpc::decode_response(response);
     REQUIRE(decoded);
     CHECK(decoded->outputs[0].at<std::int32_t>(5) == 7);
@@ -135,7 +141,7 @@ TEST_CASE("typed contents in, typed contents out; raw in, raw out") {
 
 TEST_CASE("errors carry the status mapping's gRPC code") {
   fixture f;
-  inference::ModelInferRequest unknown = simple_request(true);
+  inference::ModelInferRequest unknown = simple_request(contents_form::raw);
   unknown.set_model_name("missing");
   ::grpc::ClientContext c1;
   inference::ModelInferResponse r1;
@@ -143,7 +149,7 @@ TEST_CASE("errors carry the status mapping's gRPC code") {
   CHECK(s.error_code() == ::grpc::StatusCode::NOT_FOUND);
   CHECK(s.error_message() == "Request for unknown model: 'missing' is not found");
 
-  inference::ModelInferRequest both = simple_request(true);
+  inference::ModelInferRequest both = simple_request(contents_form::raw);
   both.mutable_inputs(0)->mutable_contents()->add_int_contents(1);
   ::grpc::ClientContext c2;
   inference::ModelInferResponse r2;
@@ -152,13 +158,13 @@ TEST_CASE("errors carry the status mapping's gRPC code") {
 
   // A message repeating a long client string is cut, so that its trailer stays within what the
   // client accepts: the client sees the status, not RESOURCE_EXHAUSTED.
-  inference::ModelInferRequest long_name = simple_request(true);
-  long_name.set_model_name(std::string(20'000, 'm') + "\u00e9");
+  inference::ModelInferRequest long_name = simple_request(contents_form::raw);
+  long_name.mutable_inputs(0)->set_name(std::string(20'000, 'm') + "\u00e9");
   ::grpc::ClientContext c4;
   inference::ModelInferResponse r4;
   s = f.stub->ModelInfer(&c4, long_name, &r4);
-  CHECK(s.error_code() == ::grpc::StatusCode::NOT_FOUND);
-  CHECK(s.error_message().rfind("Request for unknown model: 'mmmm", 0) == 0);
+  CHECK(s.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(s.error_message().rfind("unexpected inference input 'mmmm", 0) == 0);
   CHECK(s.error_message().size() == 2048 + 3);
   CHECK(s.error_message().ends_with("mmm..."));
 
@@ -184,7 +190,7 @@ TEST_CASE("a message protobuf cannot parse is INVALID_ARGUMENT; a stream answers
       "the request is not a valid inference.ModelInferRequest message: protobuf cannot parse it "
       "(a malformed field, or a string field that is not valid UTF-8)";
 
-  inference::ModelInferRequest bad_name = simple_request(true);
+  inference::ModelInferRequest bad_name = simple_request(contents_form::raw);
   bad_name.clear_model_name();
   set_invalid_utf8(bad_name, 1);  // model_name
   ::grpc::ClientContext c1;
@@ -203,7 +209,7 @@ TEST_CASE("a message protobuf cannot parse is INVALID_ARGUMENT; a stream answers
 
   // A message cut short in the middle of a field, sent as bytes.
   std::string truncated;
-  REQUIRE(simple_request(true).SerializeToString(&truncated));
+  REQUIRE(simple_request(contents_form::raw).SerializeToString(&truncated));
   truncated.resize(truncated.size() - 3);
   ::grpc::Slice slice{truncated};
   const ::grpc::ByteBuffer request_bytes{&slice, 1};
@@ -222,7 +228,7 @@ TEST_CASE("a message protobuf cannot parse is INVALID_ARGUMENT; a stream answers
   ::grpc::ClientContext c4;
   auto stream = f.stub->ModelStreamInfer(&c4);
   REQUIRE(stream->Write(bad_name));
-  REQUIRE(stream->Write(simple_request(true)));
+  REQUIRE(stream->Write(simple_request(contents_form::raw)));
   stream->WritesDone();
   inference::ModelStreamInferResponse reply;
   REQUIRE(stream->Read(&reply));
@@ -235,19 +241,108 @@ TEST_CASE("a message protobuf cannot parse is INVALID_ARGUMENT; a stream answers
   CHECK(stream->Finish().ok());
 }
 
+TEST_CASE("a bad model name is INVALID_ARGUMENT in one wording on every RPC that names a model") {
+  fixture f;
+  const std::string why =
+      "invalid model name: a model name is 1 to 255 bytes, not '.' or '..', without '/', '\\', "
+      "NUL or other control characters";
+  for (const std::string& bad :
+       {std::string{".."}, std::string{"."}, std::string{"../simple"}, std::string{"a\\b"},
+        std::string("a\0b", 3), std::string{"a\nb"}, std::string(256, 'm')}) {
+    CAPTURE(bad);
+    const auto check_refused = [&](const ::grpc::Status& s) {
+      CHECK(s.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);
+      CHECK(s.error_message() == why);
+    };
+    inference::ModelInferRequest infer = simple_request(contents_form::raw);
+    infer.set_model_name(bad);
+    ::grpc::ClientContext c1;
+    inference::ModelInferResponse r1;
+    check_refused(f.stub->ModelInfer(&c1, infer, &r1));
+    inference::ModelReadyRequest ready;
+    ready.set_name(bad);
+    ::grpc::ClientContext c2;
+    inference::ModelReadyResponse r2;
+    check_refused(f.stub->ModelReady(&c2, ready, &r2));
+    inference::ModelMetadataRequest metadata;
+    metadata.set_name(bad);
+    ::grpc::ClientContext c3;
+    inference::ModelMetadataResponse r3;
+    check_refused(f.stub->ModelMetadata(&c3, metadata, &r3));
+    inference::ModelConfigRequest config;
+    config.set_name(bad);
+    ::grpc::ClientContext c4;
+    inference::ModelConfigResponse r4;
+    check_refused(f.stub->ModelConfig(&c4, config, &r4));
+    inference::ModelStatisticsRequest statistics;
+    statistics.set_name(bad);
+    ::grpc::ClientContext c5;
+    inference::ModelStatisticsResponse r5;
+    check_refused(f.stub->ModelStatistics(&c5, statistics, &r5));
+    inference::RepositoryModelLoadRequest load;
+    load.set_model_name(bad);
+    ::grpc::ClientContext c6;
+    inference::RepositoryModelLoadResponse r6;
+    check_refused(f.stub->RepositoryModelLoad(&c6, load, &r6));
+    inference::RepositoryModelUnloadRequest unload;
+    unload.set_model_name(bad);
+    ::grpc::ClientContext c7;
+    inference::RepositoryModelUnloadResponse r7;
+    check_refused(f.stub->RepositoryModelUnload(&c7, unload, &r7));
+    inference::TraceSettingRequest trace;
+    trace.set_model_name(bad);
+    ::grpc::ClientContext c8;
+    inference::TraceSettingResponse r8;
+    check_refused(f.stub->TraceSetting(&c8, trace, &r8));
+  }
+}
+
+TEST_CASE("model control off: loads and unloads are FAILED_PRECONDITION, the index answers") {
+  oip::model_repository models;
+  oip::executor workers{oip::executor_options{1, 8}};
+  oip::inference_service service{models, workers};  // model_control_mode::none by default
+  REQUIRE(models.add(oip::testing::make_simple()).ok());
+  oip::grpc::server server{service, {"127.0.0.1", 0}};
+  const oip::result<std::uint16_t> port = server.start();
+  REQUIRE(port);
+  const auto stub = inference::GRPCInferenceService::NewStub(::grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(*port), ::grpc::InsecureChannelCredentials()));
+  const std::string refused = "explicit model load / unload is not allowed if polling is enabled";
+  inference::RepositoryModelUnloadRequest unload;
+  unload.set_model_name("simple");
+  ::grpc::ClientContext c1;
+  inference::RepositoryModelUnloadResponse r1;
+  const ::grpc::Status unloaded = stub->RepositoryModelUnload(&c1, unload, &r1);
+  CHECK(unloaded.error_code() == ::grpc::StatusCode::FAILED_PRECONDITION);
+  CHECK(unloaded.error_message() == refused);
+  inference::RepositoryModelLoadRequest load;
+  load.set_model_name("simple");
+  ::grpc::ClientContext c2;
+  inference::RepositoryModelLoadResponse r2;
+  const ::grpc::Status loaded = stub->RepositoryModelLoad(&c2, load, &r2);
+  CHECK(loaded.error_code() == ::grpc::StatusCode::FAILED_PRECONDITION);
+  CHECK(loaded.error_message() == refused);
+  ::grpc::ClientContext c3;
+  inference::RepositoryIndexResponse index;
+  REQUIRE(stub->RepositoryIndex(&c3, inference::RepositoryIndexRequest{}, &index).ok());
+  REQUIRE(index.models_size() == 1);
+  CHECK(index.models(0).state() == "READY");
+  server.stop();
+}
+
 TEST_CASE("a stream answers in the order of its requests; a model's replies say they are final") {
   fixture f;
   // A request that the waiter holds until its timeout (0.3 s), then fails; one that the simple
   // model answers at once; one refused as it arrives. The replies come back in that order.
   const inference::ModelInferRequest slow = held_request(300'000);
-  inference::ModelInferRequest lost = simple_request(false);
+  inference::ModelInferRequest lost = simple_request(contents_form::typed);
   lost.set_model_name("nope");
   lost.set_id("lost");
 
   ::grpc::ClientContext context;
   auto stream = f.stub->ModelStreamInfer(&context);
   REQUIRE(stream->Write(slow));
-  REQUIRE(stream->Write(simple_request(false)));
+  REQUIRE(stream->Write(simple_request(contents_form::typed)));
   REQUIRE(stream->Write(lost));
   stream->WritesDone();
   const auto final_flag = [](const inference::ModelInferResponse& r) {
@@ -273,7 +368,7 @@ TEST_CASE("a stream answers in the order of its requests; a model's replies say 
   CHECK(stream->Finish().ok());
 
   // The flag that asks for an empty final reply is a bool, in Triton's words otherwise.
-  inference::ModelInferRequest flagged = simple_request(false);
+  inference::ModelInferRequest flagged = simple_request(contents_form::typed);
   (*flagged.mutable_parameters())["triton_enable_empty_final_response"].set_int64_param(1);
   ::grpc::ClientContext unary;
   inference::ModelInferResponse refused;
@@ -287,7 +382,7 @@ TEST_CASE("a stream answers in the order of its requests; a model's replies say 
 TEST_CASE("a model run inline answers on gRPC's threads: unary, and streamed in request order") {
   fixture f;
   REQUIRE(f.models.add(oip::testing::make_inline_simple("simple_inline")).ok());
-  inference::ModelInferRequest request = simple_request(true);
+  inference::ModelInferRequest request = simple_request(contents_form::raw);
   request.set_model_name("simple_inline");
   for (int round = 0; round < 3; ++round) {
     ::grpc::ClientContext context;
@@ -347,7 +442,11 @@ TEST_CASE("a stream keeps a sequence in order and stays open after an error") {
     }
     CHECK(reply.infer_response().id() == std::to_string(next));
     sum += next++;
-    CHECK(reply.infer_response().outputs(0).contents().int_contents(0) == sum);
+    const std::string& raw = reply.infer_response().raw_output_contents(0);
+    REQUIRE(raw.size() == sizeof(std::int32_t));
+    std::int32_t got = 0;
+    std::memcpy(&got, raw.data(), sizeof got);
+    CHECK(got == sum);
   }
   CHECK(stream->Finish().ok());
   CHECK(next == steps);
@@ -360,7 +459,7 @@ TEST_CASE("a client deadline cancels the running model") {
   r.inputs.push_back(
       *oip::tensor::from_values<std::int32_t>("IN", {1}, std::vector<std::int32_t>{1}));
   inference::ModelInferRequest message;
-  REQUIRE(oip::grpc::encode_request(r, "waiter", "", true, message).ok());
+  REQUIRE(oip::grpc::encode_request(r, "waiter", "", contents_form::raw, message).ok());
   ::grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + 300ms);
   inference::ModelInferResponse response;
@@ -390,7 +489,7 @@ TEST_CASE("configuration, statistics, metadata and the repository over gRPC") {
   {
     ::grpc::ClientContext context;
     inference::ModelInferResponse ignored;
-    REQUIRE(f.stub->ModelInfer(&context, simple_request(true), &ignored).ok());
+    REQUIRE(f.stub->ModelInfer(&context, simple_request(contents_form::raw), &ignored).ok());
     ::grpc::ClientContext stats_context;
     inference::ModelStatisticsRequest request;
     request.set_name("simple");
@@ -484,7 +583,7 @@ TEST_CASE("stop with a request in flight waits for its model, then returns") {
   r.inputs.push_back(
       *oip::tensor::from_values<std::int32_t>("IN", {1}, std::vector<std::int32_t>{1}));
   inference::ModelInferRequest message;
-  REQUIRE(oip::grpc::encode_request(r, "waiter", "", true, message).ok());
+  REQUIRE(oip::grpc::encode_request(r, "waiter", "", contents_form::raw, message).ok());
   std::thread client([&] {
     ::grpc::ClientContext context;
     inference::ModelInferResponse response;
@@ -759,7 +858,8 @@ TEST_CASE("a restricted RPC needs its metadata entry: PERMISSION_DENIED in Trito
   {
     ::grpc::ClientContext context;
     inference::ModelInferResponse response;
-    const ::grpc::Status s = stub->ModelInfer(&context, simple_request(true), &response);
+    const ::grpc::Status s =
+        stub->ModelInfer(&context, simple_request(contents_form::raw), &response);
     CHECK(s.error_code() == ::grpc::StatusCode::PERMISSION_DENIED);
     CHECK(s.error_message() == refusal);
   }
@@ -773,7 +873,7 @@ TEST_CASE("a restricted RPC needs its metadata entry: PERMISSION_DENIED in Trito
   {
     ::grpc::ClientContext context;
     auto stream = stub->ModelStreamInfer(&context);
-    stream->Write(simple_request(true));
+    stream->Write(simple_request(contents_form::raw));
     stream->WritesDone();
     inference::ModelStreamInferResponse response;
     CHECK_FALSE(stream->Read(&response));
@@ -785,7 +885,7 @@ TEST_CASE("a restricted RPC needs its metadata entry: PERMISSION_DENIED in Trito
     ::grpc::ClientContext context;
     context.AddMetadata("triton-grpc-protocol-infer-key", "secret");
     inference::ModelInferResponse response;
-    CHECK(stub->ModelInfer(&context, simple_request(true), &response).ok());
+    CHECK(stub->ModelInfer(&context, simple_request(contents_form::raw), &response).ok());
     CHECK(response.outputs_size() == 2);
   }
   {
@@ -834,13 +934,13 @@ TEST_CASE("traced requests carry the server's wait/read and send timestamps, una
   {
     ::grpc::ClientContext context;
     inference::ModelInferResponse response;
-    REQUIRE(stub->ModelInfer(&context, simple_request(true), &response).ok());
+    REQUIRE(stub->ModelInfer(&context, simple_request(contents_form::raw), &response).ok());
   }
   CHECK(names_after(expected.size()) == expected);
   {
     ::grpc::ClientContext context;
     auto stream = stub->ModelStreamInfer(&context);
-    REQUIRE(stream->Write(simple_request(false)));
+    REQUIRE(stream->Write(simple_request(contents_form::typed)));
     inference::ModelStreamInferResponse response;
     REQUIRE(stream->Read(&response));
     CHECK(response.error_message().empty());
@@ -973,7 +1073,7 @@ TEST_CASE("a message above the service's body limit is refused before it is read
   const auto call_with_padding = [](std::uint16_t port, std::size_t padding) {
     auto stub = inference::GRPCInferenceService::NewStub(::grpc::CreateChannel(
         "127.0.0.1:" + std::to_string(port), ::grpc::InsecureChannelCredentials()));
-    inference::ModelInferRequest message = simple_request(true);
+    inference::ModelInferRequest message = simple_request(contents_form::raw);
     (*message.mutable_parameters())["padding"].set_string_param(std::string(padding, 'x'));
     ::grpc::ClientContext context;
     inference::ModelInferResponse response;

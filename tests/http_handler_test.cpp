@@ -8,11 +8,15 @@
 #include <oip/in_process_client.hpp>
 #include <oip/json.hpp>
 
+#include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <zlib.h>
 
@@ -575,7 +579,7 @@ namespace {
 struct repository_host {
   oip::model_repository repository;
   oip::executor workers{{1, 8}};
-  oip::http_handler handler{repository, workers};
+  oip::http_handler handler{repository, workers, oip::testing::with_model_control()};
   oip::in_process_client client{handler};
 };
 
@@ -789,15 +793,9 @@ TEST_CASE("the in-process client: the whole protocol path in a few lines") {
 
 TEST_CASE("the in-process client reaches a model whatever its name holds") {
   oip::model_config config = oip::testing::simple_config();
-  config.name = "odd name?#%/x";
+  config.name = "odd name?#%x";  // a '/' is no model name's (check_model_name)
   oip::model_repository repository;
-  REQUIRE(repository
-              .add(oip::make_model(config,
-                                   [](const oip::inference_request& r) {
-                                     return oip::result<oip::model_output>{
-                                         oip::model_output{{r.inputs[0], r.inputs[1]}, {}}};
-                                   }))
-              .ok());
+  REQUIRE(repository.add(oip::testing::make_simple(config)).ok());
   oip::executor workers{{1, 8}};
   oip::http_handler handler{repository, workers};
   oip::in_process_client client{handler};
@@ -806,4 +804,197 @@ TEST_CASE("the in-process client reaches a model whatever its name holds") {
       client.infer(config.name, oip::testing::simple_request(1));
   REQUIRE(r);
   CHECK(r->model_name == config.name);
+}
+
+TEST_CASE("model control off (the default): load and unload are a 400 in Triton's words") {
+  server s;  // test_options(): model_control_mode::none
+  s.repository.set_loader(std::make_shared<loader>());
+  const std::string refused = "explicit model load / unload is not allowed if polling is enabled";
+  check_error(s.send("POST", "/v2/repository/models/simple/unload"), 400, refused);
+  check_error(s.send("POST", "/v2/repository/models/scores/load"), 400, refused);
+  CHECK(s.client.ready("simple"));  // still served
+  const http_response index = s.send("POST", "/v2/repository/index");
+  CHECK(index.status == 200);
+  CHECK(index.body().find(R"({"name":"simple","version":"1","state":"READY","reason":""})") !=
+        std::string::npos);
+}
+
+TEST_CASE("a bad model name is a 400 in one wording on every route that names a model") {
+  repository_host host;
+  REQUIRE(host.repository.add(oip::testing::make_simple()).ok());
+  const std::string why =
+      "invalid model name: a model name is 1 to 255 bytes, not '.' or '..', without '/', '\\', "
+      "NUL or other control characters";
+  // Each as it stands in a path: percent-encoded where it would not be one segment otherwise.
+  for (const std::string& bad :
+       {std::string{".."}, std::string{"."}, std::string{"..%2Fsimple"}, std::string{"a%5Cb"},
+        std::string{"a%00b"}, std::string{"a%0Ab"}, std::string(256, 'm')}) {
+    CAPTURE(bad);
+    const std::string model = "/v2/models/" + bad;
+    for (const auto& [method, target] :
+         {std::pair{"GET", model}, std::pair{"GET", model + "/ready"},
+          std::pair{"GET", model + "/config"}, std::pair{"GET", model + "/stats"},
+          std::pair{"GET", model + "/versions/1"}, std::pair{"POST", model + "/infer"},
+          std::pair{"POST", model + "/generate"}, std::pair{"GET", model + "/trace/setting"},
+          std::pair{"POST", "/v2/repository/models/" + bad + "/load"},
+          std::pair{"POST", "/v2/repository/models/" + bad + "/unload"}}) {
+      CAPTURE(target);
+      check_error(host.client.send(method, target, method == std::string{"POST"} ? "{}" : ""), 400,
+                  why);
+    }
+  }
+  CHECK(host.client.ready("simple"));
+}
+
+namespace {
+// Lists two models; counts what it builds and on which thread.
+class watched_loader : public oip::model_loader {
+ public:
+  std::vector<std::string> available() const override { return {"simple", "scores"}; }
+  oip::result<std::shared_ptr<oip::model>> load(std::string_view name) override {
+    const std::lock_guard lock{mutex};
+    built.emplace_back(name);
+    threads.push_back(std::this_thread::get_id());
+    if (name == "simple") return oip::testing::make_simple();
+    return oip::testing::make_scores();
+  }
+  std::mutex mutex;
+  std::vector<std::string> built;
+  std::vector<std::thread::id> threads;
+};
+}  // namespace
+
+TEST_CASE("the index builds nothing; loads build one model, off the caller's thread") {
+  repository_host host;
+  auto models = std::make_shared<watched_loader>();
+  host.repository.set_loader(models);
+  CHECK(host.client.send("POST", "/v2/repository/index").status == 200);
+  CHECK(models->built.empty());
+  // A name the loader does not list is refused before anything is built.
+  check_error(host.client.send("POST", "/v2/repository/models/nope/load"), 404,
+              "failed to load 'nope': this server's model loader has no model of that name");
+  CHECK(models->built.empty());
+
+  // The handler is called on this thread, as a transport's I/O thread calls it.
+  REQUIRE(host.client.send("POST", "/v2/repository/models/scores/load").status == 200);
+  REQUIRE(models->built == std::vector<std::string>{"scores"});
+  CHECK(models->threads[0] != std::this_thread::get_id());
+  REQUIRE(host.client.send("POST", "/v2/repository/models/scores/unload").status == 200);
+  CHECK(host.repository.wait_removed("scores", std::chrono::seconds{5}));
+  // Loads in a row are built one after the other, each once.
+  REQUIRE(host.client.send("POST", "/v2/repository/models/simple/load").status == 200);
+  CHECK(models->built == std::vector<std::string>{"scores", "simple"});
+}
+
+namespace {
+// Answers whatever `answer` says, whatever it is asked; configured with OUT FP32 [4].
+std::shared_ptr<oip::model> make_misconfigured(std::function<oip::tensor()> answer) {
+  oip::model_config c;
+  c.name = "wrong";
+  c.inputs = {{"IN", oip::datatype::fp32, {4}, {}}};
+  c.outputs = {{"OUT", oip::datatype::fp32, {4}, {}}};
+  return oip::make_model(std::move(c), [answer](const oip::inference_request&) {
+    return oip::result<oip::model_output>{oip::model_output{{answer()}, {}}};
+  });
+}
+}  // namespace
+
+TEST_CASE("outputs that do not fit the configuration fail the request with a 500 that names them") {
+  const auto values = [](const char* name, oip::datatype type, oip::shape_type shape) {
+    std::size_t count = 1;
+    for (const std::int64_t d : shape) count *= static_cast<std::size_t>(d);
+    return *oip::tensor::make(
+        name, type, shape,
+        oip::buffer::from_string(std::string(count * oip::element_size(type), '\0')));
+  };
+  const std::string body =
+      R"({"inputs":[{"name":"IN","shape":[4],"datatype":"FP32","data":[1,2,3,4]}]})";
+  struct wrong_output {
+    std::function<oip::tensor()> answer;
+    std::string why;
+  };
+  for (const wrong_output& wrong :
+       {wrong_output{[&] { return values("Y", oip::datatype::fp32, {4}); },
+                     "unexpected inference output 'Y' for model 'wrong'"},
+        wrong_output{[&] { return values("OUT", oip::datatype::fp64, {4}); },
+                     "model 'wrong' produced output 'OUT' as FP64, but its configuration says "
+                     "FP32"},
+        wrong_output{[&] { return values("OUT", oip::datatype::fp32, {3}); },
+                     "model 'wrong' produced output 'OUT' with shape [3], which does not fit its "
+                     "configuration's [4]"}}) {
+    CAPTURE(wrong.why);
+    repository_host host;
+    REQUIRE(host.repository.add(make_misconfigured(wrong.answer)).ok());
+    // Whether the client names the output or asks for all of them.
+    check_error(host.client.send("POST", "/v2/models/wrong/infer", body), 500, wrong.why);
+    const std::string naming = R"({"inputs":[{"name":"IN","shape":[4],"datatype":"FP32",)"
+                               R"("data":[1,2,3,4]}],"outputs":[{"name":"OUT"}]})";
+    check_error(host.client.send("POST", "/v2/models/wrong/infer", naming), 500, wrong.why);
+    CHECK(host.client.send("GET", "/v2/health/live").status == 200);  // the server goes on
+  }
+  repository_host fine;
+  REQUIRE(fine.repository
+              .add(make_misconfigured([&] { return values("OUT", oip::datatype::fp32, {4}); }))
+              .ok());
+  CHECK(fine.client.send("POST", "/v2/models/wrong/infer", body).status == 200);
+}
+
+TEST_CASE("a JSON reply is bounded by the request's bytes on the wire; binary replies are not") {
+  // identity_fp16's shape: 1 Mi FP16 zeros sent as binary data, gzip'd to about 2 KB.
+  oip::model_config c;
+  c.name = "identity_fp16";
+  c.inputs = {{"INPUT0", oip::datatype::fp16, {-1}, {}}};
+  c.outputs = {{"OUTPUT0", oip::datatype::fp16, {-1}, {}}};
+  const auto identity = oip::make_model(c, [](const oip::inference_request& r) {
+    return oip::result<oip::model_output>{
+        oip::model_output{{*oip::tensor::make("OUTPUT0", oip::datatype::fp16, r.inputs[0].shape(),
+                                              r.inputs[0].data())},
+                          {}}};
+  });
+  const std::size_t count = std::size_t{1} << 20U;
+  const auto request = [&](bool binary_output) {
+    const std::string json = fmt::format(
+        R"({{"inputs":[{{"name":"INPUT0","shape":[{}],"datatype":"FP16",)"
+        R"("parameters":{{"binary_data_size":{}}}}}],"parameters":{{"binary_data_output":{}}}}})",
+        count, count * 2, binary_output);
+    return std::pair{gzip(json + std::string(count * 2, '\0')),
+                     std::vector<oip::http_header>{
+                         {"Inference-Header-Content-Length", std::to_string(json.size())},
+                         {"Content-Encoding", "gzip"},
+                         {"Accept-Encoding", "identity"}}};
+  };
+  {
+    repository_host host;
+    REQUIRE(host.repository.add(identity).ok());
+    auto [wire, headers] = request(false);
+    CHECK(wire.size() < 16 * 1024);
+    const http_response refused =
+        host.client.send("POST", "/v2/models/identity_fp16/infer", wire, headers);
+    CHECK(refused.status == 400);
+    CHECK(refused.body_size() < 1024);
+    CHECK(oip::decode_error(refused.body(), 400).message() ==
+          "the JSON reply of model 'identity_fp16' would be larger than 1048576 bytes, this "
+          "request's bound: ask for its outputs as binary data (binary_data_output, or "
+          "binary_data on each output)");
+    auto [binary_wire, binary_headers] = request(true);
+    const http_response binary =
+        host.client.send("POST", "/v2/models/identity_fp16/infer", binary_wire, binary_headers);
+    CHECK(binary.status == 200);
+    CHECK(binary.body_size() > count * 2);
+  }
+  {
+    // A host that raises the bound gets its JSON reply.
+    oip::model_repository repository;
+    oip::executor workers{{1, 8}};
+    oip::server_options raised;
+    raised.bounds.max_response_bytes = std::size_t{8} << 20U;
+    oip::http_handler handler{repository, workers, raised};
+    oip::in_process_client client{handler};
+    REQUIRE(repository.add(identity).ok());
+    auto [wire, headers] = request(false);
+    const http_response answered =
+        client.send("POST", "/v2/models/identity_fp16/infer", wire, headers);
+    CHECK(answered.status == 200);
+    CHECK(answered.body_size() > count * 2);  // "0," for each element
+  }
 }

@@ -2,6 +2,7 @@
 // Models shared by the serving tests: `simple` (Triton's add/sub example, batching up to 8),
 // `scores` (FP32 scores with labels, for classification) and `waiter` (runs until cancelled).
 
+#include <oip/inference_service.hpp>
 #include <oip/model.hpp>
 
 #include <atomic>
@@ -105,5 +106,12 @@ class waiter : public model {
  private:
   model_config config_;
 };
+
+// A server whose clients may load and unload models.
+inline server_options with_model_control() {
+  server_options options;
+  options.model_control = model_control_mode::explicit_loading;
+  return options;
+}
 
 }  // namespace oip::testing

@@ -29,15 +29,18 @@ TEST_CASE("every error code maps to one HTTP status and one gRPC code") {
   CHECK(static_cast<int>(oip::grpc_code::unavailable) == 14);  // grpc::StatusCode numbering
   CHECK(oip::http_status(errc::forbidden) == 403);
   CHECK(oip::grpc_status(errc::forbidden) == oip::grpc_code::permission_denied);
+  CHECK(oip::http_status(errc::failed_precondition) == 400);
+  CHECK(oip::grpc_status(errc::failed_precondition) == oip::grpc_code::failed_precondition);
 
   // The table is indexed by the enum: every row must sit at its own code's index.
   for (std::size_t i = 0; i < std::size(oip::detail::errc_table); ++i) {
     CHECK(static_cast<std::size_t>(oip::detail::errc_table[i].code) == i);
   }
   // Client mistakes are 4xx, always.
-  for (errc c : {errc::invalid_argument, errc::not_found, errc::method_not_allowed,
-                 errc::length_required, errc::payload_too_large, errc::uri_too_long,
-                 errc::unsupported_media_type, errc::header_fields_too_large, errc::forbidden}) {
+  for (errc c :
+       {errc::invalid_argument, errc::not_found, errc::method_not_allowed, errc::length_required,
+        errc::payload_too_large, errc::uri_too_long, errc::unsupported_media_type,
+        errc::header_fields_too_large, errc::forbidden, errc::failed_precondition}) {
     CHECK(oip::http_status(c) / 100 == 4);
   }
   CHECK(oip::to_string(errc::payload_too_large) == "payload_too_large");

@@ -321,34 +321,71 @@ std::vector<float> classifier_weights() {
   return weights;
 }
 
+namespace {
+
+// Each reference model by name, with what builds it: the index lists the names, and a load builds
+// the one model it names (the classifier's weights are 8 MB).
+struct catalogue_entry {
+  std::string name;
+  std::function<std::shared_ptr<oip::model>(bool dynamic_batching)> make;
+};
+
+const std::vector<catalogue_entry>& catalogue() {
+  static const std::vector<catalogue_entry> entries = [] {
+    std::vector<catalogue_entry> out{
+        {"simple", [](bool) { return add_sub<std::int32_t>("simple"); }},
+        {"simple_int8", [](bool) { return add_sub<std::int8_t>("simple_int8"); }},
+        {"simple_string", [](bool) { return simple_string(); }},
+        {"simple_identity", [](bool) { return identity("simple_identity", datatype::bytes); }},
+        {"classifier",
+         [](bool dynamic_batching) { return std::make_shared<classifier>(dynamic_batching); }},
+        {"simple_sequence", [](bool) { return simple_sequence(); }},
+        {"simple_dyna_sequence", [](bool) { return simple_dyna_sequence(); }},
+        {"simple_string_dyna_sequence", [](bool) { return simple_string_dyna_sequence(); }},
+        {"sequence_accumulator", [](bool) { return sequence_accumulator(); }},
+        // simple_<type>: `simple` over every other numeric type (`simple` itself is INT32).
+        {"simple_uint8", [](bool) { return add_sub<std::uint8_t>("simple_uint8"); }},
+        {"simple_uint16", [](bool) { return add_sub<std::uint16_t>("simple_uint16"); }},
+        {"simple_uint32", [](bool) { return add_sub<std::uint32_t>("simple_uint32"); }},
+        {"simple_uint64", [](bool) { return add_sub<std::uint64_t>("simple_uint64"); }},
+        {"simple_int16", [](bool) { return add_sub<std::int16_t>("simple_int16"); }},
+        {"simple_int64", [](bool) { return add_sub<std::int64_t>("simple_int64"); }},
+        {"simple_fp16", [](bool) { return add_sub<oip::half>("simple_fp16"); }},
+        {"simple_bf16", [](bool) { return add_sub<oip::bfloat16>("simple_bf16"); }},
+        {"simple_fp32", [](bool) { return add_sub<float>("simple_fp32"); }},
+        {"simple_fp64", [](bool) { return add_sub<double>("simple_fp64"); }},
+    };
+    for (const datatype type :
+         {datatype::boolean, datatype::uint8, datatype::uint16, datatype::uint32, datatype::uint64,
+          datatype::int8, datatype::int16, datatype::int32, datatype::int64, datatype::fp16,
+          datatype::bf16, datatype::fp32, datatype::fp64, datatype::bytes}) {
+      std::string name = "identity_" + lower(to_string(type));
+      out.push_back({name, [name, type](bool) { return identity(name, type); }});
+    }
+    return out;
+  }();
+  return entries;
+}
+
+}  // namespace
+
 std::vector<std::shared_ptr<oip::model>> reference_models(bool dynamic_batching) {
-  std::vector<std::shared_ptr<oip::model>> models{add_sub<std::int32_t>("simple"),
-                                                  add_sub<std::int8_t>("simple_int8"),
-                                                  simple_string(),
-                                                  identity("simple_identity", datatype::bytes),
-                                                  std::make_shared<classifier>(dynamic_batching),
-                                                  simple_sequence(),
-                                                  simple_dyna_sequence(),
-                                                  simple_string_dyna_sequence(),
-                                                  sequence_accumulator()};
-  // simple_<type>: `simple` over every other numeric type (`simple` itself is INT32).
-  models.push_back(add_sub<std::uint8_t>("simple_uint8"));
-  models.push_back(add_sub<std::uint16_t>("simple_uint16"));
-  models.push_back(add_sub<std::uint32_t>("simple_uint32"));
-  models.push_back(add_sub<std::uint64_t>("simple_uint64"));
-  models.push_back(add_sub<std::int16_t>("simple_int16"));
-  models.push_back(add_sub<std::int64_t>("simple_int64"));
-  models.push_back(add_sub<oip::half>("simple_fp16"));
-  models.push_back(add_sub<oip::bfloat16>("simple_bf16"));
-  models.push_back(add_sub<float>("simple_fp32"));
-  models.push_back(add_sub<double>("simple_fp64"));
-  for (const datatype type :
-       {datatype::boolean, datatype::uint8, datatype::uint16, datatype::uint32, datatype::uint64,
-        datatype::int8, datatype::int16, datatype::int32, datatype::int64, datatype::fp16,
-        datatype::bf16, datatype::fp32, datatype::fp64, datatype::bytes}) {
-    models.push_back(identity("identity_" + lower(to_string(type)), type));
-  }
+  std::vector<std::shared_ptr<oip::model>> models;
+  for (const catalogue_entry& entry : catalogue()) models.push_back(entry.make(dynamic_batching));
   return models;
+}
+
+std::vector<std::string> reference_model_names() {
+  std::vector<std::string> names;
+  for (const catalogue_entry& entry : catalogue()) names.push_back(entry.name);
+  return names;
+}
+
+std::shared_ptr<oip::model> reference_model(std::string_view name, bool dynamic_batching) {
+  for (const catalogue_entry& entry : catalogue()) {
+    if (entry.name == name) return entry.make(dynamic_batching);
+  }
+  return nullptr;
 }
 
 }  // namespace oip_serve

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace oip_serve {
@@ -15,6 +16,12 @@ namespace oip_serve {
 /// simple_string_dyna_sequence and sequence_accumulator. `dynamic_batching` turns on the
 /// classifier's dynamic batching.
 std::vector<std::shared_ptr<oip::model>> reference_models(bool dynamic_batching = true);
+
+/// The names of `reference_models`, in the same order, without building any model.
+std::vector<std::string> reference_model_names();
+
+/// The reference model `name` alone, or null when there is none of that name.
+std::shared_ptr<oip::model> reference_model(std::string_view name, bool dynamic_batching = true);
 
 /// The classifier's weights, row-major [2048, 1000], from a seeded generator: the CPU and the
 /// CUDA classifier use the same.

@@ -28,6 +28,19 @@
 
 namespace oip {
 
+/// Whether clients may load and unload models through the repository extension (Triton's
+/// `--model-control-mode`).
+enum class model_control_mode : std::uint8_t {
+  /// The host's models only: clients' loads and unloads are refused (400, gRPC
+  /// FAILED_PRECONDITION); the index still answers.
+  none,
+  /// Clients load the models that the host's `model_loader` offers, and unload any model.
+  explicit_loading,
+};
+
+/// Triton's refusal of a load or unload where model control is off, in its words, as a 400.
+[[nodiscard]] OIP_EXPORT status model_control_refused();
+
 /// What a host configures about its server, whatever the transport.
 struct server_options {
   std::string name = "oip";
@@ -47,6 +60,9 @@ struct server_options {
   /// file (as in Triton), so with a file set any client can have every request traced, a file per
   /// trace with `log_frequency` 1: set one only where clients are trusted.
   trace_settings trace{};
+  /// Off by default: a load builds a model (its weights read, its memory taken) and an unload
+  /// stops one, so allow clients to only where they are trusted with that.
+  model_control_mode model_control = model_control_mode::none;
 };
 
 /// A model's statistics at one moment, in the shape of Triton's statistics extension.
@@ -102,14 +118,24 @@ class OIP_EXPORT inference_service {
       std::optional<std::string_view> model, std::optional<std::uint64_t> version) const;
 
   // --- the model repository extension ----------------------------------------------------------
-  /// The registered models and, when a loader is set, the ones it could load.
+  /// The registered models and, when a loader is set, the ones it could load (from the names it
+  /// lists: no model is built).
   [[nodiscard]] std::vector<model_index_entry> repository_index() const;
+  using control_completion = std::function<void(status)>;
   /// Loads `model` through the host's loader (`model_loader::load_with`), with the parameters of
   /// the client's request; a model already loaded is reloaded when parameters are given
-  /// (`model_repository::replace`, as in Triton) and left as it is otherwise. 400 when the host
-  /// set no loader.
-  [[nodiscard]] status load(const std::string& model, const parameters& request = {});
-  [[nodiscard]] status unload(const std::string& model);
+  /// (`model_repository::replace`, as in Triton) and left as it is otherwise. Refused at once,
+  /// with `done` called on this thread: model control off (`model_control_refused`), a bad name,
+  /// no loader (400), or a name the loader does not list (404). Otherwise the model is built on
+  /// the service's model-control thread, one load or unload at a time, and `done` called there:
+  /// never on the caller's thread, which is a transport's.
+  void load(std::string model, parameters request, control_completion done);
+  /// Starts unloading `model` (requests in flight finish on it), on the model-control thread as
+  /// `load`; 404 when there is no such model.
+  void unload(std::string model, control_completion done);
+  /// `load` and `unload`, waiting for the outcome.
+  [[nodiscard]] status load(std::string model, parameters request = {});
+  [[nodiscard]] status unload(std::string model);
 
   // --- the shared-memory extensions ------------------------------------------------------------
   /// The registered regions, or null when `server_options::shared_memory` is off.

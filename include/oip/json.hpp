@@ -22,6 +22,8 @@
 #include <oip/status.hpp>
 #include <oip/trace.hpp>
 
+#include <cstddef>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -41,6 +43,10 @@ struct response_format {
   std::vector<std::string> shared_memory_outputs;
   /// Write NaN and infinities as `null` instead of `NaN`, `Infinity`, `-Infinity`.
   bool non_finite_as_null = false;
+  /// The longest JSON text the reply may have: past it, encoding stops (within a few kilobytes)
+  /// with a 400 that asks for binary data. A server sets it from its limits
+  /// (`limits::json_response_bound`); unbounded by default.
+  std::size_t max_json_bytes = std::numeric_limits<std::size_t>::max();
 
   [[nodiscard]] bool in_shared_memory(std::string_view output_name) const noexcept {
     for (const std::string& name : shared_memory_outputs) {

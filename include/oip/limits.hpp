@@ -1,10 +1,12 @@
 #pragma once
 /// \file
-/// `oip::limits`: the bounds a host sets on what a client may send. Every decoder checks them
-/// before it allocates.
+/// `oip::limits`: the bounds a host sets on what a client may send, and on the JSON the server
+/// writes for it. Every decoder checks them before it allocates.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 namespace oip {
 
@@ -30,6 +32,25 @@ struct limits {
   std::size_t max_json_depth = 100;
   /// Longest string `sequence_id` (sequence extension): 400 above it.
   std::size_t max_string_id_length = 128;
+
+  /// The bound on a reply's JSON text (the tensors not sent as binary data), which the server
+  /// makes from the request: past it, a 400 that asks for binary data. 0 (the default) means
+  /// `json_response_factor` times the request's bytes on the wire, and at least
+  /// `json_response_floor_bytes`, so that a few kilobytes of gzip cannot have the server write
+  /// gigabytes of text; any other value is the bound. Binary replies are not bounded: their bytes
+  /// are the model's outputs, sent without a copy.
+  std::size_t max_response_bytes = 0;
+  static constexpr std::size_t json_response_factor = 64;
+  static constexpr std::size_t json_response_floor_bytes = std::size_t{1} << 20U;
+
+  /// The bound on the JSON text of the reply to a request of `wire_bytes`.
+  [[nodiscard]] constexpr std::size_t json_response_bound(std::size_t wire_bytes) const noexcept {
+    if (max_response_bytes != 0) return max_response_bytes;
+    const std::size_t most = std::numeric_limits<std::size_t>::max();
+    const std::size_t scaled =
+        wire_bytes > most / json_response_factor ? most : wire_bytes * json_response_factor;
+    return std::max(json_response_floor_bytes, scaled);
+  }
 };
 
 }  // namespace oip

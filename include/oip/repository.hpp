@@ -147,14 +147,17 @@ struct model_index_entry {
   std::string reason;
 };
 
-/// What the repository extension's load and unload routes call, when the host provides one.
+/// What the repository extension's load and unload routes call, when the host provides one and
+/// allows clients to (`server_options::model_control`).
 class OIP_EXPORT model_loader {
  public:
   model_loader() = default;
   model_loader(const model_loader&) = delete;
   model_loader& operator=(const model_loader&) = delete;
   virtual ~model_loader();
-  /// Models the host could load, by name (shown by the index as UNAVAILABLE until loaded).
+  /// Models the host could load, by name (shown by the index as UNAVAILABLE until loaded). It
+  /// answers the index and screens every load, so it names models without building any; a load of
+  /// a name it does not list is refused before `load` is called.
   [[nodiscard]] virtual std::vector<std::string> available() const = 0;
   /// Builds the model `name`; the repository registers it as version 1.
   [[nodiscard]] virtual result<std::shared_ptr<model>> load(std::string_view name) = 0;
@@ -166,6 +169,16 @@ class OIP_EXPORT model_loader {
   [[nodiscard]] virtual result<std::shared_ptr<model>> load_with(std::string_view name,
                                                                  const parameters& request);
 };
+
+/// The longest model name, in bytes: a file name's limit, as a model repository keeps each model
+/// in a directory of its name.
+inline constexpr std::size_t max_model_name_bytes = 255;
+
+/// 400 for a name that no model may have: empty, longer than `max_model_name_bytes`, `.` or
+/// `..`, or holding `/`, `\`, NUL or another control character (names that could step out of a
+/// model repository's directory, as in Triton's CVE-2025-23316). Every route and RPC that names a
+/// model is refused in this one wording, which does not repeat the name.
+[[nodiscard]] OIP_EXPORT status check_model_name(std::string_view name);
 
 /// Models by name and version. Versions are positive integers; without a version a request goes
 /// to the highest ready version. Every member is thread-safe.
@@ -179,6 +192,8 @@ class OIP_EXPORT model_loader {
 ///   (void)repository.add(oip::make_model(config, run));        // version 1
 ///   oip::result<oip::model_lease> m = repository.acquire("simple", std::nullopt);
 /// \endcode
+///
+/// Every member that takes a model's name refuses a bad one (`check_model_name`) with a 400.
 class OIP_EXPORT model_repository {
  public:
   model_repository();

@@ -31,6 +31,9 @@ enum class errc : std::uint8_t {
   not_implemented,          ///< 501
   unavailable,              ///< 503: overloaded, draining or not ready
   forbidden,                ///< 403: a restricted API without its header (`oip/access.hpp`)
+  /// 400, gRPC FAILED_PRECONDITION: a request the server's settings do not allow (a model load
+  /// where model control is off); not a 503, which would invite retries that cannot succeed
+  failed_precondition,
 };
 
 /// The canonical gRPC status codes (the numbers are those of grpc::StatusCode).
@@ -77,6 +80,7 @@ inline constexpr errc_mapping errc_table[] = {
     {errc::not_implemented, 501, grpc_code::unimplemented, "not_implemented"},
     {errc::unavailable, 503, grpc_code::unavailable, "unavailable"},
     {errc::forbidden, 403, grpc_code::permission_denied, "forbidden"},
+    {errc::failed_precondition, 400, grpc_code::failed_precondition, "failed_precondition"},
 };
 }  // namespace detail
 

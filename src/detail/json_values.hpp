@@ -6,6 +6,8 @@
 #include <oip/status.hpp>
 #include <oip/tensor.hpp>
 
+#include <cstddef>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -15,6 +17,9 @@ struct json_value_format {
   bool non_finite_as_null = false;    // NaN and infinities as `null` instead of their tokens
   bool booleans_as_digits = false;    // BOOL as 1 and 0 (Triton's traces) instead of true/false
   bool replace_invalid_utf8 = false;  // U+FFFD for bytes that are not UTF-8, instead of a 400
+  // Stop once `text` is longer than this (a block of elements past it at most), with
+  // `errc::payload_too_large`, whose message the caller replaces with one that names the reply.
+  std::size_t max_text_bytes = std::numeric_limits<std::size_t>::max();
 };
 
 /// Appends the values of `t`, comma-separated, with no brackets: numbers in the shortest form

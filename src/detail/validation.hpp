@@ -20,12 +20,16 @@ namespace oip::detail {
                                        const inference_request& request) noexcept;
 
 /// The outputs the client asked for, in its order (all of the model's when it named none), with
-/// classification applied; id, model name and version set. A requested output that the model did
-/// not produce is the model's fault (500).
+/// classification applied; id, model name and version set. An output that the configuration does
+/// not name, or whose datatype or shape (with the batch dimension) differs from it, and a requested
+/// output that the model did not produce, are the model's fault (500).
 [[nodiscard]] result<inference_response> make_response(const model_config& config,
                                                        std::uint64_t version,
                                                        const std::optional<std::string>& id,
                                                        const std::vector<requested_output>& asked,
                                                        model_output&& produced);
+
+/// The model's outputs against its configuration: name, datatype, shape (see make_response).
+[[nodiscard]] status check_outputs(const model_config& config, const std::vector<tensor>& produced);
 
 }  // namespace oip::detail

@@ -444,13 +444,13 @@ result<inference_request> decode_request(inference::ModelInferRequest& message,
   return request;
 }
 
-status encode_response(const inference_response& response, bool raw,
-                       inference::ModelInferResponse& out, const response_format* format) {
+status encode_response(const inference_response& response, inference::ModelInferResponse& out,
+                       const response_format* format, contents_form form) {
   out.set_model_name(response.model_name);
   out.set_model_version(response.model_version);
   if (response.id) out.set_id(*response.id);
   encode_parameters(response.parameters, *out.mutable_parameters());
-  const bool all_raw = raw || needs_raw(response.outputs);
+  const bool all_raw = form == contents_form::raw || needs_raw(response.outputs);
   for (const tensor& t : response.outputs) {
     encode_tensor(t, all_raw, *out.add_outputs(), *out.mutable_raw_output_contents(),
                   format != nullptr && format->in_shared_memory(t.name()));
@@ -459,7 +459,8 @@ status encode_response(const inference_response& response, bool raw,
 }
 
 status encode_request(const inference_request& request, std::string_view model,
-                      std::string_view version, bool raw, inference::ModelInferRequest& out) {
+                      std::string_view version, contents_form form,
+                      inference::ModelInferRequest& out) {
   out.set_model_name(std::string{model});
   out.set_model_version(std::string{version});
   if (request.id) out.set_id(*request.id);
@@ -478,7 +479,7 @@ status encode_request(const inference_request& request, std::string_view model,
       message.set_int64_param(static_cast<std::int64_t>(value));
     }
   }
-  const bool all_raw = raw || needs_raw(request.inputs);
+  const bool all_raw = form == contents_form::raw || needs_raw(request.inputs);
   for (const tensor& t : request.inputs) {
     encode_tensor(t, all_raw, *out.add_inputs(), *out.mutable_raw_input_contents());
   }

@@ -91,6 +91,13 @@ ServerUnaryReactor* answer(const status& allowed, CallbackServerContext* context
   return finish(context, s);
 }
 
+// Finishes a call whose reply is an empty `Response`, or the error.
+template <class Response>
+void finish_empty(ServerUnaryReactor* reactor, status s, ::grpc::ByteBuffer& out) {
+  if (s.ok()) s = serialize(Response{}, out);
+  reactor->Finish(to_grpc(s));
+}
+
 // "" is the version policy's choice; anything else must be a positive integer.
 result<std::optional<std::uint64_t>> parse_version(const std::string& text) {
   if (text.empty()) return std::optional<std::uint64_t>{};
@@ -214,21 +221,6 @@ void to_message(const tensor_metadata& t, inference::ModelMetadataResponse::Tens
   for (const std::int64_t d : t.shape) out.add_shape(d);
 }
 
-// Whether a reply goes back in raw contents: when the request sent raw contents or no input at
-// all, or used shared memory (Triton always replies raw, and its C++ client reads one raw entry
-// per output without looking: an empty one for an output in shared memory).
-bool replies_raw(const inference::ModelInferRequest& message) {
-  if (message.raw_input_contents_size() > 0 || message.inputs_size() == 0) return true;
-  const std::string region{parameter_names::shared_memory_region};
-  for (const auto& input : message.inputs()) {
-    if (input.parameters().contains(region)) return true;
-  }
-  for (const auto& output : message.outputs()) {
-    if (output.parameters().contains(region)) return true;
-  }
-  return false;
-}
-
 // A decoded request ready for the service, or why it is not.
 struct admitted_request {
   model_lease lease;
@@ -238,7 +230,7 @@ struct admitted_request {
 
   // The reply for the model's outcome: outputs written to their regions first, the rest encoded.
   [[nodiscard]] static status finish(const std::vector<shared_memory_destination>& destinations,
-                                     const result<inference_response>& outcome, bool raw,
+                                     const result<inference_response>& outcome,
                                      const response_format& format,
                                      inference::ModelInferResponse& out) {
     if (!outcome) return outcome.error();
@@ -247,7 +239,7 @@ struct admitted_request {
                           outcome->id.value_or(""));
       return s;
     }
-    return encode_response(*outcome, raw, out, &format);
+    return encode_response(*outcome, out, &format);
   }
 };
 
@@ -441,7 +433,6 @@ class stream_reactor final : public stream_reactor_base {
       trace->read = {trace_stamp{"GRPC_WAITREAD_START", read_started},
                      trace_stamp{"GRPC_WAITREAD_END", received}};
     }
-    const bool raw = replies_raw(message);
     std::string id = message.id();
     result<admitted_request> admitted = admit(service_, message, received);
     if (!admitted) {
@@ -459,14 +450,14 @@ class stream_reactor final : public stream_reactor_base {
     mark_final(failed);
     service_.infer(
         std::move(admitted->lease), std::move(admitted->request), shared_->cancel,
-        [shared = shared_, raw, sequence, failed = std::move(failed), trace,
+        [shared = shared_, sequence, failed = std::move(failed), trace,
          destinations = std::move(admitted->destinations),
          format = std::move(admitted->format)](const result<inference_response>& response) {
           std::shared_ptr<open_trace> sampled;
           if (trace) sampled = std::move(trace->sampled);
           inference::ModelStreamInferResponse reply_message;
           inference::ModelInferResponse& answer = *reply_message.mutable_infer_response();
-          status encoded = admitted_request::finish(destinations, response, raw, format, answer);
+          status encoded = admitted_request::finish(destinations, response, format, answer);
           mark_final(answer);
           ::grpc::ByteBuffer bytes;
           if (encoded.ok()) encoded = serialize(reply_message, bytes);
@@ -621,6 +612,7 @@ class service_impl final : public raw_service {
           if (!version) return version.error();
           // An unknown model is not ready: tritonclient's is_model_ready expects a plain false.
           result<bool> ready = service_.ready(request.name(), *version);
+          if (!ready && ready.error().code() != errc::not_found) return ready.error();
           response.set_ready(ready && *ready);
           return status{};
         });
@@ -673,7 +665,6 @@ class service_impl final : public raw_service {
     const auto received = inference_service::clock::now();
     reactor->trace().read = {trace_stamp{"GRPC_WAITREAD_START", called},
                              trace_stamp{"GRPC_WAITREAD_END", received}};
-    const bool raw = replies_raw(message);
     result<admitted_request> admitted = admit(service_, message, received);
     if (!admitted) {
       reactor->Finish(to_grpc(admitted.error()));
@@ -681,10 +672,10 @@ class service_impl final : public raw_service {
     }
     service_.infer(
         std::move(admitted->lease), std::move(admitted->request), reactor->cancel(),
-        [reactor, out, raw, destinations = std::move(admitted->destinations),
+        [reactor, out, destinations = std::move(admitted->destinations),
          format = std::move(admitted->format)](const result<inference_response>& outcome) {
           inference::ModelInferResponse response;
-          status s = admitted_request::finish(destinations, outcome, raw, format, response);
+          status s = admitted_request::finish(destinations, outcome, format, response);
           if (s.ok()) s = serialize(response, *out);
           if (reactor->trace().sampled) reactor->trace().sampled->stamp("INFER_RESPONSE_COMPLETE");
           reactor->send(to_grpc(s));
@@ -750,27 +741,40 @@ class service_impl final : public raw_service {
         });
   }
 
+  // A load or unload finishes on the service's model-control thread.
   ServerUnaryReactor* RepositoryModelLoad(CallbackServerContext* context, const ByteBuffer* in,
                                           ByteBuffer* out) override {
-    return answer<inference::RepositoryModelLoadRequest, inference::RepositoryModelLoadResponse>(
-        allowed(context, api_category::model_repository), context, in, out,
-        [this](const auto& request, auto& /*response*/) {
-          if (!request.repository_name().empty()) return repository_name_refused();
-          result<parameters> asked = decode_load_parameters(request.parameters());
-          if (!asked) return asked.error();
-          return service_.load(request.model_name(), *asked);
-        });
+    if (status s = allowed(context, api_category::model_repository); !s.ok()) {
+      return finish(context, s);
+    }
+    inference::RepositoryModelLoadRequest request;
+    status s = parse(*in, request);
+    if (s.ok() && !request.repository_name().empty()) s = repository_name_refused();
+    if (!s.ok()) return finish(context, s);
+    result<parameters> asked = decode_load_parameters(request.parameters());
+    if (!asked) return finish(context, asked.error());
+    ServerUnaryReactor* reactor = context->DefaultReactor();
+    service_.load(std::move(*request.mutable_model_name()), std::move(*asked),
+                  [reactor, out](const status& loaded) {
+                    finish_empty<inference::RepositoryModelLoadResponse>(reactor, loaded, *out);
+                  });
+    return reactor;
   }
 
   ServerUnaryReactor* RepositoryModelUnload(CallbackServerContext* context, const ByteBuffer* in,
                                             ByteBuffer* out) override {
-    return answer<inference::RepositoryModelUnloadRequest,
-                  inference::RepositoryModelUnloadResponse>(
-        allowed(context, api_category::model_repository), context, in, out,
-        [this](const auto& request, auto& /*response*/) {
-          if (!request.repository_name().empty()) return repository_name_refused();
-          return service_.unload(request.model_name());
-        });
+    if (status s = allowed(context, api_category::model_repository); !s.ok()) {
+      return finish(context, s);
+    }
+    inference::RepositoryModelUnloadRequest request;
+    status s = parse(*in, request);
+    if (s.ok() && !request.repository_name().empty()) s = repository_name_refused();
+    if (!s.ok()) return finish(context, s);
+    ServerUnaryReactor* reactor = context->DefaultReactor();
+    service_.unload(std::move(*request.mutable_model_name()), [reactor, out](const status& done) {
+      finish_empty<inference::RepositoryModelUnloadResponse>(reactor, done, *out);
+    });
+    return reactor;
   }
 
   // --- the shared-memory extensions ------------------------------------------------------------

@@ -16,9 +16,9 @@ namespace {
 void check_request(inference::ModelInferRequest& message, const oip::limits& bounds) {
   oip::result<oip::inference_request> request = oip::grpc::decode_request(message, bounds);
   if (!request) return;
-  for (const bool raw : {false, true}) {
+  for (const auto form : {oip::grpc::contents_form::typed, oip::grpc::contents_form::raw}) {
     inference::ModelInferRequest again;
-    if (oip::grpc::encode_request(*request, "fuzz", "", raw, again).ok()) {
+    if (oip::grpc::encode_request(*request, "fuzz", "", form, again).ok()) {
       oip::result<oip::inference_request> round = oip::grpc::decode_request(again, bounds);
       if (!round || round->inputs.size() != request->inputs.size()) __builtin_trap();
     }
@@ -28,7 +28,7 @@ void check_request(inference::ModelInferRequest& message, const oip::limits& bou
     response.parameters = request->parameters;
     response.outputs = request->inputs;
     inference::ModelInferResponse reply;
-    if (oip::grpc::encode_response(response, raw, reply).ok()) {
+    if (oip::grpc::encode_response(response, reply, nullptr, form).ok()) {
       oip::result<oip::inference_response> back = oip::grpc::decode_response(reply, bounds);
       if (!back || back->outputs.size() != response.outputs.size()) __builtin_trap();
     }

@@ -244,7 +244,8 @@ def main():
     # --inline-execution true).
     return oip_serve_runner.run(sys.argv[1], checks,
                                 lambda http_url, grpc_url: grpcclient.InferenceServerClient(grpc_url),
-                                extra_args=("--allow-shared-memory", "--grpc-restricted-protocol",
+                                extra_args=("--allow-shared-memory", "true", "--model-control-mode", "explicit",
+                                            "--load-model", "*", "--grpc-restricted-protocol",
                                             "model-repository:admin-key=admin-value",
                                             *sys.argv[2:]))
 

@@ -323,7 +323,8 @@ def main():
     # Arguments after the server's path go to it as well (ctest runs the checks again with
     # --inline-execution true).
     return oip_serve_runner.run(sys.argv[1], checks, make_client,
-                                extra_args=("--allow-shared-memory", "--http-restricted-api",
+                                extra_args=("--allow-shared-memory", "true", "--model-control-mode", "explicit",
+                                            "--load-model", "*", "--http-restricted-api",
                                             "model-repository:admin-key=admin-value",
                                             *sys.argv[2:]))
 

@@ -19,12 +19,18 @@
 #include <oip/status.hpp>
 #include <oip/trace.hpp>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace oip::grpc {
 
 using parameter_map = google::protobuf::Map<std::string, inference::InferParameter>;
+
+/// How a message carries its tensors' elements: `raw`, each tensor's bytes in one entry of
+/// `raw_input_contents` / `raw_output_contents`, or `typed`, in each tensor's `contents` (FP16
+/// and BF16, which have no typed field, make a whole message raw).
+enum class contents_form : std::uint8_t { raw, typed };
 
 /// Server side: a request message to an oip request; `message`'s raw contents are taken. A 400
 /// (INVALID_ARGUMENT) for contents and raw data together, a count of raw contents that is not
@@ -44,17 +50,18 @@ using parameter_map = google::protobuf::Map<std::string, inference::InferParamet
     inference::ModelInferRequest& message, const limits& bounds = {},
     const shared_memory_registry* shared_memory = nullptr);
 
-/// Server side: the response to a request that sent raw data goes back raw (`raw`); otherwise in
-/// typed contents, unless an output is FP16 or BF16, which have none.
-/// Outputs that `format` places in shared memory carry only their name, datatype and shape (and
-/// an empty raw entry when the reply is raw).
-[[nodiscard]] status encode_response(const inference_response& response, bool raw,
+/// Server side: a response, raw by default whatever form the request used, as Triton's server
+/// answers (Triton's clients read `raw_output_contents[i]` for output i without looking).
+/// Outputs that `format` places in shared memory carry only their name, datatype and shape, and
+/// an empty raw entry, so that raw entries stay one per output.
+[[nodiscard]] status encode_response(const inference_response& response,
                                      inference::ModelInferResponse& out,
-                                     const response_format* format = nullptr);
+                                     const response_format* format = nullptr,
+                                     contents_form form = contents_form::raw);
 
 /// Client side: a request for `model` (and `version`, empty for the policy's choice).
 [[nodiscard]] status encode_request(const inference_request& request, std::string_view model,
-                                    std::string_view version, bool raw,
+                                    std::string_view version, contents_form form,
                                     inference::ModelInferRequest& out);
 
 /// Client side: a response message to an oip response; `message`'s raw contents are taken. With

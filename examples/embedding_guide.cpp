@@ -1,0 +1,107 @@
+// docs/embedding.md's code, whole: every ```cpp block of the guide is a part of this file (the
+// `embedding_guide_in_sync` test checks it), and ctest runs it. A change to the model interface
+// that breaks the guide breaks this build.
+
+#include <oip/executor.hpp>
+#include <oip/http_handler.hpp>
+#include <oip/in_process_client.hpp>
+#include <oip/inference_service.hpp>
+#include <oip/log.hpp>
+#include <oip/model.hpp>
+#include <oip/repository.hpp>
+#include <oip/tensor.hpp>
+
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+int failures = 0;
+void expect(bool holds, const char* what) {
+  if (!holds) {
+    std::fprintf(stderr, "embedding_guide: %s does not hold\n", what);
+    ++failures;
+  }
+}
+#define EXPECT(condition) expect((condition), #condition)
+
+// Y = 2 * X, row by row: FP32 [batch, 4] in, FP32 [batch, 4] out.
+oip::model_config double_config() {
+  oip::model_config config;
+  config.name = "double";
+  config.max_batch_size = 8;  // > 0: every request's first dimension is its batch size...
+  config.inputs = {{"X", oip::datatype::fp32, {4}, {}}};   // ...so dims leave it out: [4]
+  config.outputs = {{"Y", oip::datatype::fp32, {4}, {}}};  // is [batch, 4] on the wire
+  return config;
+}
+
+oip::result<oip::model_output> run_double(const oip::inference_request& request) {
+  const oip::tensor& x = request.inputs[0];  // checked against the configuration already
+  std::vector<float> y(x.element_count());
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] = 2 * x.at<float>(i);
+  oip::result<oip::tensor> out = oip::tensor::from_values<float>("Y", x.shape(), y);
+  if (!out) return out.error();  // an error here fails the request with its status
+  oip::model_output produced;
+  produced.outputs.push_back(std::move(*out));
+  return produced;
+}
+
+// Keeps oip's log lines instead of writing them to stderr.
+struct captured_log : oip::log_sink {
+  void write(oip::log_level /*level*/, std::string_view line) noexcept override {
+    const std::lock_guard lock{mutex};
+    lines.emplace_back(line);
+  }
+  std::mutex mutex;
+  std::vector<std::string> lines;
+};
+
+}  // namespace
+
+int main() {
+  auto log = std::make_shared<captured_log>();
+  oip::set_log_sink(log);  // for the whole process; set_log_sink(nullptr) restores stderr
+
+  oip::model_repository models;  // oip/repository.hpp
+  if (oip::status s = models.add(oip::make_model(double_config(), run_double)); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.message().c_str());
+    return 1;
+  }
+  oip::executor workers{{.threads = 2, .queue_capacity = 64}};  // oip/executor.hpp
+  oip::server_options options;                                  // oip/inference_service.hpp
+  options.name = "my_service";
+  oip::inference_service service{models, workers, options};
+
+  oip::http_handler handler{service};  // the routes, without a socket
+  oip::in_process_client client{handler};
+
+  oip::inference_request request;
+  const std::vector<float> x{1, 2, 3, 4, 5, 6, 7, 8};
+  request.inputs.push_back(*oip::tensor::from_values<float>("X", {2, 4}, x));  // a batch of 2
+  oip::result<oip::inference_response> r = client.infer("double", request);
+  EXPECT(r.ok());
+  EXPECT(r->outputs[0].name() == "Y");
+  EXPECT(r->outputs[0].at<float>(7) == 16.0F);
+
+  // Without the batch dimension: a 400, in Triton's words.
+  oip::inference_request flat;
+  flat.inputs.push_back(*oip::tensor::from_values<float>("X", {4}, {x.data(), 4}));
+  oip::result<oip::inference_response> refused = client.infer("double", flat);
+  EXPECT(!refused.ok());
+  EXPECT(refused.error().code() == oip::errc::invalid_argument);
+  EXPECT(refused.error().http_status() == 400);
+  EXPECT(refused.error().message().starts_with(
+      "unexpected shape for input 'X' for model 'double'. Expected [-1,4], got [4]. NOTE: "
+      "Setting a non-zero max_batch_size in the model config requires a batch dimension to be "
+      "prepended to each input shape."));
+
+  EXPECT(!log->lines.empty());  // the refused request's line
+  oip::set_log_sink(nullptr);
+
+  std::printf("%d passed, %d failed\n", failures == 0 ? 1 : 0, failures == 0 ? 0 : 1);
+  return failures == 0 ? 0 : 1;
+}

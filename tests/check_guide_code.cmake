@@ -1,0 +1,22 @@
+# Fails unless every ```cpp block of GUIDE appears, line for line, in CODE: the guide's code is
+# compiled and run as CODE, so it cannot go stale. Usage: cmake -DGUIDE=... -DCODE=... -P this
+file(READ "${GUIDE}" guide)
+file(READ "${CODE}" code)
+# CMake lists are split at semicolons: the code's are set aside first.
+string(REPLACE ";" "<semicolon>" guide "${guide}")
+string(REPLACE ";" "<semicolon>" code "${code}")
+string(REGEX MATCHALL "```cpp\n[^`]*```" blocks "${guide}")
+list(LENGTH blocks count)
+if(count EQUAL 0)
+  message(FATAL_ERROR "${GUIDE} has no cpp block")
+endif()
+foreach(block IN LISTS blocks)
+  string(REGEX REPLACE "^```cpp\n" "" block "${block}")
+  string(REGEX REPLACE "```$" "" block "${block}")
+  string(FIND "${code}" "${block}" at)
+  if(at EQUAL -1)
+    string(REPLACE "<semicolon>" ";" block "${block}")
+    message(FATAL_ERROR "this block of ${GUIDE} is not in ${CODE}:\n${block}")
+  endif()
+endforeach()
+message(STATUS "${count} blocks of ${GUIDE} are in ${CODE}")
