@@ -2,8 +2,10 @@
 // the model, the response), batch 1 to 8: on the CPU path always, and on a CUDA device (oip::cuda)
 // when one is usable here. Rows per second is the figure; `bytes_per_second` counts the input
 // bytes. Then `simple` handed to a worker and run inline (model_config::inline_execution), side
-// by side: what the hand-off costs a request.
+// by side: what the hand-off costs a request; and the check of simple's outputs against its
+// configuration (name, datatype, shape), which every request above includes, alone.
 
+#include "detail/validation.hpp"
 #include "served.hpp"
 #include "serving_support.hpp"
 
@@ -97,6 +99,17 @@ int main(int argc, char** argv) {
                                  })
         ->UseRealTime();
   }
+  benchmark::RegisterBenchmark("output_check/simple", [](benchmark::State& state) {
+    const oip::model_config config = oip::testing::simple_config();
+    const oip::inference_request request = simple_request(1);
+    std::vector<oip::tensor> outputs{
+        *oip::tensor::make("OUTPUT0", oip::datatype::int32, {1, 16}, request.inputs[0].data()),
+        *oip::tensor::make("OUTPUT1", oip::datatype::int32, {1, 16}, request.inputs[1].data())};
+    for (auto _ : state) {
+      oip::status checked = oip::detail::check_outputs(config, outputs);
+      benchmark::DoNotOptimize(checked);
+    }
+  });
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

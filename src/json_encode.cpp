@@ -69,8 +69,10 @@ namespace detail {
 namespace {
 
 // Elements are written a block at a time: room for the block's worst case, the numbers written
-// into it, the string cut to what they took. The text never holds more than a block of unwritten
-// room, and a reply over its bound stops within a block of it.
+// into it, the string cut to what they took. After the first block, the text is given the room
+// that block's length projects for the whole tensor, and a sixteenth more (never past the bound),
+// so a large tensor grows its string once, not by doublings. A text over its bound stops within a
+// block of it.
 constexpr std::size_t elements_per_block = 4096;
 
 status too_long() { return status{errc::payload_too_large, "the JSON text is over its bound"}; }
@@ -79,11 +81,10 @@ template <class T, class Write>
 status append_elements(std::string& text, const tensor& t, std::size_t max_text_bytes,
                        Write write) {
   const std::size_t count = t.element_count();
-  // Each element takes a character and a comma at least: what it will write, reserved once.
-  if (count > (max_text_bytes - std::min(max_text_bytes, text.size())) / 2 + 1) {
-    return too_long();
-  }
-  text.reserve(text.size() + 2 * count);
+  const std::size_t room = max_text_bytes - std::min(max_text_bytes, text.size());
+  if (count > room / 2 + 1) return too_long();  // each element takes a character and a comma
+  const std::size_t block_room = elements_per_block * (detail::max_element_chars<T> + 1);
+  const std::size_t begin = text.size();
   for (std::size_t first = 0; first < count; first += elements_per_block) {
     const std::size_t last = std::min(count, first + elements_per_block);
     const std::size_t start = text.size();
@@ -95,6 +96,10 @@ status append_elements(std::string& text, const tensor& t, std::size_t max_text_
     }
     text.resize(static_cast<std::size_t>(at - text.data()));
     if (text.size() > max_text_bytes) return too_long();
+    if (first == 0 && last < count) {
+      const std::size_t projected = (text.size() - begin) * count / last;
+      text.reserve(std::min(begin + projected + projected / 16, max_text_bytes) + block_room);
+    }
   }
   return {};
 }
@@ -305,6 +310,15 @@ status write_tensor(json_out& out, encoded_body& body, const tensor& t, tensor_p
   return {};
 }
 
+// The refusal of a reply whose JSON text passes `format.max_json_bytes`.
+status reply_too_long(const inference_response& response, const response_format& format) {
+  return status{errc::invalid_argument,
+                fmt::format("the JSON reply of model '{}' would be larger than {} bytes, this "
+                            "request's bound: ask for its outputs as binary data "
+                            "(binary_data_output, or binary_data on each output)",
+                            response.model_name, format.max_json_bytes)};
+}
+
 }  // namespace
 
 result<encoded_body> encode_response(const inference_response& response,
@@ -339,16 +353,11 @@ result<encoded_body> encode_response(const inference_response& response,
     status s = write_tensor(
         out, body, t, placement, "output",
         {.non_finite_as_null = format.non_finite_as_null, .max_text_bytes = format.max_json_bytes});
-    if (s.code() == errc::payload_too_large) {
-      return status{errc::invalid_argument,
-                    fmt::format("the JSON reply of model '{}' would be larger than {} bytes, this "
-                                "request's bound: ask for its outputs as binary data "
-                                "(binary_data_output, or binary_data on each output)",
-                                response.model_name, format.max_json_bytes)};
-    }
+    if (s.code() == errc::payload_too_large) return reply_too_long(response, format);
     if (!s.ok()) return s;
   }
   out.raw("]}");
+  if (body.json.size() > format.max_json_bytes) return reply_too_long(response, format);
   return body;
 }
 

@@ -915,3 +915,50 @@ TEST_CASE("requests of many tensors: all read, a duplicate name found wherever i
           "input 'IN3' already exists in request");
   }
 }
+
+TEST_CASE("a reply's JSON text stops at its bound with a 400 that asks for binary data") {
+  oip::inference_response response;
+  response.model_name = "m";
+  const std::vector<float> values(100'000, 0.5F);
+  response.outputs.push_back(*oip::tensor::from_values<float>("Y", {100'000}, values));
+  const std::string word(100, 'w');
+  const std::vector<std::string_view> words(1000, word);
+  response.outputs.push_back(*oip::tensor::from_strings("S", {1000}, words));
+  oip::response_format format;
+  const oip::result<oip::encoded_body> whole = oip::encode_response(response, format);
+  REQUIRE(whole);
+  const std::size_t size = whole->json.size();
+  format.max_json_bytes = size;  // exactly enough
+  const oip::result<oip::encoded_body> fits = oip::encode_response(response, format);
+  REQUIRE(fits);
+  CHECK(fits->json == whole->json);
+  // A string's growth at most (twice what it holds), and a block's room.
+  CHECK(fits->json.capacity() <= 2 * size + 4096 * 16);
+  for (const std::size_t bound : {std::size_t{1000}, size / 2, size - 1}) {
+    CAPTURE(bound);
+    format.max_json_bytes = bound;
+    const oip::result<oip::encoded_body> refused = oip::encode_response(response, format);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code() == oip::errc::invalid_argument);
+    CHECK(refused.error().message() ==
+          "the JSON reply of model 'm' would be larger than " + std::to_string(bound) +
+              " bytes, this request's bound: ask for its outputs as binary data "
+              "(binary_data_output, or binary_data on each output)");
+  }
+  // The same outputs as binary data are not bounded: the bound is on the text only.
+  format.max_json_bytes = 1000;
+  format.binary_by_default = true;
+  CHECK(oip::encode_response(response, format));
+}
+
+TEST_CASE(
+    "the bound on a JSON reply: 64x the request's wire bytes, 1 MiB at least, or the host's") {
+  oip::limits bounds;
+  CHECK(bounds.json_response_bound(100) == std::size_t{1} << 20U);
+  CHECK(bounds.json_response_bound(std::size_t{1} << 20U) == std::size_t{64} << 20U);
+  CHECK(bounds.json_response_bound(std::numeric_limits<std::size_t>::max()) ==
+        std::numeric_limits<std::size_t>::max());
+  bounds.max_response_bytes = 5000;
+  CHECK(bounds.json_response_bound(1) == 5000);
+  CHECK(bounds.json_response_bound(std::size_t{1} << 30U) == 5000);
+}

@@ -278,3 +278,31 @@ TEST_CASE("statistics read while requests complete agree on their compute counts
   CHECK(last > 0);
   CHECK(failed.load() == 0);
 }
+
+TEST_CASE("model names: what a name may hold, checked by every member that takes one") {
+  for (const std::string& good :
+       {std::string{"simple"}, std::string{"a.b-c_d e"}, std::string{"..."},
+        std::string{"mod\u00e8le"}, std::string(255, 'm')}) {
+    CAPTURE(good);
+    CHECK(oip::check_model_name(good).ok());
+  }
+  for (const std::string& bad :
+       {std::string{}, std::string{"."}, std::string{".."}, std::string{"a/b"}, std::string{"/"},
+        std::string{"a\\b"}, std::string("a\0b", 3), std::string{"a\tb"}, std::string{"a\x7f"},
+        std::string(256, 'm')}) {
+    CAPTURE(bad);
+    const oip::status s = oip::check_model_name(bad);
+    CHECK(s.code() == oip::errc::invalid_argument);
+    CHECK(s.message() ==  // one wording, which does not repeat the name
+          "invalid model name: a model name is 1 to 255 bytes, not '.' or '..', without '/', "
+          "'\\', NUL or other control characters");
+  }
+  oip::model_repository repository;
+  oip::model_config config = oip::testing::simple_config();
+  config.name = "../simple";
+  CHECK(repository.add(oip::testing::make_simple(config)).code() == oip::errc::invalid_argument);
+  CHECK(repository.acquire("..", std::nullopt).error().code() == oip::errc::invalid_argument);
+  CHECK(repository.find("a/b", std::nullopt).error().code() == oip::errc::invalid_argument);
+  CHECK(repository.remove("a\nb").code() == oip::errc::invalid_argument);
+  CHECK(repository.acquire("simple", std::nullopt).error().code() == oip::errc::not_found);
+}
