@@ -83,7 +83,10 @@ int main() {
   const std::vector<float> x{1, 2, 3, 4, 5, 6, 7, 8};
   request.inputs.push_back(*oip::tensor::from_values<float>("X", {2, 4}, x));  // a batch of 2
   oip::result<oip::inference_response> r = client.infer("double", request);
-  EXPECT(r.ok());
+  if (!r) {
+    std::fprintf(stderr, "%s\n", r.error().message().c_str());
+    return 1;
+  }
   EXPECT(r->outputs[0].name() == "Y");
   EXPECT(r->outputs[0].at<float>(7) == 16.0F);
 

@@ -278,7 +278,8 @@ result<inference_request> decode_generate_request(const buffer& body, const mode
   return reader.request();
 }
 
-result<std::string> encode_generate_response(const inference_response& response) {
+result<std::string> encode_generate_response(const inference_response& response,
+                                             std::size_t max_json_bytes) {
   // Triton's reply is a map: names in order, the first of a name kept.
   std::map<std::string, std::string, std::less<>> members;
   const auto add = [&](const std::string& name, std::string&& json) {
@@ -297,17 +298,24 @@ result<std::string> encode_generate_response(const inference_response& response)
     detail::append_json_parameter(json, value);
     add(name, std::move(json));
   }
+  std::size_t written = 0;  // the outputs' text so far, against `max_json_bytes`
   for (const tensor& output : response.outputs) {
     std::string json;
     const bool alone = output.element_count() == 1;
     if (!alone) json += '[';
     // Text cut inside a character (at a token limit, say) must still make valid JSON, and a
     // generate client cannot ask for binary data instead: bytes that are not UTF-8 become U+FFFD.
-    if (status s =
-            detail::append_json_values(json, output, "output", {.replace_invalid_utf8 = true});
-        !s.ok()) {
-      return s;
+    const std::size_t left = max_json_bytes - std::min(max_json_bytes, written);
+    status s = detail::append_json_values(json, output, "output",
+                                          {.replace_invalid_utf8 = true, .max_text_bytes = left});
+    if (s.code() == errc::payload_too_large) {
+      return status{errc::invalid_argument,
+                    fmt::format("the generate reply of model '{}' would be larger than {} bytes, "
+                                "this request's bound",
+                                response.model_name, max_json_bytes)};
     }
+    if (!s.ok()) return s;
+    written += json.size();
     if (!alone) json += ']';
     add(output.name(), std::move(json));
   }

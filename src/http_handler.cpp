@@ -273,16 +273,17 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
   // The load or unload runs on the service's model-control thread, which calls `done`.
   void load_or_unload(const http_request& request, std::string_view action, std::string name,
                       completion& done) const {
-    const auto answer = [done = std::move(done)](const status& s) {
+    auto answer = [done = std::move(done)](const status& s) {
       done(s.ok() ? json_reply(200, "{}") : error_reply(s));
     };
-    if (action == "unload") return service.unload(std::move(name), answer);
+    if (status s = service.model_control_allowed(); !s.ok()) return answer(s);
+    if (action == "unload") return service.unload(std::move(name), std::move(answer));
     result<buffer> body = plain_body(request);
     if (!body) return answer(body.error());
     result<parameters> asked =
         decode_repository_load_request(body->as_string_view(), options.bounds);
     if (!asked) return answer(asked.error());
-    service.load(std::move(name), std::move(*asked), answer);
+    service.load(std::move(name), std::move(*asked), std::move(answer));
   }
 
   static http_response trace_reply(const result<trace_settings>& settings) {
@@ -451,20 +452,22 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     result<inference_request> decoded =
         decode_generate_request(*body, lease->get().config(), options.bounds);
     if (!decoded) return refuse(decoded.error());
+    const std::size_t max_json_bytes = options.bounds.json_response_bound(request.body.size());
     service.infer(
         std::move(*lease), std::move(*decoded), cancel,
-        [stream, trace = request.trace,
+        [stream, max_json_bytes, trace = request.trace,
          done = std::move(done)](const result<inference_response>& response) {
-          http_response made = generate_reply(response, stream);
+          http_response made = generate_reply(response, stream, max_json_bytes);
           if (trace != nullptr && trace->sampled) trace->sampled->stamp("INFER_RESPONSE_COMPLETE");
           done(std::move(made));
         },
         received, request.trace);
   }
 
-  static http_response generate_reply(const result<inference_response>& response, bool stream) {
-    result<std::string> json =
-        response ? encode_generate_response(*response) : result<std::string>{response.error()};
+  static http_response generate_reply(const result<inference_response>& response, bool stream,
+                                      std::size_t max_json_bytes) {
+    result<std::string> json = response ? encode_generate_response(*response, max_json_bytes)
+                                        : result<std::string>{response.error()};
     if (!stream) return json ? json_reply(200, std::move(*json)) : error_reply(json.error());
     // Server-sent events: the reply, or the model's error, as one `data` event.
     http_response reply;

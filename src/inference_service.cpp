@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <future>
 #include <map>
 #include <mutex>
@@ -455,14 +456,25 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   std::map<const model*, model_extras> extras;
   std::unique_ptr<shared_memory_registry> regions;  // when the extension is offered
   std::shared_ptr<tracer> traces;                   // a traced request's completion holds it too
-  // Model loads and unloads, made with the first one.
+  // Model loads and unloads, made with the first one; none after the service starts closing.
   std::mutex control_mutex;
   std::unique_ptr<detail::serial_worker> control;
+  bool control_closed = false;
 
-  void post_control(std::function<void()> task) {
+  // Posts `task`, or refuses it once the service is closing.
+  status post_control(std::function<void()> task) {
     const std::lock_guard lock{control_mutex};
+    if (control_closed) {
+      return status{errc::unavailable, "the server is stopping: no model loads or unloads"};
+    }
     if (!control) control = std::make_unique<detail::serial_worker>();
     control->post(std::move(task));
+    return {};
+  }
+
+  [[nodiscard]] bool on_control_thread() {
+    const std::lock_guard lock{control_mutex};
+    return control && control->runs_here();
   }
 
   state(model_repository& r, executor& w, server_options o)
@@ -827,6 +839,7 @@ inference_service::~inference_service() {
     std::unique_ptr<detail::serial_worker> control;
     {
       const std::lock_guard lock{state_->control_mutex};
+      state_->control_closed = true;
       control = std::move(state_->control);
     }
   }  // the loads and unloads posted are done
@@ -985,11 +998,9 @@ status model_control_refused() {
 
 namespace {
 
-// Builds `model` with `loader` and registers it; on the model-control thread.
-status load_now(model_repository& repository, model_loader& loader, const std::string& model,
-                const parameters& request) {
-  const bool serving = repository.acquire(model, std::nullopt).ok();
-  if (serving && request.empty()) return {};
+// Builds `model` with `loader` and registers it (in place of the version there, if any).
+status build_and_register(model_repository& repository, model_loader& loader,
+                          const std::string& model, const parameters& request) {
   // The loader's models are version 1: a version the host registered would go on serving
   // requests that name none, whatever was loaded.
   for (const std::uint64_t version : repository.versions(model)) {
@@ -1010,43 +1021,79 @@ status load_now(model_repository& repository, model_loader& loader, const std::s
   return repository.replace(std::move(*loaded));
 }
 
+// Builds `model` with `loader` and registers it; on the model-control thread. A loader that throws
+// fails the load, not the thread.
+status load_now(model_repository& repository, model_loader& loader, const std::string& model,
+                const parameters& request) noexcept {
+  try {
+    return build_and_register(repository, loader, model, request);
+  } catch (const std::exception& e) {
+    return status{errc::internal, fmt::format("loading model '{}' failed: {}", model, e.what())};
+  } catch (...) {
+    return status{errc::internal, fmt::format("loading model '{}' failed", model)};
+  }
+}
+
 }  // namespace
 
-void inference_service::load(std::string model, parameters request, control_completion done) {
+status inference_service::model_control_allowed() const {
   if (state_->options.model_control != model_control_mode::explicit_loading) {
-    return done(model_control_refused());
+    return model_control_refused();
   }
+  return {};
+}
+
+void inference_service::load(std::string model, parameters request, control_completion done) {
+  if (status s = model_control_allowed(); !s.ok()) return done(s);
   if (status s = check_model_name(model); !s.ok()) return done(s);
+  // A model that serves is left as it is when no parameters come, whoever registered it.
+  if (request.empty() && state_->repository.acquire(model, std::nullopt).ok()) return done({});
   std::shared_ptr<model_loader> loader = state_->repository.loader();
   if (!loader) {
     return done(status{errc::invalid_argument,
                        "this server has no model loader: its models are registered by the host "
                        "application"});
   }
-  const std::vector<std::string> offered = loader->available();
+  std::vector<std::string> offered;
+  try {
+    offered = loader->available();
+  } catch (...) {
+    return done(status{errc::internal, "this server's model loader failed to list its models"});
+  }
   if (std::find(offered.begin(), offered.end(), model) == offered.end()) {
     return done(status{errc::not_found,
                        fmt::format("failed to load '{}': this server's model loader has no model "
                                    "of that name",
                                    model)});
   }
-  state_->post_control([state = state_, loader = std::move(loader), model = std::move(model),
-                        request = std::move(request), done = std::move(done)] {
-    done(load_now(state->repository, *loader, model, request));
-  });
+  // `done` is shared with the task so that a refused post can still call it.
+  auto finish = std::make_shared<control_completion>(std::move(done));
+  status posted =
+      state_->post_control([state = state_, loader = std::move(loader), model = std::move(model),
+                            request = std::move(request), finish] {
+        (*finish)(load_now(state->repository, *loader, model, request));
+      });
+  if (!posted.ok()) (*finish)(posted);
 }
 
 void inference_service::unload(std::string model, control_completion done) {
-  if (state_->options.model_control != model_control_mode::explicit_loading) {
-    return done(model_control_refused());
-  }
+  if (status s = model_control_allowed(); !s.ok()) return done(s);
   if (status s = check_model_name(model); !s.ok()) return done(s);
-  state_->post_control([state = state_, model = std::move(model), done = std::move(done)] {
-    done(state->repository.remove(model));
+  auto finish = std::make_shared<control_completion>(std::move(done));
+  status posted = state_->post_control([state = state_, model = std::move(model), finish] {
+    (*finish)(state->repository.remove(model));
   });
+  if (!posted.ok()) (*finish)(posted);
 }
 
 namespace {
+// A load or unload that waits on the model-control thread would wait for itself.
+status waited_on_control_thread() {
+  return status{errc::internal,
+                "a load or unload that waits for its outcome cannot be made from a model loader or "
+                "a load's completion: use the form that takes a completion"};
+}
+
 // The completion holds the promise, so that it outlives a `set_value` on the control thread.
 template <class Start>
 status wait_for(Start&& start) {
@@ -1058,12 +1105,14 @@ status wait_for(Start&& start) {
 }  // namespace
 
 status inference_service::load(std::string model, parameters request) {
+  if (state_->on_control_thread()) return waited_on_control_thread();
   return wait_for([&](control_completion done) {
     load(std::move(model), std::move(request), std::move(done));
   });
 }
 
 status inference_service::unload(std::string model) {
+  if (state_->on_control_thread()) return waited_on_control_thread();
   return wait_for([&](control_completion done) { unload(std::move(model), std::move(done)); });
 }
 

@@ -170,6 +170,10 @@ status append_json_values(std::string& text, const tensor& t, std::string_view r
                                     "written as a JSON string: ask for it as binary data",
                                     role, t.name(), index, bad)};
         }
+        // An element takes its bytes and two quotes at least: past the bound before it is written.
+        if (text.size() + element.size() + (index != 0 ? 3 : 2) > format.max_text_bytes) {
+          return too_long();
+        }
         if (index != 0) text.push_back(',');
         detail::append_json_string(text, element);
         if (text.size() > format.max_text_bytes) return too_long();

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -997,4 +998,55 @@ TEST_CASE("a JSON reply is bounded by the request's bytes on the wire; binary re
     CHECK(answered.status == 200);
     CHECK(answered.body_size() > count * 2);  // "0," for each element
   }
+}
+
+TEST_CASE("a generate reply is bounded by the request's bytes on the wire too") {
+  oip::model_config c;
+  c.name = "echo";
+  c.inputs = {{"INPUT0", oip::datatype::fp16, {-1}, {}}};
+  c.outputs = {{"OUTPUT0", oip::datatype::fp16, {-1}, {}}};
+  repository_host host;
+  REQUIRE(
+      host.repository
+          .add(oip::make_model(c,
+                               [](const oip::inference_request& r) {
+                                 return oip::result<oip::model_output>{oip::model_output{
+                                     {*oip::tensor::make("OUTPUT0", oip::datatype::fp16,
+                                                         r.inputs[0].shape(), r.inputs[0].data())},
+                                     {}}};
+                               }))
+          .ok());
+  std::string zeros = "0";
+  for (int i = 1; i < (1 << 20); ++i) zeros += ",0";
+  const std::string wire = gzip(R"({"INPUT0":[)" + zeros + "]}");
+  CHECK(wire.size() < 16 * 1024);
+  const http_response refused =
+      host.client.send("POST", "/v2/models/echo/generate", wire, {{"Content-Encoding", "gzip"}});
+  CHECK(refused.status == 400);
+  CHECK(oip::decode_error(refused.body(), 400).message() ==
+        "the generate reply of model 'echo' would be larger than 1048576 bytes, this request's "
+        "bound");
+  // A small reply is answered.
+  const http_response answered =
+      host.client.send("POST", "/v2/models/echo/generate", R"({"INPUT0":[1,2,3]})");
+  CHECK(answered.status == 200);
+}
+
+TEST_CASE("a loader that throws fails its load with a 500; the next load is served") {
+  struct throwing_loader : oip::model_loader {
+    std::vector<std::string> available() const override { return {"simple", "broken"}; }
+    oip::result<std::shared_ptr<oip::model>> load(std::string_view name) override {
+      if (name == "broken") throw std::runtime_error("no weights");
+      return oip::testing::make_simple();
+    }
+  };
+  repository_host host;
+  host.repository.set_loader(std::make_shared<throwing_loader>());
+  check_error(host.client.send("POST", "/v2/repository/models/broken/load"), 500,
+              "loading model 'broken' failed: no weights");
+  CHECK(host.client.send("POST", "/v2/repository/models/simple/load").status == 200);
+  CHECK(host.client.ready("simple"));
+  // A model that serves is left as it is, whether or not the loader lists it.
+  REQUIRE(host.repository.add(oip::testing::make_scores()).ok());
+  CHECK(host.client.send("POST", "/v2/repository/models/scores/load").status == 200);
 }

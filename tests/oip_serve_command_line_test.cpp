@@ -84,7 +84,8 @@ TEST_CASE("--name=VALUE and --name VALUE mean the same") {
   }
 }
 
-TEST_CASE("booleans are true, false, 1 or 0, in either form, and nothing else") {
+TEST_CASE(
+    "booleans are Triton's true, on, 1, false, off or 0, any case, either form; nothing else") {
   struct flag {
     const char* name;
     bool (*read)(const options&);
@@ -102,25 +103,27 @@ TEST_CASE("booleans are true, false, 1 or 0, in either form, and nothing else") 
   for (const flag& f : flags) {
     CAPTURE(f.name);
     const std::string name = std::string{"--"} + f.name;
-    for (const auto& [text, value] : {std::pair{"true", true}, std::pair{"1", true},
-                                      std::pair{"false", false}, std::pair{"0", false}}) {
+    for (const auto& [text, value] :
+         {std::pair{"true", true}, std::pair{"1", true}, std::pair{"On", true},
+          std::pair{"TRUE", true}, std::pair{"false", false}, std::pair{"0", false},
+          std::pair{"off", false}, std::pair{"False", false}}) {
       CAPTURE(text);
       CHECK(f.read(parsed({name + "=" + text})) == value);
       CHECK(f.read(parsed({name, text})) == value);
     }
-    for (const char* wrong : {"yes", "TRUE", "2", "-1"}) {
+    for (const char* wrong : {"yes", "tru", "2", "-1"}) {
       CAPTURE(wrong);
       CHECK(refusal({name + "=" + wrong}) ==
-            name + " takes true, false, 1 or 0, not '" + wrong + "'");
+            name + " takes true, false, on, off, 1 or 0, not '" + wrong + "'");
     }
     // A boolean takes a value: alone, or empty, it would read as one way or the other.
     CHECK(refusal({name}).find(f.name) != std::string::npos);
     CHECK(refusal({name + "="}).find(f.name) != std::string::npos);
   }
   CHECK(refusal({"--allow-gpu-metrics", "maybe"}) ==
-        "--allow-gpu-metrics takes true, false, 1 or 0, not 'maybe'");
+        "--allow-gpu-metrics takes true, false, on, off, 1 or 0, not 'maybe'");
   CHECK(refusal({"--grpc-keepalive-permit-without-calls=2"}) ==
-        "--grpc-keepalive-permit-without-calls takes true, false, 1 or 0, not '2'");
+        "--grpc-keepalive-permit-without-calls takes true, false, on, off, 1 or 0, not '2'");
 }
 
 TEST_CASE("numbers out of range or not numbers are refused, never defaulted") {
@@ -164,6 +167,8 @@ TEST_CASE("model control: none or explicit, and --load-model only with explicit"
   CHECK(o.load_models == std::set<std::string>{"simple", "classifier"});
   CHECK_FALSE(o.load_all);
   CHECK(parsed({"--model-control-mode", "explicit", "--load-model", "*"}).load_all);
+  CHECK(parsed({"--model-control-mode=EXPLICIT"}).server.model_control ==
+        oip::model_control_mode::explicit_loading);  // any case, as Triton
 }
 
 TEST_CASE("switches, addresses, repeated options and help") {

@@ -3,6 +3,7 @@
 #include <oip/access.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
@@ -22,7 +23,8 @@ the other numeric types, simple_string, simple_identity, identity_<type>, classi
 simple_sequence, simple_dyna_sequence, simple_string_dyna_sequence, sequence_accumulator) over
 the Open Inference Protocol, on HTTP and gRPC.
 
-Every option is written --name=VALUE or --name VALUE, as Triton's are; B is true, false, 1 or 0.
+Every option is written --name=VALUE or --name VALUE, as Triton's are; B is true, on or 1, or
+false, off or 0, in any case, as Triton reads them.
 A value that is not one the option takes is an error (exit code 2).
 
   --http-port N          HTTP port (default 8000; 0 picks a free one)
@@ -120,6 +122,12 @@ constexpr std::pair<const char*, const char*> keepalive_options[] = {
     {"grpc-http2-max-ping-strikes", GRPC_ARG_HTTP2_MAX_PING_STRIKES},
 };
 
+std::string lowercase(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return text;
+}
+
 // Reads the options' values from what Program_options collected, each checked as it is read.
 class reader {
  public:
@@ -139,15 +147,17 @@ class reader {
   void string(const char* name, std::string& out) {
     if (const std::string* value = text(name)) out = *value;
   }
+  // As Triton reads them: true, on or 1, false, off or 0, in any case.
   void boolean(const char* name, bool& out) {
     const std::string* value = text(name);
     if (value == nullptr) return;
-    if (*value == "true" || *value == "1") {
+    const std::string word = lowercase(*value);
+    if (word == "true" || word == "on" || word == "1") {
       out = true;
-    } else if (*value == "false" || *value == "0") {
+    } else if (word == "false" || word == "off" || word == "0") {
       out = false;
     } else {
-      fail(fmt::format("--{} takes true, false, 1 or 0, not '{}'", name, *value));
+      fail(fmt::format("--{} takes true, false, on, off, 1 or 0, not '{}'", name, *value));
     }
   }
   template <class Number>
@@ -304,16 +314,17 @@ void read_models(reader& in, options& o) {
       if (!name.empty()) o.models.insert(name);
     }
   }
-  if (const std::string* mode = in.text("model-control-mode")) {
-    if (*mode == "none") {
+  if (const std::string* given = in.text("model-control-mode")) {
+    const std::string mode = lowercase(*given);  // as Triton reads it
+    if (mode == "none") {
       o.server.model_control = oip::model_control_mode::none;
-    } else if (*mode == "explicit") {
+    } else if (mode == "explicit") {
       o.server.model_control = oip::model_control_mode::explicit_loading;
     } else {
       in.fail(
           fmt::format("--model-control-mode takes none or explicit, not '{}' (oip-serve "
                       "has no model repository to poll)",
-                      *mode));
+                      *given));
     }
   }
   for (const std::string& name : in.all("load-model")) {

@@ -11,6 +11,8 @@
 #include <oip/model.hpp>
 #include <oip/status.hpp>
 
+#include <cstddef>
+#include <limits>
 #include <string>
 
 namespace oip {
@@ -37,7 +39,8 @@ namespace oip {
 /// `model_version`, the response parameters, then each output by name: its value alone when it
 /// has one element, else its values as a flat array (BYTES as strings, bytes that are not UTF-8
 /// as U+FFFD). Members are in the order of their names, and a name already written is not
-/// written again (Triton's rules).
+/// written again (Triton's rules). An output whose values take the text past `max_json_bytes`
+/// (a server's `limits::json_response_bound`) stops the reply with a 400.
 ///
 /// Example:
 /// \code
@@ -45,6 +48,7 @@ namespace oip {
 ///   oip::result<std::string> json = oip::encode_generate_response(response);
 /// \endcode
 [[nodiscard]] OIP_EXPORT result<std::string> encode_generate_response(
-    const inference_response& response);
+    const inference_response& response,
+    std::size_t max_json_bytes = std::numeric_limits<std::size_t>::max());
 
 }  // namespace oip

@@ -124,7 +124,8 @@ class OIP_EXPORT inference_service {
   using control_completion = std::function<void(status)>;
   /// Loads `model` through the host's loader (`model_loader::load_with`), with the parameters of
   /// the client's request; a model already loaded is reloaded when parameters are given
-  /// (`model_repository::replace`, as in Triton) and left as it is otherwise. Refused at once,
+  /// (`model_repository::replace`, as in Triton) and left as it is otherwise (whether or not the
+  /// loader lists it). A loader that throws fails the load with a 500. Refused at once,
   /// with `done` called on this thread: model control off (`model_control_refused`), a bad name,
   /// no loader (400), or a name the loader does not list (404). Otherwise the model is built on
   /// the service's model-control thread, one load or unload at a time, and `done` called there:
@@ -133,9 +134,13 @@ class OIP_EXPORT inference_service {
   /// Starts unloading `model` (requests in flight finish on it), on the model-control thread as
   /// `load`; 404 when there is no such model.
   void unload(std::string model, control_completion done);
-  /// `load` and `unload`, waiting for the outcome.
+  /// `load` and `unload`, waiting for the outcome: for a host's own code, never from a model
+  /// loader or a load's completion (which run on the model-control thread: a 500 there).
   [[nodiscard]] status load(std::string model, parameters request = {});
   [[nodiscard]] status unload(std::string model);
+  /// Whether clients may load and unload models (`model_control_refused` where they may not): a
+  /// transport asks before it decodes a load request's body.
+  [[nodiscard]] status model_control_allowed() const;
 
   // --- the shared-memory extensions ------------------------------------------------------------
   /// The registered regions, or null when `server_options::shared_memory` is off.

@@ -43,8 +43,9 @@ struct response_format {
   std::vector<std::string> shared_memory_outputs;
   /// Write NaN and infinities as `null` instead of `NaN`, `Infinity`, `-Infinity`.
   bool non_finite_as_null = false;
-  /// The longest JSON text the reply may have: past it, encoding stops (within a few kilobytes)
-  /// with a 400 that asks for binary data. A server sets it from its limits
+  /// The longest JSON text the reply may have: past it, encoding stops (within a block of 4,096
+  /// numbers, or one BYTES element's escapes) with a 400 that asks for binary data. A server sets
+  /// it from its limits
   /// (`limits::json_response_bound`); unbounded by default.
   std::size_t max_json_bytes = std::numeric_limits<std::size_t>::max();
 

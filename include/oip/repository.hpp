@@ -193,7 +193,8 @@ inline constexpr std::size_t max_model_name_bytes = 255;
 ///   oip::result<oip::model_lease> m = repository.acquire("simple", std::nullopt);
 /// \endcode
 ///
-/// Every member that takes a model's name refuses a bad one (`check_model_name`) with a 400.
+/// `add`, `replace`, `remove`, `acquire` and `find` refuse a bad name (`check_model_name`) with a
+/// 400; `versions` and `wait_removed` find no model of such a name.
 class OIP_EXPORT model_repository {
  public:
   model_repository();

@@ -17,8 +17,9 @@ struct json_value_format {
   bool non_finite_as_null = false;    // NaN and infinities as `null` instead of their tokens
   bool booleans_as_digits = false;    // BOOL as 1 and 0 (Triton's traces) instead of true/false
   bool replace_invalid_utf8 = false;  // U+FFFD for bytes that are not UTF-8, instead of a 400
-  // Stop once `text` is longer than this (a block of elements past it at most), with
-  // `errc::payload_too_large`, whose message the caller replaces with one that names the reply.
+  // Stop once `text` is longer than this (a block of numbers, or one string's escapes, past it at
+  // most), with `errc::payload_too_large`, whose message the caller replaces with one that names
+  // the reply.
   std::size_t max_text_bytes = std::numeric_limits<std::size_t>::max();
 };
 

@@ -27,6 +27,12 @@ class serial_worker {
     thread_.join();
   }
 
+  /// Whether the caller is this worker's thread (a task that waited for another would wait for
+  /// ever).
+  [[nodiscard]] bool runs_here() const noexcept {
+    return std::this_thread::get_id() == thread_.get_id();
+  }
+
   /// `task` must not throw.
   void post(std::function<void()> task) {
     {

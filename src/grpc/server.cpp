@@ -741,16 +741,25 @@ class service_impl final : public raw_service {
         });
   }
 
+  // What a load and an unload check before the service takes them: the restriction, the message,
+  // Triton's refusal of a named repository, and whether clients may load at all.
+  template <class Request>
+  status read_control_request(CallbackServerContext* context, const ByteBuffer& in,
+                              Request& request) {
+    status s = allowed(context, api_category::model_repository);
+    if (s.ok()) s = parse(in, request);
+    if (s.ok() && !request.repository_name().empty()) s = repository_name_refused();
+    if (s.ok()) s = service_.model_control_allowed();
+    return s;
+  }
+
   // A load or unload finishes on the service's model-control thread.
   ServerUnaryReactor* RepositoryModelLoad(CallbackServerContext* context, const ByteBuffer* in,
                                           ByteBuffer* out) override {
-    if (status s = allowed(context, api_category::model_repository); !s.ok()) {
+    inference::RepositoryModelLoadRequest request;
+    if (status s = read_control_request(context, *in, request); !s.ok()) {
       return finish(context, s);
     }
-    inference::RepositoryModelLoadRequest request;
-    status s = parse(*in, request);
-    if (s.ok() && !request.repository_name().empty()) s = repository_name_refused();
-    if (!s.ok()) return finish(context, s);
     result<parameters> asked = decode_load_parameters(request.parameters());
     if (!asked) return finish(context, asked.error());
     ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -763,13 +772,10 @@ class service_impl final : public raw_service {
 
   ServerUnaryReactor* RepositoryModelUnload(CallbackServerContext* context, const ByteBuffer* in,
                                             ByteBuffer* out) override {
-    if (status s = allowed(context, api_category::model_repository); !s.ok()) {
+    inference::RepositoryModelUnloadRequest request;
+    if (status s = read_control_request(context, *in, request); !s.ok()) {
       return finish(context, s);
     }
-    inference::RepositoryModelUnloadRequest request;
-    status s = parse(*in, request);
-    if (s.ok() && !request.repository_name().empty()) s = repository_name_refused();
-    if (!s.ok()) return finish(context, s);
     ServerUnaryReactor* reactor = context->DefaultReactor();
     service_.unload(std::move(*request.mutable_model_name()), [reactor, out](const status& done) {
       finish_empty<inference::RepositoryModelUnloadResponse>(reactor, done, *out);

@@ -129,7 +129,7 @@ def model_control_explicit(path):
 def refused_command_lines(path):
     for arguments, message in [
             (["--allow-shared-memory=maybe"],
-             "--allow-shared-memory takes true, false, 1 or 0, not 'maybe'"),
+             "--allow-shared-memory takes true, false, on, off, 1 or 0, not 'maybe'"),
             (["--allow-shared-memory"], "allow-shared-memory"),
             (["--http-port", "70000"], "--http-port takes a whole number from 0 to 65535"),
             (["--model-control-mode", "poll"], "--model-control-mode takes none or explicit"),
