@@ -250,50 +250,38 @@ TEST_CASE("a bad model name is INVALID_ARGUMENT in one wording on every RPC that
        {std::string{".."}, std::string{"."}, std::string{"../simple"}, std::string{"a\\b"},
         std::string("a\0b", 3), std::string{"a\nb"}, std::string(256, 'm')}) {
     CAPTURE(bad);
-    const auto check_refused = [&](const ::grpc::Status& s) {
+    // Calls `rpc` with `request` and checks the refusal.
+    const auto refuses = [&](auto rpc, const auto& request, auto response) {
+      ::grpc::ClientContext context;
+      const ::grpc::Status s = ((*f.stub).*rpc)(&context, request, &response);
       CHECK(s.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);
       CHECK(s.error_message() == why);
     };
+    using stub = inference::GRPCInferenceService::Stub;
     inference::ModelInferRequest infer = simple_request(contents_form::raw);
     infer.set_model_name(bad);
-    ::grpc::ClientContext c1;
-    inference::ModelInferResponse r1;
-    check_refused(f.stub->ModelInfer(&c1, infer, &r1));
+    refuses(&stub::ModelInfer, infer, inference::ModelInferResponse{});
     inference::ModelReadyRequest ready;
     ready.set_name(bad);
-    ::grpc::ClientContext c2;
-    inference::ModelReadyResponse r2;
-    check_refused(f.stub->ModelReady(&c2, ready, &r2));
+    refuses(&stub::ModelReady, ready, inference::ModelReadyResponse{});
     inference::ModelMetadataRequest metadata;
     metadata.set_name(bad);
-    ::grpc::ClientContext c3;
-    inference::ModelMetadataResponse r3;
-    check_refused(f.stub->ModelMetadata(&c3, metadata, &r3));
+    refuses(&stub::ModelMetadata, metadata, inference::ModelMetadataResponse{});
     inference::ModelConfigRequest config;
     config.set_name(bad);
-    ::grpc::ClientContext c4;
-    inference::ModelConfigResponse r4;
-    check_refused(f.stub->ModelConfig(&c4, config, &r4));
+    refuses(&stub::ModelConfig, config, inference::ModelConfigResponse{});
     inference::ModelStatisticsRequest statistics;
     statistics.set_name(bad);
-    ::grpc::ClientContext c5;
-    inference::ModelStatisticsResponse r5;
-    check_refused(f.stub->ModelStatistics(&c5, statistics, &r5));
+    refuses(&stub::ModelStatistics, statistics, inference::ModelStatisticsResponse{});
     inference::RepositoryModelLoadRequest load;
     load.set_model_name(bad);
-    ::grpc::ClientContext c6;
-    inference::RepositoryModelLoadResponse r6;
-    check_refused(f.stub->RepositoryModelLoad(&c6, load, &r6));
+    refuses(&stub::RepositoryModelLoad, load, inference::RepositoryModelLoadResponse{});
     inference::RepositoryModelUnloadRequest unload;
     unload.set_model_name(bad);
-    ::grpc::ClientContext c7;
-    inference::RepositoryModelUnloadResponse r7;
-    check_refused(f.stub->RepositoryModelUnload(&c7, unload, &r7));
+    refuses(&stub::RepositoryModelUnload, unload, inference::RepositoryModelUnloadResponse{});
     inference::TraceSettingRequest trace;
     trace.set_model_name(bad);
-    ::grpc::ClientContext c8;
-    inference::TraceSettingResponse r8;
-    check_refused(f.stub->TraceSetting(&c8, trace, &r8));
+    refuses(&stub::TraceSetting, trace, inference::TraceSettingResponse{});
   }
 }
 

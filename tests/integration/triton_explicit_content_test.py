@@ -50,26 +50,25 @@ def outputs_by_index(response, read):
             for i, output in enumerate(response.outputs)]
 
 
-@check
-def explicit_int_content(stub):
+def check_integer_flow(stub, model, datatype, dtype):
+    """Typed int_contents in (0..15 and ones), the sums and differences read raw as `dtype`."""
     def fill(tensor, index):
-        tensor.datatype = "INT32"
+        tensor.datatype = datatype
         tensor.contents.int_contents[:] = list(range(16)) if index == 0 else [1] * 16
-    response = stub.ModelInfer(request_of("simple", fill))
-    sums, differences = outputs_by_index(response, lambda raw: np.frombuffer(raw, dtype=np.int32))
+    response = stub.ModelInfer(request_of(model, fill))
+    sums, differences = outputs_by_index(response, lambda raw: np.frombuffer(raw, dtype=dtype))
     assert list(sums[0]) == [i + 1 for i in range(16)], sums
     assert list(differences[0]) == [i - 1 for i in range(16)], differences
+
+
+@check
+def explicit_int_content(stub):
+    check_integer_flow(stub, "simple", "INT32", np.int32)
 
 
 @check
 def explicit_int8_content(stub):
-    def fill(tensor, index):
-        tensor.datatype = "INT8"
-        tensor.contents.int_contents[:] = list(range(16)) if index == 0 else [1] * 16
-    response = stub.ModelInfer(request_of("simple_int8", fill))
-    sums, differences = outputs_by_index(response, lambda raw: np.frombuffer(raw, dtype=np.int8))
-    assert list(sums[0]) == [i + 1 for i in range(16)], sums
-    assert list(differences[0]) == [i - 1 for i in range(16)], differences
+    check_integer_flow(stub, "simple_int8", "INT8", np.int8)
 
 
 @check
