@@ -461,15 +461,18 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   std::unique_ptr<detail::serial_worker> control;
   bool control_closed = false;
 
-  // Posts `task`, or refuses it once the service is closing.
-  status post_control(std::function<void()> task) {
-    const std::lock_guard lock{control_mutex};
-    if (control_closed) {
-      return status{errc::unavailable, "the server is stopping: no model loads or unloads"};
+  // Runs `work` on the model-control thread and hands its outcome to `done` there; once the
+  // service is closing, `done` gets a refusal at once.
+  void post_control(std::function<status()> work, control_completion done) {
+    {
+      const std::lock_guard lock{control_mutex};
+      if (!control_closed) {
+        if (!control) control = std::make_unique<detail::serial_worker>();
+        control->post([work = std::move(work), done = std::move(done)] { done(work()); });
+        return;
+      }
     }
-    if (!control) control = std::make_unique<detail::serial_worker>();
-    control->post(std::move(task));
-    return {};
+    done(status{errc::unavailable, "the server is stopping: no model loads or unloads"});
   }
 
   [[nodiscard]] bool on_control_thread() {
@@ -1066,24 +1069,20 @@ void inference_service::load(std::string model, parameters request, control_comp
                                    "of that name",
                                    model)});
   }
-  // `done` is shared with the task so that a refused post can still call it.
-  auto finish = std::make_shared<control_completion>(std::move(done));
-  status posted =
-      state_->post_control([state = state_, loader = std::move(loader), model = std::move(model),
-                            request = std::move(request), finish] {
-        (*finish)(load_now(state->repository, *loader, model, request));
-      });
-  if (!posted.ok()) (*finish)(posted);
+  state_->post_control(
+      [state = state_, loader = std::move(loader), model = std::move(model),
+       request = std::move(request)] {
+        return load_now(state->repository, *loader, model, request);
+      },
+      std::move(done));
 }
 
 void inference_service::unload(std::string model, control_completion done) {
   if (status s = model_control_allowed(); !s.ok()) return done(s);
   if (status s = check_model_name(model); !s.ok()) return done(s);
-  auto finish = std::make_shared<control_completion>(std::move(done));
-  status posted = state_->post_control([state = state_, model = std::move(model), finish] {
-    (*finish)(state->repository.remove(model));
-  });
-  if (!posted.ok()) (*finish)(posted);
+  state_->post_control(
+      [state = state_, model = std::move(model)] { return state->repository.remove(model); },
+      std::move(done));
 }
 
 namespace {
