@@ -77,16 +77,6 @@ result<std::vector<std::string>> split_path(std::string_view target) {
   return segments;
 }
 
-result<std::uint64_t> parse_version(std::string_view text) {
-  std::uint64_t version = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), version);
-  if (ec != std::errc{} || end != text.data() + text.size() || version == 0) {
-    return status{errc::invalid_argument,
-                  fmt::format("invalid model version '{}': versions are positive integers", text)};
-  }
-  return version;
-}
-
 // --- Triton-shaped JSON for the extensions -------------------------------------------------------
 
 std::string quoted(std::string_view text) {
@@ -357,111 +347,119 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
 
   // --- inference ---------------------------------------------------------------------------------
 
+  // An inference reply: the request's one response encoded, once the request is complete.
+  struct infer_reply final : reply_sink {
+    std::shared_ptr<const state> handler;
+    response_format format;
+    detail::content_coding coding{};
+    transport_trace* trace = nullptr;
+    completion done;
+    std::optional<inference_response> response;
+
+    void on_response(inference_response r) override { response = std::move(r); }
+    void on_complete(const status& outcome) override {
+      http_response made = !outcome.ok() ? error_reply(outcome)
+                           : response    ? handler->compressed(reply_of(*response, format), coding)
+                                         : error_reply(no_response());
+      if (trace != nullptr && trace->sampled) trace->sampled->stamp("INFER_RESPONSE_COMPLETE");
+      done(std::move(made));
+    }
+  };
+
   void infer(http_request& request, const std::string& name, std::optional<std::uint64_t> version,
              detail::content_coding reply_coding, completion& done, cancellation& cancel) {
-    const inference_service::clock::time_point received = inference_service::clock::now();
-    const auto fail = [&](const status& s) { done(error_reply(s)); };
-
-    result<model_lease> lease = service.acquire(name, version);
-    if (!lease) {
-      log_request_failure(lease.error(), fmt::format("model '{}'", name));
-      return fail(lease.error());
-    }
-    const auto refuse = [&](const status& s) {
-      inference_service::record_failure(*lease, received, s);
-      fail(s);
-    };
-    const model_config& config = lease->get().config();
-
-    result<buffer> body = plain_body(request);
-    if (!body) return refuse(body.error());
-
-    std::optional<std::size_t> header_length;
-    if (const auto value = request.header(header_length_field)) {
-      result<std::size_t> parsed = parse_header_length(*value, body->size());
-      if (!parsed) return refuse(parsed.error());
-      header_length = *parsed;
-    }
-    const bool raw = header_length && *header_length == 0;
-    result<inference_request> decoded = status{errc::internal, "not decoded"};
-    if (raw) {
-      if (config.inputs.size() != 1) {
-        return refuse(status{errc::invalid_argument,
-                             fmt::format("a raw binary request needs a model with exactly one "
-                                         "input; model '{}' has {}",
-                                         name, config.inputs.size())});
-      }
-      const tensor_metadata& input = config.inputs[0];
-      decoded = decode_raw_request(
-          *body, raw_input_spec{input.name, input.type, input.shape, config.max_batch_size > 0},
-          options.bounds);
-    } else {
-      decoded = decode_request(*body, header_length, options.bounds, name, service.shared_memory());
-    }
-    if (!decoded) return refuse(decoded.error());
-    result<std::vector<shared_memory_destination>> destinations =
-        shared_memory_destinations(*decoded, service.shared_memory());
-    if (!destinations) return refuse(destinations.error());
-    result<response_format> format = response_format::from_request(*decoded);
-    if (!format) return refuse(format.error());
-    if (raw) format->binary_by_default = true;
-    format->max_json_bytes = options.bounds.json_response_bound(request.body.size());
-    for (const shared_memory_destination& place : *destinations) {
-      format->shared_memory_outputs.push_back(place.output);
-    }
-
+    auto sink = std::make_shared<infer_reply>();
+    sink->handler = shared_from_this();
+    sink->coding = reply_coding;
+    sink->trace = request.trace;
+    sink->done = std::move(done);
     service.infer(
-        std::move(*lease), std::move(*decoded), cancel,
-        [self = shared_from_this(), format = std::move(*format), reply_coding,
-         destinations = std::move(*destinations), trace = request.trace,
-         done = std::move(done)](const result<inference_response>& response) {
-          const auto reply = [&] {
-            if (response && !destinations.empty()) {
-              if (const status written = write_outputs(destinations, *response); !written.ok()) {
-                log_request_failure(written, fmt::format("model '{}'", response->model_name),
-                                    response->id.value_or(""));
-                return error_reply(written);
-              }
-            }
-            return self->compressed(reply_of(response, format), reply_coding);
-          };
-          http_response made = reply();
-          if (trace != nullptr && trace->sampled) trace->sampled->stamp("INFER_RESPONSE_COMPLETE");
-          done(std::move(made));
+        {.model = name, .version = version, .cancel = cancel, .trace = request.trace},
+        [&](const model_config& config) -> result<inference_request> {
+          result<buffer> body = plain_body(request);
+          if (!body) return std::move(body).error();
+          std::optional<std::size_t> header_length;
+          if (const auto value = request.header(header_length_field)) {
+            result<std::size_t> parsed = parse_header_length(*value, body->size());
+            if (!parsed) return std::move(parsed).error();
+            header_length = *parsed;
+          }
+          const bool raw = header_length && *header_length == 0;
+          result<inference_request> decoded =
+              raw ? decode_raw(*body, config)
+                  : decode_request(*body, header_length, options.bounds, name);
+          if (!decoded) return decoded;
+          result<response_format> format = response_format::from_request(*decoded);
+          if (!format) return std::move(format).error();
+          format->binary_by_default = format->binary_by_default || raw;
+          format->max_json_bytes = options.bounds.json_response_bound(request.body.size());
+          sink->format = std::move(*format);
+          return decoded;
         },
-        received, request.trace);
+        sink);
+  }
+
+  // A raw binary request (`Inference-Header-Content-Length: 0`): the body is the bytes of the
+  // model's one input.
+  result<inference_request> decode_raw(const buffer& body, const model_config& config) const {
+    if (config.inputs.size() != 1) {
+      return status{errc::invalid_argument,
+                    fmt::format("a raw binary request needs a model with exactly one input; "
+                                "model '{}' has {}",
+                                config.name, config.inputs.size())};
+    }
+    const tensor_metadata& input = config.inputs[0];
+    return decode_raw_request(
+        body, raw_input_spec{input.name, input.type, input.shape, config.max_batch_size > 0},
+        options.bounds);
   }
 
   // Triton's generate extension: a flat JSON object in and out; `stream`, its SSE form (one event,
   // since oip's models answer once).
+  struct generate_reply_sink final : reply_sink {
+    bool stream = false;
+    std::size_t max_json_bytes = 0;
+    transport_trace* trace = nullptr;
+    completion done;
+    std::optional<inference_response> response;
+    bool admitted = false;
+
+    void on_admitted() override { admitted = true; }
+    void on_response(inference_response r) override { response = std::move(r); }
+    void on_complete(const status& outcome) override {
+      // Refused before the model: a plain error, as in Triton.
+      if (!admitted) return done(error_reply(outcome));
+      const result<inference_response> answered =
+          !outcome.ok() ? result<inference_response>{outcome}
+          : response    ? result<inference_response>{std::move(*response)}
+                        : result<inference_response>{no_response()};
+      http_response made = generate_reply(answered, stream, max_json_bytes);
+      if (trace != nullptr && trace->sampled) trace->sampled->stamp("INFER_RESPONSE_COMPLETE");
+      done(std::move(made));
+    }
+  };
+
   void generate(http_request& request, const std::string& name,
                 std::optional<std::uint64_t> version, bool stream, completion& done,
                 cancellation& cancel) {
-    const inference_service::clock::time_point received = inference_service::clock::now();
-    result<model_lease> lease = service.acquire(name, version);
-    if (!lease) {
-      log_request_failure(lease.error(), fmt::format("model '{}'", name));
-      return done(error_reply(lease.error()));
-    }
-    const auto refuse = [&](const status& s) {
-      inference_service::record_failure(*lease, received, s);
-      done(error_reply(s));
-    };
-    result<buffer> body = plain_body(request);
-    if (!body) return refuse(body.error());
-    result<inference_request> decoded =
-        decode_generate_request(*body, lease->get().config(), options.bounds);
-    if (!decoded) return refuse(decoded.error());
-    const std::size_t max_json_bytes = options.bounds.json_response_bound(request.body.size());
+    auto sink = std::make_shared<generate_reply_sink>();
+    sink->stream = stream;
+    sink->max_json_bytes = options.bounds.json_response_bound(request.body.size());
+    sink->trace = request.trace;
+    sink->done = std::move(done);
     service.infer(
-        std::move(*lease), std::move(*decoded), cancel,
-        [stream, max_json_bytes, trace = request.trace,
-         done = std::move(done)](const result<inference_response>& response) {
-          http_response made = generate_reply(response, stream, max_json_bytes);
-          if (trace != nullptr && trace->sampled) trace->sampled->stamp("INFER_RESPONSE_COMPLETE");
-          done(std::move(made));
+        {.model = name, .version = version, .cancel = cancel, .trace = request.trace},
+        [&](const model_config& config) -> result<inference_request> {
+          result<buffer> body = plain_body(request);
+          if (!body) return std::move(body).error();
+          return decode_generate_request(*body, config, options.bounds);
         },
-        received, request.trace);
+        sink);
+  }
+
+  // A request that completed without a response (a model of today always gives one).
+  static status no_response() {
+    return status{errc::internal, "the model completed the request without a response"};
   }
 
   static http_response generate_reply(const result<inference_response>& response, bool stream,
@@ -623,8 +621,8 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     if (!category) return not_found();
     if (refused(*category)) return;
     std::optional<std::uint64_t> version;
-    if (next == 5) {
-      result<std::uint64_t> v = parse_version(path[4]);
+    if (next == 5) {  // a path segment is never empty
+      result<std::optional<std::uint64_t>> v = parse_model_version(path[4]);
       if (!v) return fail(v.error());
       version = *v;
     }

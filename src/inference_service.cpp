@@ -92,7 +92,8 @@ struct pending_inference {
   model_lease lease;
   std::optional<std::string> id;
   std::vector<requested_output> asked;
-  inference_service::completion done;
+  std::shared_ptr<reply_sink> sink;                     // null once answered
+  std::vector<shared_memory_destination> destinations;  // of its outputs in shared memory
   cancellation cancel;
   std::uint64_t batch = 1;
   // Counted in its model's pending requests from when it is queued until it runs or fails.
@@ -123,6 +124,21 @@ struct pending_inference {
 // Why a request that was not run failed: a server without room for it, or the client's mistake.
 failure_reason refusal_reason(const status& s) noexcept {
   return s.code() == errc::unavailable ? failure_reason::rejected : failure_reason::other;
+}
+
+// Counts a request that failed in its model's statistics, and logs it.
+void record_failure(const model_lease& lease, clock::time_point received, const status& why,
+                    std::string_view request_id = {},
+                    failure_reason reason = failure_reason::other) noexcept {
+  if (!lease) return;
+  lease.statistics().add_failure(nanoseconds_between(received, clock::now()), reason);
+  if (!log_enabled(log_level::warning)) return;
+  try {
+    log_request_failure(
+        why, fmt::format("model '{}' version {}", lease.get().config().name, lease.version()),
+        request_id);
+  } catch (...) {  // NOLINT(bugprone-empty-catch): the failure is counted; only its line is lost
+  }
 }
 
 // Adds the tensors' entries to a sampled request's trace, as they are now.
@@ -170,14 +186,18 @@ void finish_trace(const pending_inference& pending, clock::time_point computed,
   }
 }
 
-// Calls `done` with the outcome and finishes the trace: before, when the transport takes the trace
-// over (it must have it when its completion runs); after otherwise, off the reply's path.
-template <class Outcome>
-void answer(const pending_inference& pending, const inference_service::completion& done,
-            Outcome&& outcome, clock::time_point computed, clock::time_point ended) {
+// Hands the outcome to the sink and finishes the trace: before, when the transport takes the trace
+// over (it must have it when its sink runs); after otherwise, off the reply's path.
+void answer(const pending_inference& pending, reply_sink& sink, result<inference_response> outcome,
+            clock::time_point computed, clock::time_point ended) {
   const bool joined = pending.transport != nullptr;
   if (joined) finish_trace(pending, computed, ended);
-  done(std::forward<Outcome>(outcome));
+  if (outcome) {
+    sink.on_response(std::move(*outcome));
+    sink.on_complete(status{});
+  } else {
+    sink.on_complete(outcome.error());
+  }
   if (!joined) finish_trace(pending, computed, ended);
 }
 
@@ -575,13 +595,23 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     fail(item.pending, why, failure_reason::rejected);
   }
 
-  void infer(model_lease lease, inference_request request, cancellation cancel, completion done,
-             clock::time_point received, transport_trace* transport) {
+  void infer(model_lease lease, inference_request request, cancellation cancel,
+             std::shared_ptr<reply_sink> sink, clock::time_point received,
+             transport_trace* transport) {
     const model_config& config = lease.get().config();
     const auto refuse = [&](const status& s) {
       record_failure(lease, received, s, request.id.value_or(""));
-      done(s);
+      sink->on_complete(s);
     };
+    if (!request.shared_memory_inputs.empty()) {
+      if (status s = read_shared_memory_inputs(request, regions.get(), options.bounds, config.name);
+          !s.ok()) {
+        return refuse(s);
+      }
+    }
+    result<std::vector<shared_memory_destination>> destinations =
+        shared_memory_destinations(request, regions.get());
+    if (!destinations) return refuse(destinations.error());
     if (status s = detail::validate_request(config, request); !s.ok()) return refuse(s);
     if (status s = check_scheduling_parameters(request.parameters); !s.ok()) return refuse(s);
     // Checked for every model, as Triton's frontends do; a model without sequences ignores them.
@@ -601,7 +631,8 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     auto pending = std::make_shared<pending_inference>();
     pending->id = request.id;
     pending->asked = request.outputs;
-    pending->done = std::move(done);
+    pending->sink = std::move(sink);
+    pending->destinations = std::move(*destinations);
     pending->cancel = std::move(cancel);
     pending->batch = detail::batch_size(config, request);
     pending->received = received;
@@ -773,10 +804,10 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   static void fail(const std::shared_ptr<pending_inference>& pending, const status& s,
                    failure_reason reason) {
     pending->stop_counting_pending();
-    completion done = std::move(pending->done);
-    if (!done) return;
+    const std::shared_ptr<reply_sink> sink = std::move(pending->sink);
+    if (!sink) return;
     record_failure(pending->lease, pending->received, s, pending->id.value_or(""), reason);
-    answer(*pending, done, s, {}, clock::now());
+    answer(*pending, *sink, s, {}, clock::now());
   }
 
   // `execution_rows`: the rows of the execution this request was part of, for the one request
@@ -807,8 +838,16 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
                                  nanoseconds_between(computed, made)});
     }
     if (!response) return fail(pending, response.error(), failure_reason::backend);
-    completion done = std::move(pending->done);
-    if (!done) return;
+    if (!pending->destinations.empty()) {
+      if (status written = write_outputs(pending->destinations, *response); !written.ok()) {
+        return fail(pending, written, failure_reason::other);
+      }
+      for (const shared_memory_destination& place : pending->destinations) {
+        response->shared_memory_outputs.push_back(place.output);
+      }
+    }
+    const std::shared_ptr<reply_sink> sink = std::move(pending->sink);
+    if (!sink) return;
 
     // A request's durations are recorded together, once it succeeded, as Triton does:
     // perf_analyzer checks that the compute counts agree between two snapshots.
@@ -828,7 +867,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
                       pending->lease.version(), pending->id.value_or(""),
                       nanoseconds_between(pending->received, made) / 1000));
     }
-    answer(*pending, done, std::move(*response), computed, made);
+    answer(*pending, *sink, std::move(*response), computed, made);
   }
 };
 
@@ -1115,30 +1154,28 @@ status inference_service::unload(std::string model) {
   return wait_for([&](control_completion done) { unload(std::move(model), std::move(done)); });
 }
 
-result<model_lease> inference_service::acquire(std::string_view model,
-                                               std::optional<std::uint64_t> version) const {
-  return state_->repository.acquire(model, version);
-}
-
-void inference_service::infer(model_lease lease, inference_request request, cancellation cancel,
-                              completion done, clock::time_point received,
-                              transport_trace* transport) {
-  state_->infer(std::move(lease), std::move(request), std::move(cancel), std::move(done), received,
-                transport);
-}
-
-void inference_service::record_failure(const model_lease& lease, clock::time_point received,
-                                       const status& why, std::string_view request_id,
-                                       failure_reason reason) noexcept {
-  if (!lease) return;
-  lease.statistics().add_failure(nanoseconds_between(received, clock::now()), reason);
-  if (!log_enabled(log_level::warning)) return;
-  try {
-    log_request_failure(
-        why, fmt::format("model '{}' version {}", lease.get().config().name, lease.version()),
-        request_id);
-  } catch (...) {  // NOLINT(bugprone-empty-catch): the failure is counted; only its line is lost
+void inference_service::infer_decoding(const arrival& request, decoder decode,
+                                       std::shared_ptr<reply_sink> sink) {
+  result<model_lease> lease = state_->repository.acquire(request.model, request.version);
+  if (!lease) {
+    log_request_failure(lease.error(), fmt::format("model '{}'", request.model), request.id);
+    return sink->on_complete(lease.error());
   }
+  result<inference_request> decoded = decode.call(decode.function, lease->get().config());
+  if (!decoded) {
+    record_failure(*lease, request.received, decoded.error(), request.id);
+    return sink->on_complete(decoded.error());
+  }
+  sink->on_admitted();
+  state_->infer(std::move(*lease), std::move(*decoded), request.cancel, std::move(sink),
+                request.received, request.trace);
+}
+
+void inference_service::infer(const arrival& request, inference_request decoded,
+                              std::shared_ptr<reply_sink> sink) {
+  infer(
+      request, [&](const model_config&) -> result<inference_request> { return std::move(decoded); },
+      std::move(sink));
 }
 
 }  // namespace oip

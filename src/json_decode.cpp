@@ -47,7 +47,6 @@ struct document_context {
   const limits* bounds = nullptr;
   std::string_view what = "request";  // "request", "response", "model metadata", ...
   std::string_view model_name;        // for messages, may be empty
-  const shared_memory_registry* shared_memory = nullptr;  // where inputs may name regions
   const shared_memory_outputs* placed_outputs = nullptr;  // a client's outputs in shared memory
 
   [[nodiscard]] std::string for_model() const {
@@ -1044,17 +1043,13 @@ status check_byte_size(const document_context& doc, std::string_view role, const
   return {};
 }
 
-// Places inputs that name a shared-memory region, and a client's outputs that a server wrote to
-// one: views into the region.
-status place_shared_memory(const document_context& doc, std::string_view role,
-                           std::vector<parsed_tensor>& tensors) {
+// Places a client's outputs that a server wrote to shared memory: views into its mapping.
+status place_shared_memory_outputs(const document_context& doc,
+                                   std::vector<parsed_tensor>& tensors) {
   for (parsed_tensor& t : tensors) {
     if (!t.shared_memory) continue;
-    result<buffer> bytes =
-        role == "input" ? shared_memory_input(doc.shared_memory, *t.shared_memory, t.name, *t.type,
-                                              *t.shape, *doc.bounds, doc.model_name)
-                        : shared_memory_output_data(*doc.placed_outputs->regions, *t.shared_memory,
-                                                    t.name, *t.type, *t.shape, *doc.bounds);
+    result<buffer> bytes = shared_memory_output_data(*doc.placed_outputs->regions, *t.shared_memory,
+                                                     t.name, *t.type, *t.shape, *doc.bounds);
     if (!bytes) return std::move(bytes).error();
     t.data = std::move(*bytes);
   }
@@ -1099,15 +1094,24 @@ result<tensor> finish_tensor(const document_context& doc, parsed_tensor&& t) {
   return made;
 }
 
-// Places the binary tensors, then builds the final tensors in order.
-result<std::vector<tensor>> assemble_tensors(const document_context& doc, std::string_view role,
-                                             std::vector<parsed_tensor>& parsed,
-                                             const buffer& binary) {
-  if (status s = place_shared_memory(doc, role, parsed); !s.ok()) return s;
+// Places the binary tensors, then builds the final tensors in order. Inputs that name a
+// shared-memory region go to `in_regions`, for the server to read.
+result<std::vector<tensor>> assemble_tensors(
+    const document_context& doc, std::string_view role, std::vector<parsed_tensor>& parsed,
+    const buffer& binary, std::vector<input_in_shared_memory>* in_regions = nullptr) {
+  if (role != "input") {
+    if (status s = place_shared_memory_outputs(doc, parsed); !s.ok()) return s;
+  }
   if (status s = place_binary(doc, role, parsed, binary); !s.ok()) return s;
   std::vector<tensor> tensors;
   tensors.reserve(parsed.size());
   for (parsed_tensor& p : parsed) {
+    if (role == "input" && p.shared_memory) {
+      in_regions->push_back({tensors.size() + in_regions->size(), std::move(p.name), *p.type,
+                             std::move(*p.shape), std::move(p.parameters),
+                             std::move(*p.shared_memory)});
+      continue;
+    }
     result<tensor> t = finish_tensor(doc, std::move(p));
     if (!t) return std::move(t).error();
     tensors.push_back(std::move(*t));
@@ -1623,7 +1627,6 @@ namespace {
 
 status decode_request_into(const buffer& body, std::optional<std::size_t> header_length,
                            const limits& bounds, std::string_view model_name,
-                           const shared_memory_registry* shared_memory,
                            inference_request& request) {
   if (header_length && *header_length == 0) {
     return status{errc::invalid_argument,
@@ -1632,7 +1635,7 @@ status decode_request_into(const buffer& body, std::optional<std::size_t> header
   }
   result<body_parts> parts = split_body(body, header_length, bounds, "request");
   if (!parts) return std::move(parts).error();
-  document_context doc{nullptr, nullptr, &bounds, "request", model_name, shared_memory};
+  document_context doc{nullptr, nullptr, &bounds, "request", model_name};
   const padded_json json{parts->json, parts->json_size, parts->readable_after};
   const char* document_end = json.data + json.size;
 
@@ -1656,7 +1659,8 @@ status decode_request_into(const buffer& body, std::optional<std::size_t> header
   if (!has_inputs) {
     return status{errc::invalid_argument, "unable to parse the request JSON: it has no 'inputs'"};
   }
-  result<std::vector<tensor>> tensors = assemble_tensors(doc, "input", inputs, parts->binary);
+  result<std::vector<tensor>> tensors =
+      assemble_tensors(doc, "input", inputs, parts->binary, &request.shared_memory_inputs);
   if (!tensors) return std::move(tensors).error();
   request.inputs = std::move(*tensors);
   return {};
@@ -1666,13 +1670,10 @@ status decode_request_into(const buffer& body, std::optional<std::size_t> header
 
 result<inference_request> decode_request(const buffer& body,
                                          std::optional<std::size_t> header_length,
-                                         const limits& bounds, std::string_view model_name,
-                                         const shared_memory_registry* shared_memory) {
+                                         const limits& bounds, std::string_view model_name) {
   // Decoded in place in the result that is returned (one object, so no move of the request).
   result<inference_request> decoded{inference_request{}};
-  if (status s =
-          decode_request_into(body, header_length, bounds, model_name, shared_memory, *decoded);
-      !s.ok()) {
+  if (status s = decode_request_into(body, header_length, bounds, model_name, *decoded); !s.ok()) {
     decoded = std::move(s);
   }
   return decoded;
@@ -1684,7 +1685,7 @@ result<inference_response> decode_response(const buffer& body,
                                            const shared_memory_outputs* shared_memory) {
   result<body_parts> parts = split_body(body, header_length, bounds, "response");
   if (!parts) return std::move(parts).error();
-  document_context doc{nullptr, nullptr, &bounds, "response", {}, nullptr, shared_memory};
+  document_context doc{nullptr, nullptr, &bounds, "response", {}, shared_memory};
   const padded_json json{parts->json, parts->json_size, parts->readable_after};
   const char* document_end = json.data + json.size;
 

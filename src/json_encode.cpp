@@ -350,7 +350,7 @@ result<encoded_body> encode_response(const inference_response& response,
   for (std::size_t i = 0; i < response.outputs.size(); ++i) {
     if (i != 0) out.raw(',');
     const tensor& t = response.outputs[i];
-    const tensor_placement placement = format.in_shared_memory(t.name())
+    const tensor_placement placement = response.in_shared_memory(t.name())
                                            ? tensor_placement::shared_memory
                                        : format.is_binary(t.name()) ? tensor_placement::binary
                                                                     : tensor_placement::json;

@@ -1,6 +1,7 @@
 #include <oip/repository.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -154,6 +155,17 @@ status check_model_name(std::string_view name) {
                               max_model_name_bytes)};
   }
   return {};
+}
+
+result<std::optional<std::uint64_t>> parse_model_version(std::string_view text) {
+  if (text.empty()) return std::optional<std::uint64_t>{};
+  std::uint64_t version = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), version);
+  if (ec != std::errc{} || end != text.data() + text.size() || version == 0) {
+    return status{errc::invalid_argument,
+                  fmt::format("invalid model version '{}': versions are positive integers", text)};
+  }
+  return std::optional<std::uint64_t>{version};
 }
 
 model_repository::model_repository() : state_{std::make_shared<detail::repository_state>()} {}

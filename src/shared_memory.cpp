@@ -1,5 +1,6 @@
 #include <oip/shared_memory.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -316,6 +317,30 @@ result<buffer> shared_memory_input(const shared_memory_registry* regions,
     return bytes_above_limit(view->size(), place, bounds);
   }
   return buffer::copy_of(view->bytes());
+}
+
+status read_shared_memory_inputs(inference_request& request, const shared_memory_registry* regions,
+                                 const limits& bounds, std::string_view model_name) {
+  for (input_in_shared_memory& input : request.shared_memory_inputs) {
+    result<buffer> bytes = shared_memory_input(regions, input.place, input.name, input.type,
+                                               input.shape, bounds, model_name);
+    if (!bytes) return std::move(bytes).error();
+    result<tensor> made =
+        tensor::make(std::move(input.name), input.type, std::move(input.shape), std::move(*bytes));
+    if (!made) {
+      // Only BYTES data can be malformed here (the byte size of the others was checked).
+      return status{made.error().code(),
+                    model_name.empty()
+                        ? made.error().message()
+                        : fmt::format("{} for model '{}'", made.error().message(), model_name)};
+    }
+    made->parameters() = std::move(input.parameters);
+    const std::size_t at = std::min(input.position, request.inputs.size());
+    request.inputs.insert(request.inputs.begin() + static_cast<std::ptrdiff_t>(at),
+                          std::move(*made));
+  }
+  request.shared_memory_inputs.clear();
+  return {};
 }
 
 result<shared_memory_outputs> shared_memory_outputs::of(const inference_request& request,

@@ -102,12 +102,10 @@ struct service_fixture {
     r.inputs.push_back(*oip::tensor::from_strings("TAG", {rows, 1}, views));
     auto promise = std::make_shared<std::promise<oip::result<oip::inference_response>>>();
     auto future = promise->get_future();
-    oip::result<oip::model_lease> lease = service.acquire("doubler", std::nullopt);
-    REQUIRE(lease);
-    service.infer(std::move(*lease), std::move(r), {},
-                  [promise](oip::result<oip::inference_response> response) {
+    service.infer({.model = "doubler", .cancel = {}}, std::move(r),
+                  oip::reply_to([promise](oip::result<oip::inference_response> response) {
                     promise->set_value(std::move(response));
-                  });
+                  }));
     return future;
   }
 

@@ -105,7 +105,7 @@ TEST_CASE("every datatype survives a round trip, typed and raw, bit for bit") {
     response.outputs.push_back(t);
     for (const contents_form form : {contents_form::typed, contents_form::raw}) {
       inference::ModelInferResponse message;
-      REQUIRE(oip::grpc::encode_response(response, message, nullptr, form).ok());
+      REQUIRE(oip::grpc::encode_response(response, message, form).ok());
       const bool typed =
           form == contents_form::typed && type != datatype::fp16 && type != datatype::bf16;
       CHECK(message.raw_output_contents_size() == (typed ? 0 : 1));

@@ -26,15 +26,10 @@ struct served {
   std::future<result<inference_response>> send(std::string_view name, inference_request request) {
     auto promise = std::make_shared<std::promise<result<inference_response>>>();
     auto future = promise->get_future();
-    result<model_lease> lease = service.acquire(name, std::nullopt);
-    if (!lease) {
-      promise->set_value(std::move(lease).error());
-      return future;
-    }
-    service.infer(std::move(*lease), std::move(request), {},
-                  [promise](result<inference_response> response) {
+    service.infer({.model = name, .cancel = {}}, std::move(request),
+                  reply_to([promise](result<inference_response> response) {
                     promise->set_value(std::move(response));
-                  });
+                  }));
     return future;
   }
 

@@ -198,12 +198,22 @@ TEST_CASE("inputs and outputs pass through registered regions (HTTP routes, Trit
   CHECK(outputs.get<std::int32_t>(128, 16) == oip::testing::iota(1, 16));
   CHECK(outputs.get<std::int32_t>(0, 16) == std::vector<std::int32_t>(16, 0));  // untouched
 
-  SUBCASE("the decoded inputs are views into the region, without the shared-memory parameters") {
+  SUBCASE("the decoder names the regions; the inputs read from them are views, in order") {
     oip::shared_memory_registry regions;
     REQUIRE(regions.register_region("in", inputs.key(), 0, 128).ok());
     oip::result<oip::inference_request> decoded =
-        oip::decode_request(oip::buffer::from_string(body), std::nullopt, {}, "simple", &regions);
+        oip::decode_request(oip::buffer::from_string(body), std::nullopt, {}, "simple");
     REQUIRE(decoded);
+    CHECK(decoded->inputs.empty());
+    REQUIRE(decoded->shared_memory_inputs.size() == 2);
+    CHECK(decoded->shared_memory_inputs[1].name == "INPUT1");
+    CHECK(decoded->shared_memory_inputs[1].position == 1);
+    CHECK(decoded->shared_memory_inputs[1].place == oip::shared_memory_reference{"in", 64, 64});
+    CHECK(decoded->shared_memory_inputs[1].parameters.empty());
+    REQUIRE(oip::read_shared_memory_inputs(*decoded, &regions, {}, "simple").ok());
+    CHECK(decoded->shared_memory_inputs.empty());
+    REQUIRE(decoded->inputs.size() == 2);
+    CHECK(decoded->inputs[0].name() == "INPUT0");
     CHECK(decoded->inputs[0].parameters().empty());
     CHECK(decoded->inputs[1].data().size() == 64);
     CHECK(decoded->inputs[1].at<std::int32_t>(0) == 1);
@@ -362,7 +372,13 @@ TEST_CASE("a BYTES input in shared memory is checked element by element") {
                              R"(,"datatype":"BYTES","parameters":{"shared_memory_region":"s",)"
                              R"("shared_memory_byte_size":)" +
                              std::to_string(byte_size) + "}}]}";
-    return oip::decode_request(oip::buffer::from_string(body), std::nullopt, {}, "m", &regions);
+    oip::result<oip::inference_request> decoded =
+        oip::decode_request(oip::buffer::from_string(body), std::nullopt, {}, "m");
+    if (!decoded) return decoded;
+    if (oip::status s = oip::read_shared_memory_inputs(*decoded, &regions, {}, "m"); !s.ok()) {
+      return oip::result<oip::inference_request>{s};
+    }
+    return decoded;
   };
   oip::result<oip::inference_request> good = decode(two_strings.size(), "[2]");
   REQUIRE(good);

@@ -3,9 +3,13 @@
 /// The inference objects of the protocol: request (with requested outputs) and response, and the
 /// parameter names of the binary tensor data extension.
 
+#include <oip/datatype.hpp>
 #include <oip/parameters.hpp>
+#include <oip/shape.hpp>
 #include <oip/tensor.hpp>
 
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,6 +42,28 @@ struct requested_output {
   friend bool operator==(const requested_output&, const requested_output&) = default;
 };
 
+/// Where a tensor's bytes lie in a registered shared-memory region: its `shared_memory_*`
+/// parameters.
+struct shared_memory_reference {
+  std::string region;
+  std::uint64_t offset = 0;     ///< within the region
+  std::uint64_t byte_size = 0;  ///< the bytes (an input) or the room (an output)
+
+  friend bool operator==(const shared_memory_reference&, const shared_memory_reference&) = default;
+};
+
+/// An input whose bytes a shared-memory region holds, as a decoder leaves it: the codecs know no
+/// regions, so the server reads the bytes (`inference_service`, through
+/// `read_shared_memory_inputs`) and puts the tensor at `position` among the request's inputs.
+struct input_in_shared_memory {
+  std::size_t position = 0;  ///< its index among the request's inputs, once it is read
+  std::string name;
+  datatype type = datatype::fp32;
+  shape_type shape;
+  oip::parameters parameters;  ///< as sent, the `shared_memory_*` ones taken out
+  shared_memory_reference place;
+};
+
 /// `$inference_request`. Inputs decoded from a body are views into it (binary data) or own their
 /// decoded values (JSON data). The tensor-level `binary_data_size` parameter is consumed by the
 /// framing and does not appear in the inputs' parameters; every other parameter is kept as sent.
@@ -45,6 +71,9 @@ struct inference_request {
   std::optional<std::string> id;
   oip::parameters parameters;
   std::vector<tensor> inputs;
+  /// Inputs still to be read from shared memory (a decoded request's; empty once a server has read
+  /// them into `inputs`).
+  std::vector<input_in_shared_memory> shared_memory_inputs;
   /// Empty: the client asked for every output, with default settings.
   std::vector<requested_output> outputs;
 };
@@ -57,6 +86,16 @@ struct inference_response {
   std::optional<std::string> id;
   oip::parameters parameters;
   std::vector<tensor> outputs;
+  /// Outputs that a server wrote to the shared-memory regions the request named: a reply carries
+  /// their name, datatype and shape only (as Triton's).
+  std::vector<std::string> shared_memory_outputs;
+
+  [[nodiscard]] bool in_shared_memory(std::string_view output_name) const noexcept {
+    for (const std::string& name : shared_memory_outputs) {
+      if (name == output_name) return true;
+    }
+    return false;
+  }
 };
 
 }  // namespace oip

@@ -11,6 +11,7 @@
 #include <oip/limits.hpp>
 #include <oip/metadata.hpp>
 #include <oip/model.hpp>
+#include <oip/reply_sink.hpp>
 #include <oip/repository.hpp>
 #include <oip/shared_memory.hpp>
 #include <oip/status.hpp>
@@ -24,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace oip {
@@ -77,21 +79,25 @@ struct statistics_snapshot : model_statistics::figures {
   std::optional<std::uint64_t> active_sequences;
 };
 
+/// Every operation of the protocol, once, whatever the transport. A transport reads bytes, calls
+/// the service and turns what it gets back into bytes; an inference request's whole lifecycle
+/// (the model's lease, decoding, shared memory, validation, sequences, batching, the model,
+/// statistics, traces, logging) happens here, and its replies reach the transport through a
+/// `reply_sink`.
+///
 /// Example:
 /// \code
 ///   oip::model_repository models;
 ///   oip::executor workers;
 ///   oip::inference_service service{models, workers};
-///   oip::result<oip::model_lease> lease = service.acquire("simple", std::nullopt);
-///   service.infer(std::move(*lease), std::move(request), {},
-///   [](oip::result<oip::inference_response> r) {
-///     // encode and send r, or r.error()
-///   });
+///   service.infer({.model = "simple", .cancel = {}}, std::move(request),
+///                 oip::reply_to([](oip::result<oip::inference_response> r) {
+///                   // encode and send r, or r.error()
+///                 }));
 /// \endcode
 class OIP_EXPORT inference_service {
  public:
   using clock = std::chrono::steady_clock;
-  using completion = std::function<void(result<inference_response>)>;
 
   inference_service(model_repository& repository, executor& workers, server_options options = {});
   inference_service(const inference_service&) = delete;
@@ -173,27 +179,55 @@ class OIP_EXPORT inference_service {
   [[nodiscard]] bool tracing_active() const noexcept;
 
   // --- inference -------------------------------------------------------------------------------
-  /// A lease on the model that a request names (404, or 503 while it drains or is not ready).
-  [[nodiscard]] result<model_lease> acquire(std::string_view model,
-                                            std::optional<std::uint64_t> version) const;
+  /// What a transport knows of a request as it arrives, before its body is decoded.
+  struct arrival {
+    std::string_view model{};
+    std::optional<std::uint64_t> version{};  ///< none: the model's newest
+    /// How the client or the transport calls the request off; Triton's `timeout` parameter sets
+    /// its deadline.
+    cancellation cancel;
+    clock::time_point received = clock::now();
+    /// The request's id where the transport knows it before decoding (gRPC): for the log line of
+    /// a request refused before then.
+    std::string_view id{};
+    /// How the transport takes part in the request's trace (see `transport_trace`); without, a
+    /// sampled request's trace is written once the sink's `on_complete` returns.
+    transport_trace* trace = nullptr;
+  };
 
-  /// Runs one decoded request: validation against the model's configuration, the sequence rules
-  /// for a sequence model (one request at a time per sequence, in arrival order), Triton's
-  /// `timeout` parameter, the executor, the model, then the response with only the requested
-  /// outputs (classification applied). `done` is called exactly once, from any thread; the
-  /// statistics are recorded before it. `received` is when the transport got the request;
-  /// `transport`, when given, is how the transport takes part in the request's trace (see
-  /// `transport_trace`); without, a sampled request's trace is written once `done` returns.
-  void infer(model_lease lease, inference_request request, cancellation cancel, completion done,
-             clock::time_point received = clock::now(), transport_trace* transport = nullptr);
+  /// Serves one request: the lease on the model it names (404, or 503 while the model drains or
+  /// is not ready), then `decode(config)`, called on this thread with the model's configuration
+  /// (which raw binary and generate requests need) to make the request of the transport's bytes,
+  /// then as the `infer` below. A failure at any step reaches `sink` as `on_complete` with the
+  /// error, recorded in the model's statistics and logged.
+  template <class Decode>
+  requires std::is_invocable_r_v<result<inference_request>, Decode&, const model_config&> void
+  infer(const arrival& request, Decode&& decode, std::shared_ptr<reply_sink> sink) {
+    using function = std::remove_reference_t<Decode>;
+    infer_decoding(request,
+                   decoder{const_cast<void*>(static_cast<const void*>(std::addressof(decode))),
+                           [](void* f, const model_config& config) -> result<inference_request> {
+                             return (*static_cast<function*>(f))(config);
+                           }},
+                   std::move(sink));
+  }
 
-  /// Records a request that failed (before `infer`: a body that did not decode, for instance) in
-  /// its model's statistics, and logs it (`oip/log.hpp`).
-  static void record_failure(const model_lease& lease, clock::time_point received,
-                             const status& why, std::string_view request_id = {},
-                             failure_reason reason = failure_reason::other) noexcept;
+  /// Serves one decoded request: its inputs in shared memory read from their regions and its
+  /// outputs' regions looked up (as Triton, when it arrives), validation against the model's
+  /// configuration, the sequence rules for a sequence model (one request at a time per sequence,
+  /// in arrival order), Triton's `timeout` parameter, dynamic batching, the executor, the model,
+  /// then the response with only the requested outputs (classification applied), its outputs in
+  /// shared memory written to their regions. `sink` is held until its `on_complete` returns.
+  void infer(const arrival& request, inference_request decoded, std::shared_ptr<reply_sink> sink);
 
  private:
+  // A borrowed decoding function: `infer` calls it before returning, so nothing is allocated.
+  struct decoder {
+    void* function;
+    result<inference_request> (*call)(void* function, const model_config& config);
+  };
+  void infer_decoding(const arrival& request, decoder decode, std::shared_ptr<reply_sink> sink);
+
   struct state;
   std::shared_ptr<state> state_;
 };

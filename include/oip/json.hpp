@@ -38,9 +38,6 @@ struct response_format {
   bool binary_by_default = false;
   /// Per-output choices (from each requested output's `binary_data`).
   std::vector<std::pair<std::string, bool>> binary_outputs;
-  /// Outputs whose bytes went to a shared-memory region: only their name, datatype and shape are
-  /// written (as Triton does).
-  std::vector<std::string> shared_memory_outputs;
   /// Write NaN and infinities as `null` instead of `NaN`, `Infinity`, `-Infinity`.
   bool non_finite_as_null = false;
   /// The longest JSON text the reply may have: past it, encoding stops (within a block of 4,096
@@ -48,13 +45,6 @@ struct response_format {
   /// it from its limits
   /// (`limits::json_response_bound`); unbounded by default.
   std::size_t max_json_bytes = std::numeric_limits<std::size_t>::max();
-
-  [[nodiscard]] bool in_shared_memory(std::string_view output_name) const noexcept {
-    for (const std::string& name : shared_memory_outputs) {
-      if (name == output_name) return true;
-    }
-    return false;
-  }
 
   [[nodiscard]] bool is_binary(std::string_view output_name) const noexcept {
     for (const auto& [name, binary] : binary_outputs) {
@@ -96,19 +86,19 @@ struct request_format {
 ///   if (!r) return reply(r.error().http_status(), r.error().to_json());
 /// \endcode
 ///
-/// With `shared_memory`, an input may name a registered region instead of carrying data
-/// (`shared_memory_region`, `shared_memory_offset`, `shared_memory_byte_size` in its parameters,
-/// which are then taken out of them): its tensor is a view into the region. Without, such an input
-/// is a 400.
+/// An input may name a registered region instead of carrying data (`shared_memory_region`,
+/// `shared_memory_offset`, `shared_memory_byte_size` in its parameters, which are then taken out
+/// of them): it is left in `shared_memory_inputs` for the server to read.
 [[nodiscard]] OIP_EXPORT result<inference_request> decode_request(
     const buffer& body, std::optional<std::size_t> header_length, const limits& bounds = {},
-    std::string_view model_name = {}, const shared_memory_registry* shared_memory = nullptr);
+    std::string_view model_name = {});
 
 /// Encodes `$inference_request` (the client side).
 [[nodiscard]] OIP_EXPORT result<encoded_body> encode_request(const inference_request& request,
                                                              const request_format& format = {});
 
-/// Encodes `$inference_response`; outputs go binary as `format` says.
+/// Encodes `$inference_response`; outputs go binary as `format` says, and those that the
+/// response lists in `shared_memory_outputs` with their name, datatype and shape only.
 [[nodiscard]] OIP_EXPORT result<encoded_body> encode_response(const inference_response& response,
                                                               const response_format& format = {});
 

@@ -180,6 +180,11 @@ inline constexpr std::size_t max_model_name_bytes = 255;
 /// model is refused in this one wording, which does not repeat the name.
 [[nodiscard]] OIP_EXPORT status check_model_name(std::string_view name);
 
+/// A model version as the protocol writes it (a URL segment, a gRPC string field): empty for none
+/// (the newest ready version), otherwise a positive integer, or a 400.
+[[nodiscard]] OIP_EXPORT result<std::optional<std::uint64_t>> parse_model_version(
+    std::string_view text);
+
 /// Models by name and version. Versions are positive integers; without a version a request goes
 /// to the highest ready version. Every member is thread-safe.
 ///

@@ -34,13 +34,6 @@ struct shared_memory_region {
   friend bool operator==(const shared_memory_region&, const shared_memory_region&) = default;
 };
 
-/// Where a tensor's bytes lie in a region: its `shared_memory_*` parameters.
-struct shared_memory_reference {
-  std::string region;
-  std::uint64_t offset = 0;     ///< within the region
-  std::uint64_t byte_size = 0;  ///< the bytes (an input) or the room (an output)
-};
-
 /// The reference that a tensor's parameters hold, if any, taken out of them. 400 when the region
 /// is not a string, the byte size is missing, an offset or byte size is not a non-negative
 /// integer, or an offset or byte size comes without a region. `role` ("input" or "output") and
@@ -79,14 +72,21 @@ class shared_memory_registry;
 /// whose byte size must be the shape's (Triton's wording, naming `model_name` when given); a copy
 /// for BYTES, whose length prefixes must not change once checked (413 above
 /// `bounds.max_body_bytes`). 400 when `regions` is null (the server does not offer the
-/// extension); otherwise errors as `shared_memory_registry::bytes`. Both request decoders (JSON
-/// and gRPC) read such inputs through it.
+/// extension); otherwise errors as `shared_memory_registry::bytes`.
 [[nodiscard]] OIP_EXPORT result<buffer> shared_memory_input(const shared_memory_registry* regions,
                                                             const shared_memory_reference& place,
                                                             std::string_view name, datatype type,
                                                             const shape_type& shape,
                                                             const limits& bounds,
                                                             std::string_view model_name = {});
+
+/// Reads each input that `request` left in `shared_memory_inputs` (as the decoders leave them)
+/// from its region, with `shared_memory_input`, and puts its tensor at its position among the
+/// inputs; `model_name` names the model in messages. The server's step before validation.
+[[nodiscard]] OIP_EXPORT status read_shared_memory_inputs(inference_request& request,
+                                                          const shared_memory_registry* regions,
+                                                          const limits& bounds,
+                                                          std::string_view model_name = {});
 
 /// The client side of outputs in shared memory: the outputs that a request asks for in shared
 /// memory, and the client's own mappings of their regions (registered in `regions` under the

@@ -179,14 +179,18 @@ bool needs_raw(const std::vector<tensor>& tensors) {
 
 // --- tensors -------------------------------------------------------------------------------------
 
-// One tensor from its message fields and either its typed contents or its raw bytes (taken).
+// What a tensor's message says of it besides its data.
+struct tensor_header {
+  datatype type = datatype::fp32;
+  shape_type shape;
+  std::uint64_t count = 0;
+  parameters params;
+};
+
 template <class TensorMessage>
-result<tensor> decode_tensor(const TensorMessage& message, std::string* raw, std::string_view role,
-                             std::string_view model, const limits& bounds,
-                             const shared_memory_registry* shared_memory,
-                             const shared_memory_outputs* placed_outputs) {
+result<tensor_header> decode_header(const TensorMessage& message, std::string_view role,
+                                    const limits& bounds) {
   const std::string& name = message.name();
-  const std::string for_model = model.empty() ? "" : fmt::format(" for model '{}'", model);
   result<datatype> type = parse_datatype(message.datatype());
   if (!type) {
     return invalid(
@@ -205,34 +209,67 @@ result<tensor> decode_tensor(const TensorMessage& message, std::string* raw, std
   }
   result<parameters> params = decode_parameters(message.parameters(), name);
   if (!params) return std::move(params).error();
-  std::optional<shared_memory_reference> place;
-  if (role == "input") {
-    result<std::optional<shared_memory_reference>> taken =
-        take_shared_memory_reference(*params, role, name);
-    if (!taken) return std::move(taken).error();
-    place = std::move(*taken);
+  return tensor_header{*type, std::move(shape), *count, std::move(*params)};
+}
+
+template <class TensorMessage>
+bool has_contents(const TensorMessage& message) {
+  return message.has_contents() && !filled_fields(message.contents()).empty();
+}
+
+// An input that names a shared-memory region, left for the server to read.
+template <class TensorMessage>
+result<input_in_shared_memory> decode_shared_memory_input(const TensorMessage& message,
+                                                          std::size_t position,
+                                                          std::string_view model,
+                                                          const limits& bounds) {
+  result<tensor_header> header = decode_header(message, "input", bounds);
+  if (!header) return std::move(header).error();
+  result<std::optional<shared_memory_reference>> place =
+      take_shared_memory_reference(header->params, "input", message.name());
+  if (!place) return std::move(place).error();
+  if (has_contents(message)) {
+    return invalid(
+        fmt::format("unexpected 'content' provided when using shared memory for "
+                    "input tensor '{}'{}",
+                    message.name(), model.empty() ? "" : fmt::format(" for model '{}'", model)));
+  }
+  return input_in_shared_memory{position,
+                                message.name(),
+                                header->type,
+                                std::move(header->shape),
+                                std::move(header->params),
+                                std::move(**place)};
+}
+
+// One tensor from its message fields and either its typed contents or its raw bytes (taken).
+template <class TensorMessage>
+result<tensor> decode_tensor(const TensorMessage& message, std::string* raw, std::string_view role,
+                             std::string_view model, const limits& bounds,
+                             const shared_memory_outputs* placed_outputs) {
+  const std::string& name = message.name();
+  const std::string for_model = model.empty() ? "" : fmt::format(" for model '{}'", model);
+  result<tensor_header> header = decode_header(message, role, bounds);
+  if (!header) return std::move(header).error();
+  const datatype type = header->type;
+  const std::uint64_t count = header->count;
+  shape_type& shape = header->shape;
+  if (role == "input") {  // a malformed reference without a region is refused too
+    result<std::optional<shared_memory_reference>> place =
+        take_shared_memory_reference(header->params, role, name);
+    if (!place) return std::move(place).error();
   }
   // A server answers an output that it wrote to shared memory with no contents (and an empty raw
   // entry when the reply is raw).
   const shared_memory_reference* written = nullptr;
-  if (placed_outputs != nullptr && (raw == nullptr || raw->empty()) &&
-      !(message.has_contents() && !filled_fields(message.contents()).empty())) {
+  if (placed_outputs != nullptr && (raw == nullptr || raw->empty()) && !has_contents(message)) {
     written = placed_outputs->find(name);
   }
   result<buffer> data = status{errc::internal, "no data"};
   if (written != nullptr) {
-    data =
-        shared_memory_output_data(*placed_outputs->regions, *written, name, *type, shape, bounds);
-  } else if (place) {
-    if (message.has_contents() && !filled_fields(message.contents()).empty()) {
-      return invalid(
-          fmt::format("unexpected 'content' provided when using shared memory for "
-                      "input tensor '{}'{}",
-                      name, for_model));
-    }
-    data = shared_memory_input(shared_memory, *place, name, *type, shape, bounds, model);
+    data = shared_memory_output_data(*placed_outputs->regions, *written, name, type, shape, bounds);
   } else if (raw != nullptr) {
-    if (message.has_contents() && !filled_fields(message.contents()).empty()) {
+    if (has_contents(message)) {
       return invalid(
           fmt::format("contents field must not be specified when using raw_{}_"
                       "contents for '{}'{}",
@@ -241,42 +278,42 @@ result<tensor> decode_tensor(const TensorMessage& message, std::string* raw, std
     data = buffer::from_string(std::move(*raw));
   } else {
     const std::vector<std::pair<std::string_view, int>> filled = filled_fields(message.contents());
-    const std::string_view expected = contents_field(*type);
-    if (expected.empty() && *count > 0) {
+    const std::string_view expected = contents_field(type);
+    if (expected.empty() && count > 0) {
       return invalid(
           fmt::format("{} '{}'{} is {}, which has no typed contents: send it in "
                       "raw_{}_contents",
-                      role, name, for_model, to_string(*type), role));
+                      role, name, for_model, to_string(type), role));
     }
     for (const auto& [field, size] : filled) {
       if (field != expected) {
         return invalid(
             fmt::format("unexpected explicit tensor data for {} tensor '{}'{} of "
                         "type '{}': the data is in '{}', expected '{}'",
-                        role, name, for_model, to_string(*type), field, expected));
+                        role, name, for_model, to_string(type), field, expected));
       }
-      if (static_cast<std::uint64_t>(size) != *count) {
+      if (static_cast<std::uint64_t>(size) != count) {
         return invalid(
             fmt::format("unexpected number of elements in '{}' for {} '{}'{}: shape {} "
                         "expects {}, got {}",
-                        field, role, name, for_model, to_string(shape), *count, size));
+                        field, role, name, for_model, to_string(shape), count, size));
       }
     }
-    if (filled.empty() && *count > 0) {
+    if (filled.empty() && count > 0) {
       return invalid(
           fmt::format("unable to find data for {} tensor '{}'{} in the request: "
                       "expected {} elements in '{}' or raw_{}_contents",
-                      role, name, for_model, *count, expected, role));
+                      role, name, for_model, count, expected, role));
     }
     data = expected.empty() ? result<buffer>{buffer{}}
-                            : from_contents(message.contents(), *type, role, name);
+                            : from_contents(message.contents(), type, role, name);
   }
   if (!data) return std::move(data).error();
-  result<tensor> made = tensor::make(name, *type, std::move(shape), std::move(*data));
+  result<tensor> made = tensor::make(name, type, std::move(shape), std::move(*data));
   if (!made) {
     return status{made.error().code(), fmt::format("{}{}", made.error().message(), for_model)};
   }
-  made->parameters() = std::move(*params);
+  made->parameters() = std::move(header->params);
   return made;
 }
 
@@ -287,13 +324,13 @@ bool in_shared_memory(const TensorMessage& message) {
 }
 
 // Decodes every tensor of a request or response; raw contents must be one per tensor or none.
+// Inputs that name a shared-memory region go to `in_regions`, for the server to read.
 template <class Tensors>
-result<std::vector<tensor>> decode_tensors(const Tensors& messages,
-                                           google::protobuf::RepeatedPtrField<std::string>& raw,
-                                           std::string_view role, std::string_view model,
-                                           const limits& bounds,
-                                           const shared_memory_registry* shared_memory,
-                                           const shared_memory_outputs* placed_outputs) {
+result<std::vector<tensor>> decode_tensors(
+    const Tensors& messages, google::protobuf::RepeatedPtrField<std::string>& raw,
+    std::string_view role, std::string_view model, const limits& bounds,
+    const shared_memory_outputs* placed_outputs,
+    std::vector<input_in_shared_memory>* in_regions = nullptr) {
   // As in Triton, an input in shared memory has no entry among the raw contents.
   int carried = 0;
   for (const auto& message : messages) {
@@ -312,9 +349,15 @@ result<std::vector<tensor>> decode_tensors(const Tensors& messages,
   int next_raw = 0;
   for (int i = 0; i < messages.size(); ++i) {
     const bool carries = role != "input" || !in_shared_memory(messages.Get(i));
-    std::string* bytes = raw.empty() || !carries ? nullptr : raw.Mutable(next_raw++);
-    result<tensor> t =
-        decode_tensor(messages.Get(i), bytes, role, model, bounds, shared_memory, placed_outputs);
+    if (!carries) {
+      result<input_in_shared_memory> placed = decode_shared_memory_input(
+          messages.Get(i), out.size() + in_regions->size(), model, bounds);
+      if (!placed) return std::move(placed).error();
+      in_regions->push_back(std::move(*placed));
+      continue;
+    }
+    std::string* bytes = raw.empty() ? nullptr : raw.Mutable(next_raw++);
+    result<tensor> t = decode_tensor(messages.Get(i), bytes, role, model, bounds, placed_outputs);
     if (!t) return std::move(t).error();
     out.push_back(std::move(*t));
   }
@@ -413,8 +456,7 @@ result<parameters> decode_parameters(const parameter_map& in, std::string_view w
 }
 
 result<inference_request> decode_request(inference::ModelInferRequest& message,
-                                         const limits& bounds,
-                                         const shared_memory_registry* shared_memory) {
+                                         const limits& bounds) {
   inference_request request;
   const std::string& model = message.model_name();
   if (!message.id().empty()) request.id = message.id();
@@ -429,7 +471,7 @@ result<inference_request> decode_request(inference::ModelInferRequest& message,
   }
   result<std::vector<tensor>> inputs =
       decode_tensors(message.inputs(), *message.mutable_raw_input_contents(), "input", model,
-                     bounds, shared_memory, nullptr);
+                     bounds, nullptr, &request.shared_memory_inputs);
   if (!inputs) return std::move(inputs).error();
   request.inputs = std::move(*inputs);
   if (const std::optional<std::string_view> twin = repeated_name(message.outputs())) {
@@ -445,7 +487,7 @@ result<inference_request> decode_request(inference::ModelInferRequest& message,
 }
 
 status encode_response(const inference_response& response, inference::ModelInferResponse& out,
-                       const response_format* format, contents_form form) {
+                       contents_form form) {
   out.set_model_name(response.model_name);
   out.set_model_version(response.model_version);
   if (response.id) out.set_id(*response.id);
@@ -453,7 +495,7 @@ status encode_response(const inference_response& response, inference::ModelInfer
   const bool all_raw = form == contents_form::raw || needs_raw(response.outputs);
   for (const tensor& t : response.outputs) {
     encode_tensor(t, all_raw, *out.add_outputs(), *out.mutable_raw_output_contents(),
-                  format != nullptr && format->in_shared_memory(t.name()));
+                  response.in_shared_memory(t.name()));
   }
   return {};
 }
@@ -503,7 +545,7 @@ result<inference_response> decode_response(inference::ModelInferResponse& messag
   response.parameters = std::move(*params);
   result<std::vector<tensor>> outputs =
       decode_tensors(message.outputs(), *message.mutable_raw_output_contents(), "output",
-                     message.model_name(), bounds, nullptr, shared_memory);
+                     message.model_name(), bounds, shared_memory);
   if (!outputs) return std::move(outputs).error();
   response.outputs = std::move(*outputs);
   return response;

@@ -98,18 +98,6 @@ void finish_empty(ServerUnaryReactor* reactor, status s, ::grpc::ByteBuffer& out
   reactor->Finish(to_grpc(s));
 }
 
-// "" is the version policy's choice; anything else must be a positive integer.
-result<std::optional<std::uint64_t>> parse_version(const std::string& text) {
-  if (text.empty()) return std::optional<std::uint64_t>{};
-  std::uint64_t version = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), version);
-  if (ec != std::errc{} || end != text.data() + text.size() || version == 0) {
-    return status{errc::invalid_argument,
-                  fmt::format("invalid model version '{}': versions are positive integers", text)};
-  }
-  return std::optional<std::uint64_t>{version};
-}
-
 inference::DataType config_datatype(datatype type) {
   switch (type) {
     case datatype::boolean: return inference::TYPE_BOOL;
@@ -221,70 +209,52 @@ void to_message(const tensor_metadata& t, inference::ModelMetadataResponse::Tens
   for (const std::int64_t d : t.shape) out.add_shape(d);
 }
 
-// A decoded request ready for the service, or why it is not.
-struct admitted_request {
-  model_lease lease;
-  inference_request request;
-  std::vector<shared_memory_destination> destinations;  // of the outputs in shared memory
-  response_format format;                               // which outputs they are
-
-  // The reply for the model's outcome: outputs written to their regions first, the rest encoded.
-  [[nodiscard]] static status finish(const std::vector<shared_memory_destination>& destinations,
-                                     const result<inference_response>& outcome,
-                                     const response_format& format,
-                                     inference::ModelInferResponse& out) {
-    if (!outcome) return outcome.error();
-    if (status s = write_outputs(destinations, *outcome); !s.ok()) {
-      log_request_failure(s, fmt::format("model '{}'", outcome->model_name),
-                          outcome->id.value_or(""));
-      return s;
-    }
-    return encode_response(*outcome, out, &format);
-  }
-};
-
-// The steps every inference RPC shares: version, lease, decoding. The message's raw contents move
-// into the request's tensors.
-result<admitted_request> admit(inference_service& service, inference::ModelInferRequest& message,
-                               inference_service::clock::time_point received) {
-  result<std::optional<std::uint64_t>> version = parse_version(message.model_version());
-  if (!version) return std::move(version).error();
-  result<model_lease> lease = service.acquire(message.model_name(), *version);
-  if (!lease) {
-    log_request_failure(lease.error(), fmt::format("model '{}'", message.model_name()),
-                        message.id());
-    return std::move(lease).error();
-  }
-  const auto refuse = [&](status why) {
-    inference_service::record_failure(*lease, received, why, message.id());
-    return why;
-  };
-  result<inference_request> request =
-      decode_request(message, service.options().bounds, service.shared_memory());
-  if (!request) return refuse(std::move(request).error());
+// The service's decoding of an inference message; its raw contents move into the request's
+// tensors rather than being copied.
+result<inference_request> decode_infer_message(inference::ModelInferRequest& message,
+                                               const limits& bounds) {
+  result<inference_request> request = decode_request(message, bounds);
+  if (!request) return request;
   if (const parameter_value* flag = request->parameters.find("triton_enable_empty_final_response");
       flag != nullptr && !std::holds_alternative<bool>(*flag)) {
-    return refuse(status{errc::invalid_argument,
-                         "invalid value type for 'triton_enable_empty_final_response' parameter, "
-                         "expected bool_param."});
+    return status{errc::invalid_argument,
+                  "invalid value type for 'triton_enable_empty_final_response' parameter, "
+                  "expected bool_param."};
   }
-  result<std::vector<shared_memory_destination>> destinations =
-      shared_memory_destinations(*request, service.shared_memory());
-  if (!destinations) return refuse(std::move(destinations).error());
-  response_format format;
-  for (const shared_memory_destination& place : *destinations) {
-    format.shared_memory_outputs.push_back(place.output);
-  }
-  return admitted_request{std::move(*lease), std::move(*request), std::move(*destinations),
-                          std::move(format)};
+  return request;
+}
+
+// A reply sink that grpc++ owns (a reactor, which lives until its call is done, after
+// `on_complete`), handed to the service without a share in its ownership.
+std::shared_ptr<reply_sink> borrowed(reply_sink* sink) {
+  return std::shared_ptr<reply_sink>{std::shared_ptr<void>{}, sink};
 }
 
 // --- ModelInfer ----------------------------------------------------------------------------------
 
-class infer_reactor final : public ServerUnaryReactor {
+class infer_reactor final : public ServerUnaryReactor, public reply_sink {
  public:
+  explicit infer_reactor(::grpc::ByteBuffer* out) : out_{out} {}
+
   [[nodiscard]] const cancellation& cancel() const noexcept { return cancel_; }
   [[nodiscard]] transport_trace& trace() noexcept { return trace_; }
+
+  void on_response(inference_response response) override {
+    inference::ModelInferResponse message;
+    encoded_ = encode_response(response, message);
+    if (encoded_.ok()) encoded_ = serialize(message, *out_);
+    answered_ = true;
+  }
+  void on_complete(const status& outcome) override {
+    status s = outcome;
+    if (s.ok()) {
+      s = answered_ ? encoded_
+                    : status{errc::internal, "the model completed the request without a response"};
+    }
+    if (trace_.sampled) trace_.sampled->stamp("INFER_RESPONSE_COMPLETE");
+    send(to_grpc(s));
+  }
+
   // Finishes the call; a sampled request's trace is completed once grpc++ is done with it.
   void send(const ::grpc::Status& outcome) {
     if (trace_.sampled) trace_.sampled->stamp("GRPC_SEND_START");
@@ -297,6 +267,9 @@ class infer_reactor final : public ServerUnaryReactor {
   }
 
  private:
+  ::grpc::ByteBuffer* out_;
+  status encoded_;
+  bool answered_ = false;
   cancellation cancel_;
   transport_trace trace_;
 };
@@ -423,58 +396,78 @@ class stream_reactor final : public stream_reactor_base {
   }
 
  private:
+  // The reply to one request of the stream, put in its place in the stream's order.
+  struct stream_reply final : reply_sink {
+    std::shared_ptr<stream_state> shared;
+    std::uint64_t sequence = 0;
+    std::shared_ptr<transport_trace> trace;  // while tracing is on
+    inference::ModelInferResponse failed;    // the reply's fields for an error
+    inference::ModelStreamInferResponse message;
+    status encoded{errc::internal, "the model completed the request without a response"};
+
+    void on_response(inference_response response) override {
+      inference::ModelInferResponse& answer = *message.mutable_infer_response();
+      encoded = encode_response(response, answer);
+      mark_final(answer);
+    }
+    void on_complete(const status& outcome) override {
+      std::shared_ptr<open_trace> sampled;
+      if (trace) sampled = std::move(trace->sampled);
+      status s = outcome.ok() ? encoded : outcome;
+      ::grpc::ByteBuffer bytes;
+      if (s.ok()) s = serialize(message, bytes);
+      if (!s.ok()) {
+        message.Clear();
+        message.set_error_message(s.message());
+        *message.mutable_infer_response() = failed;
+        (void)serialize(message, bytes);  // as error_reply's, cannot fail
+      }
+      if (sampled) sampled->stamp("INFER_RESPONSE_COMPLETE");
+      const std::lock_guard lock{shared->mutex};
+      if (shared->reactor == nullptr) return;
+      shared->reactor->reply(sequence, bytes, std::move(sampled));
+      shared->reactor->resume_reading();
+      shared->reactor->finish_if_done();
+    }
+  };
+
   void dispatch(inference::ModelInferRequest& message, tracer::clock::time_point read_started,
                 std::uint64_t sequence) {
     const auto received = inference_service::clock::now();
+    auto sink = std::make_shared<stream_reply>();
+    sink->shared = shared_;
+    sink->sequence = sequence;
     // Only while tracing is on: a request's part in its trace is an allocation here.
-    std::shared_ptr<transport_trace> trace;
     if (service_.tracing_active()) {
-      trace = std::make_shared<transport_trace>();
-      trace->read = {trace_stamp{"GRPC_WAITREAD_START", read_started},
-                     trace_stamp{"GRPC_WAITREAD_END", received}};
+      sink->trace = std::make_shared<transport_trace>();
+      sink->trace->read = {trace_stamp{"GRPC_WAITREAD_START", read_started},
+                           trace_stamp{"GRPC_WAITREAD_END", received}};
     }
-    std::string id = message.id();
-    result<admitted_request> admitted = admit(service_, message, received);
-    if (!admitted) {
-      ::grpc::ByteBuffer error = error_reply(admitted.error(), id);
+    // A model's reply, a failed one too, says that it is the request's last, as Triton's do:
+    // clients that ask for `triton_enable_empty_final_response` wait for it.
+    sink->failed.set_id(message.id());
+    sink->failed.set_model_name(message.model_name());
+    sink->failed.set_model_version(message.model_version());
+    mark_final(sink->failed);
+    result<std::optional<std::uint64_t>> version = parse_model_version(message.model_version());
+    if (!version) {
+      ::grpc::ByteBuffer error = error_reply(version.error(), message.id());
       const std::lock_guard lock{shared_->mutex};
       reply(sequence, error);
       return;
     }
-    // A model's reply, a failed one too, says that it is the request's last, as Triton's do:
-    // clients that ask for `triton_enable_empty_final_response` wait for it.
-    inference::ModelInferResponse failed;
-    failed.set_id(std::move(id));
-    failed.set_model_name(message.model_name());
-    failed.set_model_version(message.model_version());
-    mark_final(failed);
+    transport_trace* trace = sink->trace.get();
     service_.infer(
-        std::move(admitted->lease), std::move(admitted->request), shared_->cancel,
-        [shared = shared_, sequence, failed = std::move(failed), trace,
-         destinations = std::move(admitted->destinations),
-         format = std::move(admitted->format)](const result<inference_response>& response) {
-          std::shared_ptr<open_trace> sampled;
-          if (trace) sampled = std::move(trace->sampled);
-          inference::ModelStreamInferResponse reply_message;
-          inference::ModelInferResponse& answer = *reply_message.mutable_infer_response();
-          status encoded = admitted_request::finish(destinations, response, format, answer);
-          mark_final(answer);
-          ::grpc::ByteBuffer bytes;
-          if (encoded.ok()) encoded = serialize(reply_message, bytes);
-          if (!encoded.ok()) {
-            reply_message.Clear();
-            reply_message.set_error_message(encoded.message());
-            *reply_message.mutable_infer_response() = failed;
-            (void)serialize(reply_message, bytes);  // as error_reply's, cannot fail
-          }
-          if (sampled) sampled->stamp("INFER_RESPONSE_COMPLETE");
-          const std::lock_guard lock{shared->mutex};
-          if (shared->reactor == nullptr) return;
-          shared->reactor->reply(sequence, bytes, std::move(sampled));
-          shared->reactor->resume_reading();
-          shared->reactor->finish_if_done();
+        {.model = message.model_name(),
+         .version = *version,
+         .cancel = shared_->cancel,
+         .received = received,
+         .id = message.id(),
+         .trace = trace},
+        [&](const model_config&) {
+          return decode_infer_message(message, service_.options().bounds);
         },
-        received, trace.get());
+        std::move(sink));
   }
 
   static void mark_final(inference::ModelInferResponse& response) {
@@ -608,7 +601,7 @@ class service_impl final : public raw_service {
     return answer<inference::ModelReadyRequest, inference::ModelReadyResponse>(
         allowed(context, api_category::health), context, in, out,
         [this](const auto& request, auto& response) {
-          result<std::optional<std::uint64_t>> version = parse_version(request.version());
+          result<std::optional<std::uint64_t>> version = parse_model_version(request.version());
           if (!version) return version.error();
           // An unknown model is not ready: tritonclient's is_model_ready expects a plain false.
           result<bool> ready = service_.ready(request.name(), *version);
@@ -636,7 +629,7 @@ class service_impl final : public raw_service {
     return answer<inference::ModelMetadataRequest, inference::ModelMetadataResponse>(
         allowed(context, api_category::metadata), context, in, out,
         [this](const auto& request, auto& response) {
-          result<std::optional<std::uint64_t>> version = parse_version(request.version());
+          result<std::optional<std::uint64_t>> version = parse_model_version(request.version());
           if (!version) return version.error();
           result<model_metadata> m = service_.metadata(request.name(), *version);
           if (!m) return m.error();
@@ -652,35 +645,34 @@ class service_impl final : public raw_service {
   ServerUnaryReactor* ModelInfer(CallbackServerContext* context, const ByteBuffer* in,
                                  ByteBuffer* out) override {
     if (status s = allowed(context, api_category::inference); !s.ok()) return finish(context, s);
-    auto* reactor = new infer_reactor;
+    auto* reactor = new infer_reactor{out};
     const auto called = tracer::clock::now();
-    // The message's raw contents move into the request's tensors rather than being copied.
     inference::ModelInferRequest message;
     status parsed = parse(*in, message);
     if (!parsed.ok()) {
       reactor->Finish(to_grpc(parsed));
       return reactor;
     }
+    result<std::optional<std::uint64_t>> version = parse_model_version(message.model_version());
+    if (!version) {
+      reactor->Finish(to_grpc(version.error()));
+      return reactor;
+    }
     // grpc++ calls this with the message read: its wait and read are what parsing it takes.
     const auto received = inference_service::clock::now();
     reactor->trace().read = {trace_stamp{"GRPC_WAITREAD_START", called},
                              trace_stamp{"GRPC_WAITREAD_END", received}};
-    result<admitted_request> admitted = admit(service_, message, received);
-    if (!admitted) {
-      reactor->Finish(to_grpc(admitted.error()));
-      return reactor;
-    }
     service_.infer(
-        std::move(admitted->lease), std::move(admitted->request), reactor->cancel(),
-        [reactor, out, destinations = std::move(admitted->destinations),
-         format = std::move(admitted->format)](const result<inference_response>& outcome) {
-          inference::ModelInferResponse response;
-          status s = admitted_request::finish(destinations, outcome, format, response);
-          if (s.ok()) s = serialize(response, *out);
-          if (reactor->trace().sampled) reactor->trace().sampled->stamp("INFER_RESPONSE_COMPLETE");
-          reactor->send(to_grpc(s));
+        {.model = message.model_name(),
+         .version = *version,
+         .cancel = reactor->cancel(),
+         .received = received,
+         .id = message.id(),
+         .trace = &reactor->trace()},
+        [&](const model_config&) {
+          return decode_infer_message(message, service_.options().bounds);
         },
-        received, &reactor->trace());
+        borrowed(reactor));
     return reactor;
   }
 
@@ -698,7 +690,7 @@ class service_impl final : public raw_service {
     return answer<inference::ModelConfigRequest, inference::ModelConfigResponse>(
         allowed(context, api_category::model_config), context, in, out,
         [this](const auto& request, auto& response) {
-          result<std::optional<std::uint64_t>> version = parse_version(request.version());
+          result<std::optional<std::uint64_t>> version = parse_model_version(request.version());
           if (!version) return version.error();
           result<model_config> config = service_.configuration(request.name(), *version);
           if (!config) return config.error();
@@ -712,7 +704,7 @@ class service_impl final : public raw_service {
     return answer<inference::ModelStatisticsRequest, inference::ModelStatisticsResponse>(
         allowed(context, api_category::statistics), context, in, out,
         [this](const auto& request, auto& response) {
-          result<std::optional<std::uint64_t>> version = parse_version(request.version());
+          result<std::optional<std::uint64_t>> version = parse_model_version(request.version());
           if (!version) return version.error();
           std::optional<std::string_view> name;
           if (!request.name().empty()) name = request.name();

@@ -28,7 +28,7 @@ void check_request(inference::ModelInferRequest& message, const oip::limits& bou
     response.parameters = request->parameters;
     response.outputs = request->inputs;
     inference::ModelInferResponse reply;
-    if (oip::grpc::encode_response(response, reply, nullptr, form).ok()) {
+    if (oip::grpc::encode_response(response, reply, form).ok()) {
       oip::result<oip::inference_response> back = oip::grpc::decode_response(reply, bounds);
       if (!back || back->outputs.size() != response.outputs.size()) __builtin_trap();
     }

@@ -43,20 +43,19 @@ enum class contents_form : std::uint8_t { raw, typed };
 ///   if (!request) return to_grpc_status(request.error());
 /// \endcode
 ///
-/// With `shared_memory`, an input may name a registered region instead (`shared_memory_region`,
+/// An input may name a registered region instead (`shared_memory_region`,
 /// `shared_memory_offset`, `shared_memory_byte_size` parameters, taken out of its parameters); it
-/// then has no entry among the raw contents, as in Triton.
-[[nodiscard]] result<inference_request> decode_request(
-    inference::ModelInferRequest& message, const limits& bounds = {},
-    const shared_memory_registry* shared_memory = nullptr);
+/// then has no entry among the raw contents, as in Triton, and is left in `shared_memory_inputs`
+/// for the server to read.
+[[nodiscard]] result<inference_request> decode_request(inference::ModelInferRequest& message,
+                                                       const limits& bounds = {});
 
 /// Server side: a response, raw by default whatever form the request used, as Triton's server
 /// answers (Triton's clients read `raw_output_contents[i]` for output i without looking).
-/// Outputs that `format` places in shared memory carry only their name, datatype and shape, and
-/// an empty raw entry, so that raw entries stay one per output.
+/// Outputs that the response lists in `shared_memory_outputs` carry only their name, datatype
+/// and shape, and an empty raw entry, so that raw entries stay one per output.
 [[nodiscard]] status encode_response(const inference_response& response,
                                      inference::ModelInferResponse& out,
-                                     const response_format* format = nullptr,
                                      contents_form form = contents_form::raw);
 
 /// Client side: a request for `model` (and `version`, empty for the policy's choice).
