@@ -1,7 +1,6 @@
 #include "detail/ascii.hpp"
 #include "detail/compression.hpp"
 #include "detail/json_string.hpp"
-#include "detail/sequence_controls.hpp"
 
 #include <oip/binary.hpp>
 #include <oip/generate.hpp>
@@ -77,84 +76,6 @@ result<std::vector<std::string>> split_path(std::string_view target) {
   return segments;
 }
 
-// --- Triton-shaped JSON for the extensions -------------------------------------------------------
-
-std::string quoted(std::string_view text) {
-  std::string out;
-  detail::append_json_string(out, text);
-  return out;
-}
-
-std::string config_datatype(datatype type) {
-  if (type == datatype::bytes) return "TYPE_STRING";
-  return fmt::format("TYPE_{}", to_string(type));
-}
-
-std::string encode_config(const model_config& config) {
-  const auto tensors = [](const std::vector<tensor_metadata>& list) {
-    std::string out = "[";
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      if (i != 0) out += ',';
-      out += fmt::format(R"({{"name":{},"data_type":"{}","dims":[{}]}})", quoted(list[i].name),
-                         config_datatype(list[i].type), fmt::join(list[i].shape, ","));
-    }
-    return out + "]";
-  };
-  std::string out = fmt::format(
-      R"({{"name":{},"platform":{},"backend":{},"max_batch_size":{},"input":{},"output":{},)"
-      R"("version_policy":{{"latest":{{"num_versions":1}}}},)"
-      R"("instance_group":[{{"name":{},"kind":"{}","count":{},"gpus":[{}]}}])",
-      quoted(config.name), quoted(config.platform), quoted(config.platform), config.max_batch_size,
-      tensors(config.inputs), tensors(config.outputs), quoted(config.name),
-      config.gpus.empty() ? "KIND_CPU" : "KIND_GPU", config.batching.instances,
-      fmt::join(config.gpus, ","));
-  // Triton's config has one scheduler: sequence batching wins over dynamic batching.
-  if (config.sequence_batching) {
-    std::string controls;
-    for (const detail::sequence_control& c : detail::sequence_controls(config.sequence)) {
-      if (!controls.empty()) controls += ',';
-      controls += fmt::format(
-          R"({{"name":{},"control":[{{"kind":"{}","int32_false_true":[{}],"fp32_false_true":[],)"
-          R"("bool_false_true":[],"data_type":"{}"}}]}})",
-          quoted(c.name), c.kind, c.is_correlation ? "" : "0,1",
-          c.is_correlation ? detail::correlation_data_type(config.sequence) : "TYPE_INVALID");
-    }
-    out += fmt::format(
-        R"(,"sequence_batching":{{"max_sequence_idle_microseconds":{},"control_input":[{}],)"
-        R"("state":[],"iterative_sequence":false}})",
-        config.sequence.max_idle.count(), controls);
-  } else if (config.dynamic_batching) {
-    out += fmt::format(
-        R"(,"dynamic_batching":{{"preferred_batch_size":[{}],"max_queue_delay_microseconds":{},)"
-        R"("preserve_ordering":false}})",
-        fmt::join(config.batching.preferred_batch_sizes, ","),
-        config.batching.max_queue_delay.count());
-  }
-  return out + "}";
-}
-
-std::string encode_statistics(const statistics_snapshot& s) {
-  const auto duration = [](const statistics_snapshot::duration& d) {
-    return fmt::format(R"({{"count":{},"ns":{}}})", d.count, d.ns);
-  };
-  std::string batches;
-  for (const auto& [size, took] : s.batches) {
-    batches += fmt::format(
-        R"({}{{"batch_size":{},"compute_input":{},"compute_infer":{},"compute_output":{}}})",
-        batches.empty() ? "" : ",", size, duration({took.count, took.compute_input_ns}),
-        duration({took.count, took.compute_infer_ns}),
-        duration({took.count, took.compute_output_ns}));
-  }
-  return fmt::format(
-      R"({{"name":{},"version":"{}","last_inference":{},"inference_count":{},)"
-      R"("execution_count":{},"inference_stats":{{"success":{},"fail":{},"queue":{},)"
-      R"("compute_input":{},"compute_infer":{},"compute_output":{},)"
-      R"("cache_hit":{{"count":0,"ns":0}},"cache_miss":{{"count":0,"ns":0}}}},"batch_stats":[{}]}})",
-      quoted(s.name), s.version, s.last_inference_ms, s.inference_count, s.execution_count,
-      duration(s.success), duration(s.fail), duration(s.queue), duration(s.compute_input),
-      duration(s.compute_infer), duration(s.compute_output), batches);
-}
-
 }  // namespace
 
 struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
@@ -215,19 +136,14 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
   http_response config_reply(std::string_view name, std::optional<std::uint64_t> version) const {
     result<model_config> config = service.configuration(name, version);
     if (!config) return error_reply(config.error());
-    return json_reply(200, encode_config(*config));
+    return json_reply(200, encode(*config));
   }
 
   http_response statistics_reply(std::optional<std::string_view> name,
                                  std::optional<std::uint64_t> version) const {
     result<std::vector<statistics_snapshot>> all = service.statistics(name, version);
     if (!all) return error_reply(all.error());
-    std::string out = R"({"model_stats":[)";
-    for (std::size_t i = 0; i < all->size(); ++i) {
-      if (i != 0) out += ',';
-      out += encode_statistics((*all)[i]);
-    }
-    return json_reply(200, out + "]}");
+    return json_reply(200, encode(*all));
   }
 
   // The request's body with its Content-Encoding undone, within the body limit.
@@ -244,20 +160,11 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     result<repository_index_request> filter =
         decode_repository_index_request(body->as_string_view(), options.bounds);
     if (!filter) return error_reply(filter.error());
-    std::string out = "[";
-    for (const model_index_entry& entry : service.repository_index()) {
-      if (filter->ready && entry.state != "READY") continue;
-      if (out.size() > 1) out += ',';
-      if (entry.version == 0) {  // one the loader could load
-        out += fmt::format(R"({{"name":{},"state":{},"reason":{}}})", quoted(entry.name),
-                           quoted(entry.state), quoted(entry.reason));
-      } else {
-        out += fmt::format(R"({{"name":{},"version":"{}","state":{},"reason":{}}})",
-                           quoted(entry.name), entry.version, quoted(entry.state),
-                           quoted(entry.reason));
-      }
+    std::vector<model_index_entry> index = service.repository_index();
+    if (filter->ready) {
+      std::erase_if(index, [](const model_index_entry& entry) { return entry.state != "READY"; });
     }
-    return json_reply(200, out + "]");
+    return json_reply(200, encode(index));
   }
 
   // The load or unload runs on the service's model-control thread, which calls `done`.

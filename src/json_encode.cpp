@@ -2,6 +2,7 @@
 // their own type, tensor bytes never copied for binary outputs.
 
 #include "detail/decimal.hpp"
+#include "detail/json_out.hpp"
 #include "detail/json_string.hpp"
 #include "detail/json_values.hpp"
 #include "detail/number_format.hpp"
@@ -20,47 +21,13 @@ namespace oip {
 
 namespace {
 
+using detail::json_out;
 using detail::max_number_chars;
+using detail::tensor_framing;
 using detail::write_floating;
 using detail::write_integer;
-
-// A key with its quotes and colon, spelled out at compile time.
-template <std::size_t N>
-struct quoted_key {
-  char text[N + 2] = {};
-  consteval quoted_key(const char (&key)[N]) {  // NOLINT(google-explicit-constructor)
-    text[0] = '"';
-    for (std::size_t i = 0; i + 1 < N; ++i) text[i + 1] = key[i];
-    text[N] = '"';
-    text[N + 1] = ':';
-  }
-};
-
-// Appends to a string through a raw pointer: the encoder reserves the worst case of a whole
-// tensor at once, then writes numbers straight into it.
-class json_out {
- public:
-  explicit json_out(std::string& out) : out_{out} {}
-
-  void raw(std::string_view s) { out_.append(s); }
-  void raw(char c) { out_.push_back(c); }
-  void string(std::string_view s) { detail::append_json_string(out_, s); }
-  void key(std::string_view k) {
-    string(k);
-    out_.push_back(':');
-  }
-  // The protocol's own keys need no escaping: quotes, key and colon are one constant, written
-  // with one copy. (Assembled on the stack at each call, they were read back before the stores
-  // could forward.)
-  template <quoted_key k>
-  void key() {
-    out_.append(k.text, sizeof k.text);
-  }
-  std::string& text() { return out_; }
-
- private:
-  std::string& out_;
-};
+using detail::write_parameters;
+using detail::write_shape;
 
 }  // namespace
 
@@ -225,18 +192,8 @@ void detail::append_json_parameter(std::string& text, const parameter_value& val
   write_parameter_value(out, value);
 }
 
-namespace {
-
-// What write_parameters does with `binary_data_size`, which on a tensor object is framing.
-struct tensor_framing {
-  bool is_tensor = false;                    // drop the tensor's own binary_data_size
-  std::optional<std::uint64_t> binary_size;  // and write this one instead
-};
-
-// Writes `,"<key>":{...}` (no comma when `comma` is false), or nothing when there is nothing to
-// write.
-void write_parameters(json_out& out, const parameters& params, bool comma,
-                      const tensor_framing& framing = {}, std::string_view key = "parameters") {
+void detail::write_parameters(json_out& out, const parameters& params, bool comma,
+                              const tensor_framing& framing, std::string_view key) {
   bool open = false;
   const auto next_member = [&] {
     if (open) {
@@ -266,7 +223,7 @@ void write_parameters(json_out& out, const parameters& params, bool comma,
 
 // Written in place, like the data: digits copied out of a stack buffer were read back before
 // their stores could forward.
-void write_shape(json_out& out, const shape_type& shape) {
+void detail::write_shape(json_out& out, const shape_type& shape) {
   out.key<"shape">();
   std::string& text = out.text();
   const std::size_t start = text.size();
@@ -280,6 +237,8 @@ void write_shape(json_out& out, const shape_type& shape) {
   *at++ = ']';
   text.resize(static_cast<std::size_t>(at - text.data()));
 }
+
+namespace {
 
 enum class tensor_placement : std::uint8_t { json, binary, shared_memory };
 
@@ -423,225 +382,6 @@ result<encoded_body> encode_request(const inference_request& request,
   }
   out.raw('}');
   return body;
-}
-
-namespace {
-void write_string_array(json_out& out, std::string_view key,
-                        const std::vector<std::string>& items) {
-  out.key(key);
-  out.raw('[');
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    if (i != 0) out.raw(',');
-    out.string(items[i]);
-  }
-  out.raw(']');
-}
-
-void write_tensor_metadata(json_out& out, std::string_view key,
-                           const std::vector<tensor_metadata>& tensors) {
-  out.key(key);
-  out.raw('[');
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    if (i != 0) out.raw(',');
-    out.raw('{');
-    out.key<"name">();
-    out.string(tensors[i].name);
-    out.raw(',');
-    out.key<"datatype">();
-    out.string(to_string(tensors[i].type));
-    out.raw(',');
-    write_shape(out, tensors[i].shape);
-    write_parameters(out, tensors[i].parameters, true);
-    out.raw('}');
-  }
-  out.raw(']');
-}
-}  // namespace
-
-std::string encode(const server_metadata& metadata) {
-  std::string text;
-  json_out out{text};
-  out.raw('{');
-  out.key<"name">();
-  out.string(metadata.name);
-  out.raw(',');
-  out.key<"version">();
-  out.string(metadata.version);
-  out.raw(',');
-  write_string_array(out, "extensions", metadata.extensions);
-  out.raw('}');
-  return text;
-}
-
-std::string encode(const model_metadata& metadata) {
-  std::string text;
-  json_out out{text};
-  out.raw('{');
-  out.key<"name">();
-  out.string(metadata.name);
-  if (!metadata.versions.empty()) {
-    out.raw(',');
-    write_string_array(out, "versions", metadata.versions);
-  }
-  out.raw(',');
-  out.key<"platform">();
-  out.string(metadata.platform);
-  out.raw(',');
-  write_tensor_metadata(out, "inputs", metadata.inputs);
-  out.raw(',');
-  write_tensor_metadata(out, "outputs", metadata.outputs);
-  write_parameters(out, metadata.properties, true, {}, "properties");
-  out.raw('}');
-  return text;
-}
-
-std::string encode(const server_live& live) {
-  return live.live ? R"({"live":true})" : R"({"live":false})";
-}
-
-std::string encode(const server_ready& ready) {
-  return ready.ready ? R"({"ready":true})" : R"({"ready":false})";
-}
-
-std::string encode(const repository_index_request& request) {
-  return request.ready ? R"({"ready":true})" : "{}";
-}
-
-namespace {
-// Standard base64 with its padding (Triton's form of a file's content in a model load).
-std::string to_base64(std::string_view bytes) {
-  static constexpr std::string_view alphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  for (std::size_t i = 0; i < bytes.size(); i += 3) {
-    const std::size_t left = std::min<std::size_t>(bytes.size() - i, 3);
-    std::uint32_t bits = 0;
-    for (std::size_t j = 0; j < 3; ++j) {
-      bits = bits << 8U | (j < left ? static_cast<unsigned char>(bytes[i + j]) : 0U);
-    }
-    for (std::size_t j = 0; j < 4; ++j) {
-      out.push_back(j <= left ? alphabet[bits >> (18U - 6U * j) & 0x3FU] : '=');
-    }
-  }
-  return out;
-}
-}  // namespace
-
-result<std::string> encode_repository_load_request(const parameters& request) {
-  // A file's content travels in base64 over HTTP, where the server decodes it back to bytes.
-  parameters sent;
-  for (const auto& [name, value] : request) {
-    if (!name.starts_with("file:")) {
-      sent.set(name, value);
-      continue;
-    }
-    const auto* bytes = std::get_if<std::string>(&value);
-    if (bytes == nullptr) {
-      return status{errc::invalid_argument,
-                    fmt::format("parameter '{}' of a model load request must be the file's "
-                                "content, a string of bytes",
-                                name)};
-    }
-    sent.set(name, to_base64(*bytes));
-  }
-  std::string text;
-  json_out out{text};
-  out.raw('{');
-  write_parameters(out, sent, false);
-  out.raw('}');
-  return text;
-}
-
-std::string encode_shared_memory_register(const shared_memory_region& region) {
-  std::string text;
-  json_out out{text};
-  out.raw('{');
-  out.key<"key">();
-  out.string(region.key);
-  out.raw(fmt::format(R"(,"offset":{},"byte_size":{}}})", region.offset, region.byte_size));
-  return text;
-}
-
-std::string encode(const std::vector<shared_memory_region>& regions) {
-  std::string text;
-  json_out out{text};
-  out.raw('[');
-  for (std::size_t i = 0; i < regions.size(); ++i) {
-    if (i != 0) out.raw(',');
-    out.raw('{');
-    out.key<"name">();
-    out.string(regions[i].name);
-    out.raw(',');
-    out.key<"key">();
-    out.string(regions[i].key);
-    out.raw(
-        fmt::format(R"(,"offset":{},"byte_size":{}}})", regions[i].offset, regions[i].byte_size));
-  }
-  out.raw(']');
-  return text;
-}
-
-std::string encode(const log_settings& settings) {
-  return fmt::format(
-      R"({{"log_file":"","log_info":{},"log_warning":{},"log_error":{},"log_verbose_level":{},)"
-      R"("log_format":"{}"}})",
-      settings.info, settings.warning, settings.error, settings.verbose_level,
-      to_string(settings.format));
-}
-
-std::string encode(const log_settings_update& update) {
-  std::string text;
-  json_out out{text};
-  out.raw('{');
-  const auto separate = [&] {
-    if (text.size() > 1) out.raw(',');
-  };
-  if (update.file) {
-    separate();
-    out.raw(R"("log_file":)");
-    out.string(*update.file);
-  }
-  const auto level = [&](std::string_view key, const std::optional<bool>& on) {
-    if (!on) return;
-    separate();
-    out.raw(fmt::format(R"("{}":{})", key, *on));
-  };
-  level("log_info", update.info);
-  level("log_warning", update.warning);
-  level("log_error", update.error);
-  if (update.verbose_level) {
-    separate();
-    out.raw(fmt::format(R"("log_verbose_level":{})", *update.verbose_level));
-  }
-  if (update.format) {
-    separate();
-    out.raw(fmt::format(R"("log_format":"{}")", to_string(*update.format)));
-  }
-  out.raw('}');
-  return text;
-}
-
-std::string encode(const trace_settings& settings) {
-  std::string text = fmt::format(
-      R"({{"trace_level":["{}"],"trace_rate":"{}","trace_count":"{}","log_frequency":"{}",)"
-      R"("trace_file":)",
-      fmt::join(level_names(settings.level), R"(",")"), settings.rate, settings.count,
-      settings.log_frequency);
-  json_out out{text};
-  out.string(settings.file);
-  out.raw(R"(,"trace_mode":"triton"})");
-  return text;
-}
-
-std::string encode(const model_ready& ready) {
-  std::string text;
-  json_out out{text};
-  out.raw('{');
-  out.key<"name">();
-  out.string(ready.name);
-  out.raw(ready.ready ? ",\"ready\":true}" : ",\"ready\":false}");
-  return text;
 }
 
 }  // namespace oip

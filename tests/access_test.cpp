@@ -6,6 +6,7 @@
 #include <oip/access.hpp>
 #include <oip/http_handler.hpp>
 #include <oip/json.hpp>
+#include <oip/log.hpp>
 
 #include <string>
 #include <vector>

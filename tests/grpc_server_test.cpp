@@ -6,6 +6,7 @@
 #include <oip/grpc/grpc_service.grpc.pb.h>
 #include <oip/grpc/server.hpp>
 #include <oip/inference_service.hpp>
+#include <oip/log.hpp>
 
 #include <any>
 #include <chrono>

@@ -8,7 +8,7 @@
 #include <oip/export.hpp>
 #include <oip/infer.hpp>
 #include <oip/limits.hpp>
-#include <oip/model.hpp>
+#include <oip/model_config.hpp>
 #include <oip/status.hpp>
 
 #include <cstddef>

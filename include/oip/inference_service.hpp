@@ -67,18 +67,6 @@ struct server_options {
   model_control_mode model_control = model_control_mode::none;
 };
 
-/// A model's statistics at one moment, in the shape of Triton's statistics extension.
-/// The counted figures (`model_statistics::figures`) and what is known of the model now.
-struct statistics_snapshot : model_statistics::figures {
-  using duration = model_statistics::duration;
-  std::string name;
-  std::uint64_t version = 0;
-  /// Requests accepted and not yet handed to the model.
-  std::uint64_t pending_requests = 0;
-  /// Sequences holding state now; empty for a model that is not a sequence model.
-  std::optional<std::uint64_t> active_sequences;
-};
-
 /// Every operation of the protocol, once, whatever the transport. A transport reads bytes, calls
 /// the service and turns what it gets back into bytes; an inference request's whole lifecycle
 /// (the model's lease, decoding, shared memory, validation, sequences, batching, the model,

@@ -16,11 +16,12 @@
 #include <oip/export.hpp>
 #include <oip/infer.hpp>
 #include <oip/limits.hpp>
-#include <oip/log.hpp>
+#include <oip/log_settings.hpp>
 #include <oip/metadata.hpp>
-#include <oip/shared_memory.hpp>
+#include <oip/model_config.hpp>
+#include <oip/statistics.hpp>
 #include <oip/status.hpp>
-#include <oip/trace.hpp>
+#include <oip/trace_settings.hpp>
 
 #include <cstddef>
 #include <limits>
@@ -31,6 +32,8 @@
 #include <vector>
 
 namespace oip {
+
+struct shared_memory_outputs;  // a client's outputs in shared memory (shared_memory.hpp)
 
 /// How a response's outputs are written.
 struct response_format {
@@ -111,6 +114,17 @@ struct request_format {
 [[nodiscard]] OIP_EXPORT result<inference_response> decode_response(
     const buffer& body, std::optional<std::size_t> header_length, const limits& bounds = {},
     const shared_memory_outputs* shared_memory = nullptr);
+
+// --- model configuration, statistics, the repository index ------------------------------------
+
+/// The config route's reply: Triton's model configuration (`TYPE_*` datatypes, `dims`,
+/// `instance_group`, and the scheduler: `sequence_batching` over `dynamic_batching`).
+[[nodiscard]] OIP_EXPORT std::string encode(const model_config& config);
+/// The statistics route's reply: `{"model_stats":[...]}`, in Triton's shape.
+[[nodiscard]] OIP_EXPORT std::string encode(const std::vector<statistics_snapshot>& statistics);
+/// The repository index's reply: one object per row; a row without a version (a model the
+/// loader could load) has no `version` key.
+[[nodiscard]] OIP_EXPORT std::string encode(const std::vector<model_index_entry>& index);
 
 // --- metadata, health, errors ------------------------------------------------------------------
 

@@ -1,12 +1,13 @@
 #pragma once
 /// \file
-/// Metadata and health objects of the protocol: server metadata, model metadata, readiness and
-/// liveness.
+/// Metadata, health and status objects of the protocol: server metadata, model metadata, readiness
+/// and liveness, the repository index, and the registered shared-memory regions.
 
 #include <oip/datatype.hpp>
 #include <oip/parameters.hpp>
 #include <oip/tensor.hpp>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,24 @@ struct model_ready {
   std::string name;
   bool ready = false;
   friend bool operator==(const model_ready&, const model_ready&) = default;
+};
+
+/// One row of the repository index (Triton's `POST /v2/repository/index`).
+struct model_index_entry {
+  std::string name;
+  std::uint64_t version = 0;
+  std::string state;  ///< READY, UNAVAILABLE (not ready) or UNLOADING (draining)
+  std::string reason;
+};
+
+/// A registered region, as the status routes report it.
+struct shared_memory_region {
+  std::string name;
+  std::string key;  ///< the shared-memory object's name, as passed to `shm_open`
+  std::uint64_t offset = 0;
+  std::uint64_t byte_size = 0;
+
+  friend bool operator==(const shared_memory_region&, const shared_memory_region&) = default;
 };
 
 }  // namespace oip

@@ -4,6 +4,7 @@
 /// sequence manager that keeps each sequence's requests in order and its state between them.
 
 #include <oip/export.hpp>
+#include <oip/model_config.hpp>
 #include <oip/parameters.hpp>
 #include <oip/status.hpp>
 
@@ -66,30 +67,6 @@ struct sequence_flags {
 /// boolean is a 400.
 [[nodiscard]] OIP_EXPORT result<sequence_flags> read_sequence_flags(
     const parameters& request_parameters, std::size_t max_string_length = 128);
-
-/// The type of correlation id a sequence model accepts (Triton's CORRID control data type).
-enum class correlation_id_type : std::uint8_t { any, uint64, string };
-
-/// What a sequence model declares (`model_config::sequence`, used when `sequence_batching` is set).
-struct sequence_config {
-  /// A sequence with no request for this long is released (Triton's
-  /// `max_sequence_idle_microseconds`, 1 s by default).
-  std::chrono::microseconds max_idle{1'000'000};
-  /// Active sequences per model; a START beyond it is a 503 (gRPC UNAVAILABLE).
-  std::size_t max_active = 1024;
-  /// Requests of one sequence waiting for their turn; beyond it a 503.
-  std::size_t max_waiting_per_sequence = 256;
-  /// Requests waiting for their turn, all the model's sequences together (each holds its body);
-  /// beyond it a 503.
-  std::size_t max_waiting = 4096;
-  correlation_id_type id_type = correlation_id_type::any;
-  /// The control inputs the model configuration shows (Triton feeds them as tensors; oip hands
-  /// their values to the model as a `sequence_step`). Empty: not declared.
-  std::string start_input;
-  std::string end_input;
-  std::string ready_input;
-  std::string correlation_input;
-};
 
 /// One request's place in its sequence, as the model sees it: the control values and the state
 /// the sequence keeps between its requests (empty on START; the model puts what it likes there).

@@ -9,6 +9,7 @@
 #include <oip/export.hpp>
 #include <oip/infer.hpp>
 #include <oip/limits.hpp>
+#include <oip/metadata.hpp>
 #include <oip/parameters.hpp>
 #include <oip/status.hpp>
 #include <oip/tensor.hpp>
@@ -23,16 +24,6 @@
 #include <vector>
 
 namespace oip {
-
-/// A registered region, as the status routes report it.
-struct shared_memory_region {
-  std::string name;
-  std::string key;  ///< the shared-memory object's name, as passed to `shm_open`
-  std::uint64_t offset = 0;
-  std::uint64_t byte_size = 0;
-
-  friend bool operator==(const shared_memory_region&, const shared_memory_region&) = default;
-};
 
 /// The reference that a tensor's parameters hold, if any, taken out of them. 400 when the region
 /// is not a string, the byte size is missing, an offset or byte size is not a non-negative

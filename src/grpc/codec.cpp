@@ -1,4 +1,5 @@
 #include "detail/find_duplicate.hpp"
+#include "detail/sequence_controls.hpp"
 
 #include <oip/grpc/codec.hpp>
 #include <oip/json.hpp>
@@ -617,6 +618,121 @@ void encode_trace_settings(const trace_settings& settings, inference::TraceSetti
   map["log_frequency"].add_value(std::to_string(settings.log_frequency));
   map["trace_file"].add_value(settings.file);
   map["trace_mode"].add_value("triton");
+}
+
+// --- model configuration, statistics, metadata ---------------------------------------------------
+
+namespace {
+
+inference::DataType config_datatype(datatype type) {
+  inference::DataType out = inference::TYPE_INVALID;
+  inference::DataType_Parse(std::string{config_name(type)}, &out);
+  return out;
+}
+
+}  // namespace
+
+void encode_model_config(const model_config& config, inference::ModelConfig& out) {
+  out.set_name(config.name);
+  out.set_platform(config.platform);
+  out.set_backend(config.platform);
+  out.set_max_batch_size(static_cast<std::int32_t>(config.max_batch_size));
+  out.mutable_version_policy()->mutable_latest()->set_num_versions(1);
+  inference::ModelInstanceGroup* group = out.add_instance_group();
+  group->set_name(config.name);
+  group->set_kind(config.gpus.empty() ? inference::ModelInstanceGroup::KIND_CPU
+                                      : inference::ModelInstanceGroup::KIND_GPU);
+  group->set_count(static_cast<std::int32_t>(config.batching.instances));
+  for (const int gpu : config.gpus) group->add_gpus(gpu);
+  for (const tensor_metadata& t : config.inputs) {
+    inference::ModelInput* input = out.add_input();
+    input->set_name(t.name);
+    input->set_data_type(config_datatype(t.type));
+    for (const std::int64_t d : t.shape) input->add_dims(d);
+  }
+  for (const tensor_metadata& t : config.outputs) {
+    inference::ModelOutput* output = out.add_output();
+    output->set_name(t.name);
+    output->set_data_type(config_datatype(t.type));
+    for (const std::int64_t d : t.shape) output->add_dims(d);
+  }
+  // Triton's config has one scheduler: sequence batching wins over dynamic batching.
+  if (config.sequence_batching) {
+    inference::ModelSequenceBatching* sequences = out.mutable_sequence_batching();
+    sequences->set_max_sequence_idle_microseconds(
+        static_cast<std::uint64_t>(config.sequence.max_idle.count()));
+    for (const detail::sequence_control& c : detail::sequence_controls(config.sequence)) {
+      inference::ModelSequenceBatching::ControlInput* input = sequences->add_control_input();
+      input->set_name(c.name);
+      inference::ModelSequenceBatching::Control* control = input->add_control();
+      inference::ModelSequenceBatching::Control::Kind kind{};
+      inference::ModelSequenceBatching::Control::Kind_Parse(std::string{c.kind}, &kind);
+      control->set_kind(kind);
+      if (c.is_correlation) {
+        inference::DataType type{};
+        inference::DataType_Parse(std::string{detail::correlation_data_type(config.sequence)},
+                                  &type);
+        control->set_data_type(type);
+      } else {
+        control->add_int32_false_true(0);
+        control->add_int32_false_true(1);
+      }
+    }
+  } else if (config.dynamic_batching) {
+    inference::ModelDynamicBatching* batching = out.mutable_dynamic_batching();
+    batching->set_max_queue_delay_microseconds(
+        static_cast<std::uint64_t>(config.batching.max_queue_delay.count()));
+    for (const std::uint64_t size : config.batching.preferred_batch_sizes) {
+      batching->add_preferred_batch_size(static_cast<std::int32_t>(size));
+    }
+  }
+}
+
+void encode_statistics(const statistics_snapshot& s, inference::ModelStatistics& out) {
+  const auto duration = [](const statistics_snapshot::duration& d,
+                           inference::StatisticDuration* message) {
+    message->set_count(d.count);
+    message->set_ns(d.ns);
+  };
+  out.set_name(s.name);
+  out.set_version(std::to_string(s.version));
+  out.set_last_inference(s.last_inference_ms);
+  out.set_inference_count(s.inference_count);
+  out.set_execution_count(s.execution_count);
+  inference::InferStatistics* stats = out.mutable_inference_stats();
+  duration(s.success, stats->mutable_success());
+  duration(s.fail, stats->mutable_fail());
+  duration(s.queue, stats->mutable_queue());
+  duration(s.compute_input, stats->mutable_compute_input());
+  duration(s.compute_infer, stats->mutable_compute_infer());
+  duration(s.compute_output, stats->mutable_compute_output());
+  stats->mutable_cache_hit();
+  stats->mutable_cache_miss();
+  for (const auto& [size, took] : s.batches) {
+    inference::InferBatchStatistics* batch = out.add_batch_stats();
+    batch->set_batch_size(size);
+    duration({took.count, took.compute_input_ns}, batch->mutable_compute_input());
+    duration({took.count, took.compute_infer_ns}, batch->mutable_compute_infer());
+    duration({took.count, took.compute_output_ns}, batch->mutable_compute_output());
+  }
+}
+
+namespace {
+
+void to_message(const tensor_metadata& t, inference::ModelMetadataResponse::TensorMetadata& out) {
+  out.set_name(t.name);
+  out.set_datatype(std::string{to_string(t.type)});
+  for (const std::int64_t d : t.shape) out.add_shape(d);
+}
+
+}  // namespace
+
+void encode_model_metadata(const model_metadata& metadata, inference::ModelMetadataResponse& out) {
+  out.set_name(metadata.name);
+  for (const std::string& v : metadata.versions) out.add_versions(v);
+  out.set_platform(metadata.platform);
+  for (const tensor_metadata& t : metadata.inputs) to_message(t, *out.add_inputs());
+  for (const tensor_metadata& t : metadata.outputs) to_message(t, *out.add_outputs());
 }
 
 }  // namespace oip::grpc

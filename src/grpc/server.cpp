@@ -8,8 +8,6 @@
 // UNIMPLEMENTED and no message, and ends a stream as if the client had closed it. A client's
 // malformed message is its mistake: INVALID_ARGUMENT, and on a stream an error reply.
 
-#include "detail/sequence_controls.hpp"
-
 #include <oip/grpc/codec.hpp>
 #include <oip/grpc/grpc_service.grpc.pb.h>
 #include <oip/grpc/server.hpp>
@@ -96,117 +94,6 @@ template <class Response>
 void finish_empty(ServerUnaryReactor* reactor, status s, ::grpc::ByteBuffer& out) {
   if (s.ok()) s = serialize(Response{}, out);
   reactor->Finish(to_grpc(s));
-}
-
-inference::DataType config_datatype(datatype type) {
-  switch (type) {
-    case datatype::boolean: return inference::TYPE_BOOL;
-    case datatype::uint8: return inference::TYPE_UINT8;
-    case datatype::uint16: return inference::TYPE_UINT16;
-    case datatype::uint32: return inference::TYPE_UINT32;
-    case datatype::uint64: return inference::TYPE_UINT64;
-    case datatype::int8: return inference::TYPE_INT8;
-    case datatype::int16: return inference::TYPE_INT16;
-    case datatype::int32: return inference::TYPE_INT32;
-    case datatype::int64: return inference::TYPE_INT64;
-    case datatype::fp16: return inference::TYPE_FP16;
-    case datatype::fp32: return inference::TYPE_FP32;
-    case datatype::fp64: return inference::TYPE_FP64;
-    case datatype::bytes: return inference::TYPE_STRING;
-    case datatype::bf16: return inference::TYPE_BF16;
-  }
-  return inference::TYPE_INVALID;
-}
-
-void to_message(const model_config& config, inference::ModelConfig& out) {
-  out.set_name(config.name);
-  out.set_platform(config.platform);
-  out.set_backend(config.platform);
-  out.set_max_batch_size(static_cast<std::int32_t>(config.max_batch_size));
-  out.mutable_version_policy()->mutable_latest()->set_num_versions(1);
-  inference::ModelInstanceGroup* group = out.add_instance_group();
-  group->set_name(config.name);
-  group->set_kind(config.gpus.empty() ? inference::ModelInstanceGroup::KIND_CPU
-                                      : inference::ModelInstanceGroup::KIND_GPU);
-  group->set_count(static_cast<std::int32_t>(config.batching.instances));
-  for (const int gpu : config.gpus) group->add_gpus(gpu);
-  for (const tensor_metadata& t : config.inputs) {
-    inference::ModelInput* input = out.add_input();
-    input->set_name(t.name);
-    input->set_data_type(config_datatype(t.type));
-    for (const std::int64_t d : t.shape) input->add_dims(d);
-  }
-  for (const tensor_metadata& t : config.outputs) {
-    inference::ModelOutput* output = out.add_output();
-    output->set_name(t.name);
-    output->set_data_type(config_datatype(t.type));
-    for (const std::int64_t d : t.shape) output->add_dims(d);
-  }
-  // Triton's config has one scheduler: sequence batching wins over dynamic batching.
-  if (config.sequence_batching) {
-    inference::ModelSequenceBatching* sequences = out.mutable_sequence_batching();
-    sequences->set_max_sequence_idle_microseconds(
-        static_cast<std::uint64_t>(config.sequence.max_idle.count()));
-    for (const detail::sequence_control& c : detail::sequence_controls(config.sequence)) {
-      inference::ModelSequenceBatching::ControlInput* input = sequences->add_control_input();
-      input->set_name(c.name);
-      inference::ModelSequenceBatching::Control* control = input->add_control();
-      inference::ModelSequenceBatching::Control::Kind kind{};
-      inference::ModelSequenceBatching::Control::Kind_Parse(std::string{c.kind}, &kind);
-      control->set_kind(kind);
-      if (c.is_correlation) {
-        inference::DataType type{};
-        inference::DataType_Parse(std::string{detail::correlation_data_type(config.sequence)},
-                                  &type);
-        control->set_data_type(type);
-      } else {
-        control->add_int32_false_true(0);
-        control->add_int32_false_true(1);
-      }
-    }
-  } else if (config.dynamic_batching) {
-    inference::ModelDynamicBatching* batching = out.mutable_dynamic_batching();
-    batching->set_max_queue_delay_microseconds(
-        static_cast<std::uint64_t>(config.batching.max_queue_delay.count()));
-    for (const std::uint64_t size : config.batching.preferred_batch_sizes) {
-      batching->add_preferred_batch_size(static_cast<std::int32_t>(size));
-    }
-  }
-}
-
-void to_message(const statistics_snapshot& s, inference::ModelStatistics& out) {
-  const auto duration = [](const statistics_snapshot::duration& d,
-                           inference::StatisticDuration* message) {
-    message->set_count(d.count);
-    message->set_ns(d.ns);
-  };
-  out.set_name(s.name);
-  out.set_version(std::to_string(s.version));
-  out.set_last_inference(s.last_inference_ms);
-  out.set_inference_count(s.inference_count);
-  out.set_execution_count(s.execution_count);
-  inference::InferStatistics* stats = out.mutable_inference_stats();
-  duration(s.success, stats->mutable_success());
-  duration(s.fail, stats->mutable_fail());
-  duration(s.queue, stats->mutable_queue());
-  duration(s.compute_input, stats->mutable_compute_input());
-  duration(s.compute_infer, stats->mutable_compute_infer());
-  duration(s.compute_output, stats->mutable_compute_output());
-  stats->mutable_cache_hit();
-  stats->mutable_cache_miss();
-  for (const auto& [size, took] : s.batches) {
-    inference::InferBatchStatistics* batch = out.add_batch_stats();
-    batch->set_batch_size(size);
-    duration({took.count, took.compute_input_ns}, batch->mutable_compute_input());
-    duration({took.count, took.compute_infer_ns}, batch->mutable_compute_infer());
-    duration({took.count, took.compute_output_ns}, batch->mutable_compute_output());
-  }
-}
-
-void to_message(const tensor_metadata& t, inference::ModelMetadataResponse::TensorMetadata& out) {
-  out.set_name(t.name);
-  out.set_datatype(std::string{to_string(t.type)});
-  for (const std::int64_t d : t.shape) out.add_shape(d);
 }
 
 // The service's decoding of an inference message; its raw contents move into the request's
@@ -633,11 +520,7 @@ class service_impl final : public raw_service {
           if (!version) return version.error();
           result<model_metadata> m = service_.metadata(request.name(), *version);
           if (!m) return m.error();
-          response.set_name(m->name);
-          for (const std::string& v : m->versions) response.add_versions(v);
-          response.set_platform(m->platform);
-          for (const tensor_metadata& t : m->inputs) to_message(t, *response.add_inputs());
-          for (const tensor_metadata& t : m->outputs) to_message(t, *response.add_outputs());
+          encode_model_metadata(*m, response);
           return status{};
         });
   }
@@ -694,7 +577,7 @@ class service_impl final : public raw_service {
           if (!version) return version.error();
           result<model_config> config = service_.configuration(request.name(), *version);
           if (!config) return config.error();
-          to_message(*config, *response.mutable_config());
+          encode_model_config(*config, *response.mutable_config());
           return status{};
         });
   }
@@ -710,7 +593,8 @@ class service_impl final : public raw_service {
           if (!request.name().empty()) name = request.name();
           result<std::vector<statistics_snapshot>> all = service_.statistics(name, *version);
           if (!all) return all.error();
-          for (const statistics_snapshot& s : *all) to_message(s, *response.add_model_stats());
+          for (const statistics_snapshot& s : *all)
+            encode_statistics(s, *response.add_model_stats());
           return status{};
         });
   }

@@ -13,11 +13,13 @@
 #include <oip/infer.hpp>
 #include <oip/json.hpp>
 #include <oip/limits.hpp>
-#include <oip/log.hpp>
+#include <oip/log_settings.hpp>
+#include <oip/metadata.hpp>
+#include <oip/model_config.hpp>
 #include <oip/parameters.hpp>
-#include <oip/shared_memory.hpp>
+#include <oip/statistics.hpp>
 #include <oip/status.hpp>
-#include <oip/trace.hpp>
+#include <oip/trace_settings.hpp>
 
 #include <cstdint>
 #include <string>
@@ -99,5 +101,12 @@ void encode_log_settings(const log_settings& settings, inference::LogSettingsRes
     const inference::TraceSettingRequest& request);
 /// The settings as Triton's `TraceSettingResponse` holds them, each a list of strings.
 void encode_trace_settings(const trace_settings& settings, inference::TraceSettingResponse& out);
+
+/// `ModelConfig`'s reply: Triton's model configuration, as `oip::encode(const model_config&)`.
+void encode_model_config(const model_config& config, inference::ModelConfig& out);
+/// One model version's `ModelStatistics`.
+void encode_statistics(const statistics_snapshot& statistics, inference::ModelStatistics& out);
+/// `ModelMetadata`'s reply.
+void encode_model_metadata(const model_metadata& metadata, inference::ModelMetadataResponse& out);
 
 }  // namespace oip::grpc

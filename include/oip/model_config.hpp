@@ -1,0 +1,118 @@
+#pragma once
+/// \file
+/// A model's configuration: what clients see of it (Triton's model configuration, the config
+/// route) and the rules that its requests are checked and scheduled by.
+
+#include <oip/metadata.hpp>
+#include <oip/parameters.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace oip {
+
+/// The type of correlation id a sequence model accepts (Triton's CORRID control data type).
+enum class correlation_id_type : std::uint8_t { any, uint64, string };
+
+/// What a sequence model declares (`model_config::sequence`, used when `sequence_batching` is set).
+struct sequence_config {
+  /// A sequence with no request for this long is released (Triton's
+  /// `max_sequence_idle_microseconds`, 1 s by default).
+  std::chrono::microseconds max_idle{1'000'000};
+  /// Active sequences per model; a START beyond it is a 503 (gRPC UNAVAILABLE).
+  std::size_t max_active = 1024;
+  /// Requests of one sequence waiting for their turn; beyond it a 503.
+  std::size_t max_waiting_per_sequence = 256;
+  /// Requests waiting for their turn, all the model's sequences together (each holds its body);
+  /// beyond it a 503.
+  std::size_t max_waiting = 4096;
+  correlation_id_type id_type = correlation_id_type::any;
+  /// The control inputs the model configuration shows (Triton feeds them as tensors; oip hands
+  /// their values to the model as a `sequence_step`). Empty: not declared.
+  std::string start_input;
+  std::string end_input;
+  std::string ready_input;
+  std::string correlation_input;
+};
+
+/// What a model is: the metadata that clients see and the rules that requests are checked against.
+///
+/// Input and output shapes are given without the batch dimension, as in a Triton model
+/// configuration's `dims`; -1 marks a variable dimension. When `max_batch_size` > 0 the model
+/// batches: every input and output has a leading batch dimension of 1 to `max_batch_size`, and the
+/// metadata route shows it as -1.
+struct model_config {
+  std::string name;
+  std::string platform = "oip";
+  std::int64_t max_batch_size = 0;
+  std::vector<tensor_metadata> inputs;
+  std::vector<tensor_metadata> outputs;
+  /// Extra fields of the model metadata object (`properties`).
+  oip::parameters properties;
+  /// Class labels per output name, for the classification extension.
+  std::vector<std::pair<std::string, std::vector<std::string>>> labels;
+  /// Dynamic batching (for a model with `max_batch_size` > 0): requests wait in a per-model queue
+  /// and are merged along the batch dimension into one execution of up to `max_batch_size` rows,
+  /// and the outputs split back, row for row. Also shown by the config route, where perf_analyzer
+  /// reads it to choose its mode.
+  bool dynamic_batching = false;
+  /// The batcher's settings, used when `dynamic_batching` is set.
+  struct batching_settings {
+    /// How long the oldest queued request may wait for others before its batch runs anyway.
+    std::chrono::microseconds max_queue_delay{100};
+    /// Requests waiting in the queue; one more is a 503.
+    std::size_t max_queue_size = 1024;
+    /// Batches of this model running at once (Triton's instance count).
+    std::size_t instances = 1;
+    /// Batch sizes (rows) the model runs best at, as Triton's `preferred_batch_size`: when the
+    /// requests at the front of the queue add up to one of them, the largest such batch runs at
+    /// once; otherwise the batcher waits up to `max_queue_delay` for a fuller batch. Empty: only
+    /// `max_batch_size` makes a batch run before the delay.
+    std::vector<std::uint64_t> preferred_batch_sizes = {};
+  } batching;
+  /// The CUDA devices the model runs on, for Triton's `instance_group` in its configuration
+  /// (`KIND_GPU` with these `gpus`; empty: `KIND_CPU`; `count` is `batching.instances`).
+  std::vector<int> gpus = {};
+  /// A stateful model: requests carry `sequence_id`/`sequence_start`/`sequence_end`, run one at a
+  /// time per sequence in arrival order, and see their `sequence_step`
+  /// (`inference_call::sequence`).
+  bool sequence_batching = false;
+  /// The sequence rules and limits, used when `sequence_batching` is set.
+  sequence_config sequence;
+  /// Run `execute` on the thread that received the request (a transport's I/O thread, or the
+  /// host's thread that called the handler) instead of handing it to an executor worker. The
+  /// hand-off wakes a sleeping worker: with oip-serve's `simple` it was 31 of the 40 µs that a
+  /// request spent in the server (docs/performance.md). For a model whose `execute` returns
+  /// within microseconds: a small CPU model, or one that only enqueues work and finishes the call
+  /// later from its own thread. A model that blocks holds up every connection of that thread.
+  /// Requests of sequences and dynamically batched requests still go through the executor.
+  bool inline_execution = false;
+
+  /// The labels of `output`, empty when it has none.
+  [[nodiscard]] const std::vector<std::string>& labels_of(std::string_view output) const noexcept {
+    static const std::vector<std::string> none;
+    for (const auto& [output_name, list] : labels) {
+      if (output_name == output) return list;
+    }
+    return none;
+  }
+  [[nodiscard]] const tensor_metadata* find_input(std::string_view input) const noexcept {
+    for (const tensor_metadata& t : inputs) {
+      if (t.name == input) return &t;
+    }
+    return nullptr;
+  }
+  [[nodiscard]] const tensor_metadata* find_output(std::string_view output) const noexcept {
+    for (const tensor_metadata& t : outputs) {
+      if (t.name == output) return &t;
+    }
+    return nullptr;
+  }
+};
+
+}  // namespace oip

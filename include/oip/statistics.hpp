@@ -1,0 +1,117 @@
+#pragma once
+/// \file
+/// Triton's statistics extension: the counters of a model version, and a reading of them as the
+/// protocol reports it (`/v2/models[/<m>]/stats`, gRPC `ModelStatistics`).
+
+#include <oip/export.hpp>
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace oip {
+
+/// Why a request failed: the `reason` label of Triton's `nv_inference_request_failure`.
+enum class failure_reason : std::uint8_t {
+  rejected,  ///< REJECTED: not run: a full queue, its timeout expired, or the model stopping
+  canceled,  ///< CANCELED: the client cancelled it (or went away) before it ran
+  backend,   ///< BACKEND: the model failed, or its outputs did not fit its configuration
+  other,     ///< OTHER: anything else, a request that fails validation included
+};
+inline constexpr std::size_t failure_reason_count = 4;
+
+/// Counters of one model version, in Triton's statistics shape. Durations in nanoseconds. Every
+/// figure but the pending requests is written and read under one lock, so that a reading is
+/// consistent (perf_analyzer stops when the compute counts of two snapshots do not agree): a
+/// request's success, durations and inference count are one step, an execution and its batch
+/// statistics another.
+class OIP_EXPORT model_statistics {
+ public:
+  struct duration {
+    std::uint64_t count = 0;
+    std::uint64_t ns = 0;
+    void add(std::uint64_t nanoseconds) noexcept {
+      count += 1;
+      ns += nanoseconds;
+    }
+  };
+  /// Compute durations of the executions of one batch size (Triton's `batch_stats`).
+  struct batch_durations {
+    std::uint64_t count = 0;
+    std::uint64_t compute_input_ns = 0;
+    std::uint64_t compute_infer_ns = 0;
+    std::uint64_t compute_output_ns = 0;
+  };
+  /// Upper bounds, in microseconds, of the request latency histogram's buckets (a last bucket
+  /// takes everything above).
+  static constexpr std::array<std::uint64_t, 14> latency_bounds_us{
+      100,    250,    500,     1'000,   2'500,   5'000,     10'000,
+      25'000, 50'000, 100'000, 250'000, 500'000, 1'000'000, 5'000'000};
+
+  /// One successful request's durations.
+  struct request_durations {
+    std::uint64_t queue_ns = 0;
+    std::uint64_t compute_input_ns = 0;
+    std::uint64_t compute_infer_ns = 0;
+    std::uint64_t compute_output_ns = 0;
+    std::uint64_t total_ns = 0;  ///< from arrival to reply: `success` and the histogram
+  };
+
+  /// Everything counted, as one reading.
+  struct figures {
+    std::uint64_t last_inference_ms = 0;  ///< milliseconds since the epoch
+    std::uint64_t inference_count = 0;    ///< inferences, counting each batch row
+    std::uint64_t execution_count = 0;    ///< model executions
+    duration success, fail, queue, compute_input, compute_infer, compute_output;
+    /// Failures by `failure_reason`; they add up to `fail.count`.
+    std::array<std::uint64_t, failure_reason_count> failures{};
+    /// Successful requests by latency (from arrival to reply): one count per bucket of
+    /// `latency_bounds_us`, then the overflow bucket. Its sum and count are `success`'s.
+    std::array<std::uint64_t, latency_bounds_us.size() + 1> latency_buckets{};
+    /// Executions by batch size, ascending.
+    std::map<std::uint64_t, batch_durations> batches;
+  };
+
+  /// Records one successful request of `rows` inferences (batch rows), finished at `now_ms`
+  /// (milliseconds since the epoch).
+  void add_success(const request_durations& took, std::uint64_t rows,
+                   std::uint64_t now_ms) noexcept;
+  /// Records one execution of `batch_size` rows.
+  void add_execution(std::uint64_t batch_size, const batch_durations& took);
+  /// Records one failed request, `nanoseconds` after its arrival.
+  void add_failure(std::uint64_t nanoseconds, failure_reason why) noexcept;
+  [[nodiscard]] figures read() const;
+
+  /// Requests accepted and not yet handed to the model (Triton's
+  /// `nv_inference_pending_request_count`): the service counts one in when it queues a request
+  /// and out when the request runs or fails before it.
+  void request_queued() noexcept { pending_.fetch_add(1, std::memory_order_relaxed); }
+  void request_dequeued() noexcept { pending_.fetch_sub(1, std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t pending_requests() const noexcept {
+    return pending_.load(std::memory_order_relaxed);
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  figures figures_;
+  std::atomic<std::uint64_t> pending_{0};
+};
+
+/// A model's statistics at one moment, in the shape of Triton's statistics extension.
+/// The counted figures (`model_statistics::figures`) and what is known of the model now.
+struct statistics_snapshot : model_statistics::figures {
+  using duration = model_statistics::duration;
+  std::string name;
+  std::uint64_t version = 0;
+  /// Requests accepted and not yet handed to the model.
+  std::uint64_t pending_requests = 0;
+  /// Sequences holding state now; empty for a model that is not a sequence model.
+  std::optional<std::uint64_t> active_sequences;
+};
+
+}  // namespace oip
