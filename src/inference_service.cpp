@@ -1,4 +1,6 @@
-#include "detail/serial_worker.hpp"
+#include "detail/batching.hpp"
+#include "detail/model_control.hpp"
+#include "detail/pending_inference.hpp"
 #include "detail/validation.hpp"
 
 #include <oip/inference_service.hpp>
@@ -23,6 +25,12 @@ namespace oip {
 namespace {
 
 using clock = inference_service::clock;
+using detail::batch_item;
+using detail::batch_queue;
+using detail::batcher;
+using detail::merge;
+using detail::pending_inference;
+using detail::split;
 
 std::uint64_t nanoseconds_between(clock::time_point from, clock::time_point to) noexcept {
   return static_cast<std::uint64_t>(
@@ -86,40 +94,6 @@ statistics_snapshot snapshot_of(const std::string& name, std::uint64_t version,
   out.pending_requests = s.pending_requests();
   return out;
 }
-
-// One inference between its validation and its reply.
-struct pending_inference {
-  model_lease lease;
-  std::optional<std::string> id;
-  std::vector<requested_output> asked;
-  std::shared_ptr<reply_sink> sink;                     // null once answered
-  std::vector<shared_memory_destination> destinations;  // of its outputs in shared memory
-  cancellation cancel;
-  std::uint64_t batch = 1;
-  // Counted in its model's pending requests from when it is queued until it runs or fails.
-  std::atomic<bool> counted_pending{false};
-  clock::time_point received;
-  clock::time_point queued;
-  clock::time_point started;
-  std::optional<tracer::sampled> trace;  // when the tracer sampled it
-  std::shared_ptr<tracer> traces;        // set with trace
-  transport_trace* transport = nullptr;  // the transport's part in the trace, if it takes one
-  // With a trace of the `tensors` level: the entries of the inputs as queued, then of the
-  // model's outputs (tracer::tensor_entry, joined by commas).
-  std::string traced_tensors;
-
-  pending_inference() = default;
-  pending_inference(const pending_inference&) = delete;
-  pending_inference& operator=(const pending_inference&) = delete;
-  pending_inference(pending_inference&&) = delete;
-  pending_inference& operator=(pending_inference&&) = delete;
-  // One dropped unanswered (its model stopping, say) leaves the pending count too.
-  ~pending_inference() { stop_counting_pending(); }
-
-  void stop_counting_pending() noexcept {
-    if (counted_pending.exchange(false)) lease.statistics().request_dequeued();
-  }
-};
 
 // Why a request that was not run failed: a server without room for it, or the client's mistake.
 failure_reason refusal_reason(const status& s) noexcept {
@@ -201,262 +175,6 @@ void answer(const pending_inference& pending, reply_sink& sink, result<inference
   if (!joined) finish_trace(pending, computed, ended);
 }
 
-// --- dynamic batching ----------------------------------------------------------------------------
-
-// A request waiting in a model's batch queue.
-struct batch_item {
-  std::shared_ptr<pending_inference> pending;
-  std::shared_ptr<inference_request> request;
-};
-
-// Whether two requests can run as one batch: the same inputs in the same order (names, datatypes,
-// dimensions past the batch dimension) and the same parameters.
-bool batchable_together(const inference_request& a, const inference_request& b) {
-  if (a.inputs.size() != b.inputs.size() || !(a.parameters == b.parameters)) return false;
-  for (std::size_t i = 0; i < a.inputs.size(); ++i) {
-    const tensor& x = a.inputs[i];
-    const tensor& y = b.inputs[i];
-    if (x.name() != y.name() || x.type() != y.type() || x.shape().size() != y.shape().size() ||
-        !std::equal(x.shape().begin() + 1, x.shape().end(), y.shape().begin() + 1)) {
-      return false;
-    }
-  }
-  return true;
-}
-
-// The requests' inputs concatenated along the batch dimension (one copy of their bytes).
-result<inference_request> merge(const std::vector<batch_item>& items) {
-  inference_request merged;
-  merged.parameters = items.front().request->parameters;
-  const std::vector<tensor>& first = items.front().request->inputs;
-  for (std::size_t i = 0; i < first.size(); ++i) {
-    std::size_t bytes = 0;
-    std::int64_t rows = 0;
-    for (const batch_item& item : items) {
-      bytes += item.request->inputs[i].data().size();
-      rows += item.request->inputs[i].shape()[0];
-    }
-    result<mutable_buffer> joined = mutable_buffer::allocate(bytes);
-    if (!joined) return std::move(joined).error();
-    std::size_t at = 0;
-    for (const batch_item& item : items) {
-      const buffer& part = item.request->inputs[i].data();
-      if (!part.empty()) std::memcpy(joined->data() + at, part.data(), part.size());
-      at += part.size();
-    }
-    shape_type shape = first[i].shape();
-    shape[0] = rows;
-    result<tensor> input =
-        tensor::make(first[i].name(), first[i].type(), std::move(shape), std::move(*joined));
-    if (!input) return std::move(input).error();
-    merged.inputs.push_back(std::move(*input));
-  }
-  return merged;
-}
-
-// Where each row of a tensor starts in its bytes, plus the end: fixed-size rows by arithmetic,
-// BYTES rows by walking the elements' length prefixes.
-std::vector<std::size_t> row_offsets(const tensor& t, std::uint64_t rows) {
-  std::vector<std::size_t> offsets(rows + 1, 0);
-  if (rows == 0) return offsets;
-  const std::uint64_t per_row = t.element_count() / rows;
-  if (t.type() != datatype::bytes) {
-    const std::size_t row_bytes = per_row * element_size(t.type());
-    for (std::uint64_t r = 0; r <= rows; ++r) offsets[r] = r * row_bytes;
-    return offsets;
-  }
-  std::size_t at = 0;
-  std::uint64_t element = 0;
-  for (std::string_view value : t.strings()) {
-    at += 4 + value.size();
-    if (++element % per_row == 0) offsets[element / per_row] = at;
-  }
-  return offsets;
-}
-
-// A batch's outputs split back, row for row, into one model_output per request (views, not
-// copies). Every output must have the batch's rows first.
-result<std::vector<model_output>> split(model_output&& batch, const std::vector<batch_item>& items,
-                                        std::string_view model_name) {
-  std::uint64_t total = 0;
-  for (const batch_item& item : items) total += item.pending->batch;
-  std::vector<model_output> parts(items.size());
-  for (model_output& part : parts) part.parameters = batch.parameters;
-  for (const tensor& t : batch.outputs) {
-    if (t.shape().empty() || t.shape()[0] != static_cast<std::int64_t>(total)) {
-      return status{errc::internal,
-                    fmt::format("model '{}' returned output '{}' of shape {} for a batch of {} "
-                                "rows",
-                                model_name, t.name(), to_string(t.shape()), total)};
-    }
-    const std::vector<std::size_t> offsets = row_offsets(t, total);
-    std::uint64_t row = 0;
-    for (std::size_t j = 0; j < items.size(); ++j) {
-      const std::uint64_t rows = items[j].pending->batch;
-      const std::size_t begin = offsets[row];
-      result<buffer> slice = t.data().slice(begin, offsets[row + rows] - begin);
-      if (!slice) return std::move(slice).error();
-      shape_type shape = t.shape();
-      shape[0] = static_cast<std::int64_t>(rows);
-      result<tensor> part = tensor::make(t.name(), t.type(), std::move(shape), std::move(*slice));
-      if (!part) return std::move(part).error();
-      part->parameters() = t.parameters();
-      parts[j].outputs.push_back(std::move(*part));
-      row += rows;
-    }
-  }
-  return parts;
-}
-
-// One model's batch queue. A thread forms batches: the longest run of compatible requests at the
-// front of the queue, up to `max_batch_size` rows, once an instance is free and either the batch
-// is full, the next request cannot join it, or the oldest has waited `max_queue_delay`. `run`
-// takes each batch and must call `finished` once it completed. The thread holds the queue, so
-// the queue outlives its `batcher` handle for as long as the thread still runs.
-class batch_queue {
- public:
-  using run_function =
-      std::function<void(const std::shared_ptr<batch_queue>&, std::vector<batch_item>)>;
-  using fail_function = std::function<void(const batch_item&, const status&)>;
-
-  batch_queue(const model_config& config, run_function run, fail_function fail)
-      : model_name_{config.name},
-        max_rows_{static_cast<std::uint64_t>(config.max_batch_size)},
-        settings_{config.batching},
-        run_{std::move(run)},
-        fail_{std::move(fail)} {
-    settings_.instances = std::max<std::size_t>(settings_.instances, 1);
-  }
-
-  status enqueue(batch_item item) {
-    {
-      const std::lock_guard lock{mutex_};
-      if (stopping_) {
-        return status{errc::unavailable,
-                      fmt::format("model '{}' is no longer taking requests", model_name_)};
-      }
-      if (queue_.size() >= settings_.max_queue_size) {
-        return status{errc::unavailable,
-                      fmt::format("the batch queue of model '{}' is full ({} requests waiting)",
-                                  model_name_, queue_.size())};
-      }
-      queue_.push_back(std::move(item));
-    }
-    wake_.notify_one();
-    return {};
-  }
-
-  void finished() {
-    {
-      const std::lock_guard lock{mutex_};
-      --running_;
-    }
-    wake_.notify_one();
-  }
-
-  // Stops forming batches and answers what still waits.
-  void stop() {
-    std::deque<batch_item> left;
-    {
-      const std::lock_guard lock{mutex_};
-      stopping_ = true;
-      left.swap(queue_);
-    }
-    wake_.notify_all();
-    for (const batch_item& item : left) {
-      fail_(item,
-            status{errc::unavailable,
-                   fmt::format("model '{}' stopped batching before the request ran", model_name_)});
-    }
-  }
-
-  // The batching thread's body; `self` is this queue.
-  void loop(const std::shared_ptr<batch_queue>& self) {
-    std::unique_lock lock{mutex_};
-    while (!stopping_) {
-      if (queue_.empty() || running_ >= settings_.instances) {
-        wake_.wait(lock);
-        continue;
-      }
-      const auto [count, can_grow] = next_batch();
-      const clock::time_point deadline = queue_.front().pending->queued + settings_.max_queue_delay;
-      if (can_grow && clock::now() < deadline) {
-        wake_.wait_until(lock, deadline);
-        continue;
-      }
-      const auto end = queue_.begin() + static_cast<std::ptrdiff_t>(count);
-      std::vector<batch_item> batch(std::make_move_iterator(queue_.begin()),
-                                    std::make_move_iterator(end));
-      queue_.erase(queue_.begin(), end);
-      ++running_;
-      lock.unlock();
-      run_(self, std::move(batch));
-      lock.lock();
-    }
-  }
-
- private:
-  // How many requests at the front can run together, and whether the batch can still grow. The
-  // largest prefix whose rows make a preferred batch size runs at once.
-  std::pair<std::size_t, bool> next_batch() const {
-    std::uint64_t rows = 0;
-    std::size_t count = 0;
-    std::size_t preferred = 0;  // requests in the largest prefix of a preferred size
-    const auto is_preferred = [&](std::uint64_t n) {
-      return std::find(settings_.preferred_batch_sizes.begin(),
-                       settings_.preferred_batch_sizes.end(),
-                       n) != settings_.preferred_batch_sizes.end();
-    };
-    bool can_grow = true;
-    for (const batch_item& item : queue_) {
-      if ((count > 0 && !batchable_together(*queue_.front().request, *item.request)) ||
-          rows + item.pending->batch > max_rows_) {
-        can_grow = false;
-        break;
-      }
-      rows += item.pending->batch;
-      ++count;
-      if (is_preferred(rows)) preferred = count;
-    }
-    if (preferred > 0) return {preferred, false};
-    return {count, can_grow && rows < max_rows_};
-  }
-
-  const std::string model_name_;
-  const std::uint64_t max_rows_;
-  model_config::batching_settings settings_;
-  const run_function run_;
-  const fail_function fail_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<batch_item> queue_;
-  std::size_t running_ = 0;
-  bool stopping_ = false;
-};
-
-// A batch queue and its thread: destroying it stops the queue and waits for the thread (or lets
-// it finish on its own when the last owner is that very thread).
-class batcher {
- public:
-  explicit batcher(std::shared_ptr<batch_queue> queue)
-      : queue_{std::move(queue)}, thread_{[queue = queue_] { queue->loop(queue); }} {}
-  batcher(const batcher&) = delete;
-  batcher& operator=(const batcher&) = delete;
-  ~batcher() {
-    queue_->stop();
-    if (thread_.get_id() == std::this_thread::get_id()) {
-      thread_.detach();  // the thread holds the queue and ends once this returns
-    } else {
-      thread_.join();
-    }
-  }
-  [[nodiscard]] status enqueue(batch_item item) { return queue_->enqueue(std::move(item)); }
-
- private:
-  std::shared_ptr<batch_queue> queue_;
-  std::thread thread_;
-};
-
 }  // namespace
 
 struct inference_service::state : std::enable_shared_from_this<inference_service::state> {
@@ -476,35 +194,14 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   std::map<const model*, model_extras> extras;
   std::unique_ptr<shared_memory_registry> regions;  // when the extension is offered
   std::shared_ptr<tracer> traces;                   // a traced request's completion holds it too
-  // Model loads and unloads, made with the first one; none after the service starts closing.
-  std::mutex control_mutex;
-  std::unique_ptr<detail::serial_worker> control;
-  bool control_closed = false;
-
-  // Runs `work` on the model-control thread and hands its outcome to `done` there; once the
-  // service is closing, `done` gets a refusal at once.
-  void post_control(std::function<status()> work, control_completion done) {
-    {
-      const std::lock_guard lock{control_mutex};
-      if (!control_closed) {
-        if (!control) control = std::make_unique<detail::serial_worker>();
-        control->post([work = std::move(work), done = std::move(done)] { done(work()); });
-        return;
-      }
-    }
-    done(status{errc::unavailable, "the server is stopping: no model loads or unloads"});
-  }
-
-  [[nodiscard]] bool on_control_thread() {
-    const std::lock_guard lock{control_mutex};
-    return control && control->runs_here();
-  }
+  detail::model_control control;                    // loads and unloads
 
   state(model_repository& r, executor& w, server_options o)
       : repository{r},
         workers{w},
         options{std::move(o)},
-        traces{std::make_shared<tracer>(options.trace)} {
+        traces{std::make_shared<tracer>(options.trace)},
+        control{r, options.model_control} {
     if (options.version.empty()) options.version = std::string{oip::version_string};
     if (options.shared_memory) regions = std::make_unique<shared_memory_registry>();
   }
@@ -877,14 +574,7 @@ inference_service::inference_service(model_repository& repository, executor& wor
 
 inference_service::~inference_service() {
   if (!state_) return;
-  {
-    std::unique_ptr<detail::serial_worker> control;
-    {
-      const std::lock_guard lock{state_->control_mutex};
-      state_->control_closed = true;
-      control = std::move(state_->control);
-    }
-  }  // the loads and unloads posted are done
+  state_->control.close();  // the loads and unloads posted are done
   state_->stop_batching();
 }
 
@@ -1022,15 +712,7 @@ result<std::vector<statistics_snapshot>> inference_service::statistics(
 }
 
 std::vector<model_index_entry> inference_service::repository_index() const {
-  std::vector<model_index_entry> out = state_->repository.index();
-  if (const std::shared_ptr<model_loader> loader = state_->repository.loader()) {
-    for (const std::string& name : loader->available()) {
-      const bool listed = std::any_of(out.begin(), out.end(),
-                                      [&](const model_index_entry& e) { return e.name == name; });
-      if (!listed) out.push_back({name, 0, "UNAVAILABLE", "unloaded"});
-    }
-  }
-  return out;
+  return state_->control.index();
 }
 
 status model_control_refused() {
@@ -1038,120 +720,22 @@ status model_control_refused() {
                 "explicit model load / unload is not allowed if polling is enabled"};
 }
 
-namespace {
-
-// Builds `model` with `loader` and registers it (in place of the version there, if any).
-status build_and_register(model_repository& repository, model_loader& loader,
-                          const std::string& model, const parameters& request) {
-  // The loader's models are version 1: a version the host registered would go on serving
-  // requests that name none, whatever was loaded.
-  for (const std::uint64_t version : repository.versions(model)) {
-    if (version != 1) {
-      return status{errc::invalid_argument,
-                    fmt::format("model '{}' has version {}, which this server's model loader "
-                                "does not make (it loads version 1): unload the model first",
-                                model, version)};
-    }
-  }
-  result<std::shared_ptr<oip::model>> loaded = loader.load_with(model, request);
-  if (!loaded) return loaded.error();
-  if (*loaded == nullptr || (*loaded)->config().name != model) {
-    return status{errc::internal, fmt::format("the loader did not produce model '{}'", model)};
-  }
-  // A model that is there is reloaded, as in Triton: with parameters, or when it is not ready or
-  // is being unloaded.
-  return repository.replace(std::move(*loaded));
-}
-
-// Builds `model` with `loader` and registers it; on the model-control thread. A loader that throws
-// fails the load, not the thread.
-status load_now(model_repository& repository, model_loader& loader, const std::string& model,
-                const parameters& request) noexcept {
-  try {
-    return build_and_register(repository, loader, model, request);
-  } catch (const std::exception& e) {
-    return status{errc::internal, fmt::format("loading model '{}' failed: {}", model, e.what())};
-  } catch (...) {
-    return status{errc::internal, fmt::format("loading model '{}' failed", model)};
-  }
-}
-
-}  // namespace
-
-status inference_service::model_control_allowed() const {
-  if (state_->options.model_control != model_control_mode::explicit_loading) {
-    return model_control_refused();
-  }
-  return {};
-}
+status inference_service::model_control_allowed() const { return state_->control.allowed(); }
 
 void inference_service::load(std::string model, parameters request, control_completion done) {
-  if (status s = model_control_allowed(); !s.ok()) return done(s);
-  if (status s = check_model_name(model); !s.ok()) return done(s);
-  // A model that serves is left as it is when no parameters come, whoever registered it.
-  if (request.empty() && state_->repository.acquire(model, std::nullopt).ok()) return done({});
-  std::shared_ptr<model_loader> loader = state_->repository.loader();
-  if (!loader) {
-    return done(status{errc::invalid_argument,
-                       "this server has no model loader: its models are registered by the host "
-                       "application"});
-  }
-  std::vector<std::string> offered;
-  try {
-    offered = loader->available();
-  } catch (...) {
-    return done(status{errc::internal, "this server's model loader failed to list its models"});
-  }
-  if (std::find(offered.begin(), offered.end(), model) == offered.end()) {
-    return done(status{errc::not_found,
-                       fmt::format("failed to load '{}': this server's model loader has no model "
-                                   "of that name",
-                                   model)});
-  }
-  state_->post_control(
-      [state = state_, loader = std::move(loader), model = std::move(model),
-       request = std::move(request)] {
-        return load_now(state->repository, *loader, model, request);
-      },
-      std::move(done));
+  state_->control.load(std::move(model), std::move(request), std::move(done));
 }
 
 void inference_service::unload(std::string model, control_completion done) {
-  if (status s = model_control_allowed(); !s.ok()) return done(s);
-  if (status s = check_model_name(model); !s.ok()) return done(s);
-  state_->post_control(
-      [state = state_, model = std::move(model)] { return state->repository.remove(model); },
-      std::move(done));
+  state_->control.unload(std::move(model), std::move(done));
 }
-
-namespace {
-// A load or unload that waits on the model-control thread would wait for itself.
-status waited_on_control_thread() {
-  return status{errc::internal,
-                "a load or unload that waits for its outcome cannot be made from a model loader or "
-                "a load's completion: use the form that takes a completion"};
-}
-
-// The completion holds the promise, so that it outlives a `set_value` on the control thread.
-template <class Start>
-status wait_for(Start&& start) {
-  auto outcome = std::make_shared<std::promise<status>>();
-  std::future<status> ready = outcome->get_future();
-  start([outcome](status s) { outcome->set_value(std::move(s)); });
-  return ready.get();
-}
-}  // namespace
 
 status inference_service::load(std::string model, parameters request) {
-  if (state_->on_control_thread()) return waited_on_control_thread();
-  return wait_for([&](control_completion done) {
-    load(std::move(model), std::move(request), std::move(done));
-  });
+  return state_->control.load_and_wait(std::move(model), std::move(request));
 }
 
 status inference_service::unload(std::string model) {
-  if (state_->on_control_thread()) return waited_on_control_thread();
-  return wait_for([&](control_completion done) { unload(std::move(model), std::move(done)); });
+  return state_->control.unload_and_wait(std::move(model));
 }
 
 void inference_service::infer_decoding(const arrival& request, decoder decode,

@@ -1,0 +1,225 @@
+// Dynamic batching: a model's queue forms batches on a thread of its own; the service runs them
+// (inference_service.cpp) and this file merges their inputs and splits their outputs back.
+
+#include "detail/batching.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <iterator>
+
+#include <fmt/format.h>
+
+namespace oip::detail {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+// Whether two requests can run as one batch: the same inputs in the same order (names, datatypes,
+// dimensions past the batch dimension) and the same parameters.
+bool batchable_together(const inference_request& a, const inference_request& b) {
+  if (a.inputs.size() != b.inputs.size() || !(a.parameters == b.parameters)) return false;
+  for (std::size_t i = 0; i < a.inputs.size(); ++i) {
+    const tensor& x = a.inputs[i];
+    const tensor& y = b.inputs[i];
+    if (x.name() != y.name() || x.type() != y.type() || x.shape().size() != y.shape().size() ||
+        !std::equal(x.shape().begin() + 1, x.shape().end(), y.shape().begin() + 1)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Where each row of a tensor starts in its bytes, plus the end: fixed-size rows by arithmetic,
+// BYTES rows by walking the elements' length prefixes.
+std::vector<std::size_t> row_offsets(const tensor& t, std::uint64_t rows) {
+  std::vector<std::size_t> offsets(rows + 1, 0);
+  if (rows == 0) return offsets;
+  const std::uint64_t per_row = t.element_count() / rows;
+  if (t.type() != datatype::bytes) {
+    const std::size_t row_bytes = per_row * element_size(t.type());
+    for (std::uint64_t r = 0; r <= rows; ++r) offsets[r] = r * row_bytes;
+    return offsets;
+  }
+  std::size_t at = 0;
+  std::uint64_t element = 0;
+  for (std::string_view value : t.strings()) {
+    at += 4 + value.size();
+    if (++element % per_row == 0) offsets[element / per_row] = at;
+  }
+  return offsets;
+}
+
+}  // namespace
+
+result<inference_request> merge(const std::vector<batch_item>& items) {
+  inference_request merged;
+  merged.parameters = items.front().request->parameters;
+  const std::vector<tensor>& first = items.front().request->inputs;
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    std::size_t bytes = 0;
+    std::int64_t rows = 0;
+    for (const batch_item& item : items) {
+      bytes += item.request->inputs[i].data().size();
+      rows += item.request->inputs[i].shape()[0];
+    }
+    result<mutable_buffer> joined = mutable_buffer::allocate(bytes);
+    if (!joined) return std::move(joined).error();
+    std::size_t at = 0;
+    for (const batch_item& item : items) {
+      const buffer& part = item.request->inputs[i].data();
+      if (!part.empty()) std::memcpy(joined->data() + at, part.data(), part.size());
+      at += part.size();
+    }
+    shape_type shape = first[i].shape();
+    shape[0] = rows;
+    result<tensor> input =
+        tensor::make(first[i].name(), first[i].type(), std::move(shape), std::move(*joined));
+    if (!input) return std::move(input).error();
+    merged.inputs.push_back(std::move(*input));
+  }
+  return merged;
+}
+
+result<std::vector<model_output>> split(model_output&& batch, const std::vector<batch_item>& items,
+                                        std::string_view model_name) {
+  std::uint64_t total = 0;
+  for (const batch_item& item : items) total += item.pending->batch;
+  std::vector<model_output> parts(items.size());
+  for (model_output& part : parts) part.parameters = batch.parameters;
+  for (const tensor& t : batch.outputs) {
+    if (t.shape().empty() || t.shape()[0] != static_cast<std::int64_t>(total)) {
+      return status{errc::internal,
+                    fmt::format("model '{}' returned output '{}' of shape {} for a batch of {} "
+                                "rows",
+                                model_name, t.name(), to_string(t.shape()), total)};
+    }
+    const std::vector<std::size_t> offsets = row_offsets(t, total);
+    std::uint64_t row = 0;
+    for (std::size_t j = 0; j < items.size(); ++j) {
+      const std::uint64_t rows = items[j].pending->batch;
+      const std::size_t begin = offsets[row];
+      result<buffer> slice = t.data().slice(begin, offsets[row + rows] - begin);
+      if (!slice) return std::move(slice).error();
+      shape_type shape = t.shape();
+      shape[0] = static_cast<std::int64_t>(rows);
+      result<tensor> part = tensor::make(t.name(), t.type(), std::move(shape), std::move(*slice));
+      if (!part) return std::move(part).error();
+      part->parameters() = t.parameters();
+      parts[j].outputs.push_back(std::move(*part));
+      row += rows;
+    }
+  }
+  return parts;
+}
+
+batch_queue::batch_queue(const model_config& config, run_function run, fail_function fail)
+    : model_name_{config.name},
+      max_rows_{static_cast<std::uint64_t>(config.max_batch_size)},
+      settings_{config.batching},
+      run_{std::move(run)},
+      fail_{std::move(fail)} {
+  settings_.instances = std::max<std::size_t>(settings_.instances, 1);
+}
+
+status batch_queue::enqueue(batch_item item) {
+  {
+    const std::lock_guard lock{mutex_};
+    if (stopping_) {
+      return status{errc::unavailable,
+                    fmt::format("model '{}' is no longer taking requests", model_name_)};
+    }
+    if (queue_.size() >= settings_.max_queue_size) {
+      return status{errc::unavailable,
+                    fmt::format("the batch queue of model '{}' is full ({} requests waiting)",
+                                model_name_, queue_.size())};
+    }
+    queue_.push_back(std::move(item));
+  }
+  wake_.notify_one();
+  return {};
+}
+
+void batch_queue::finished() {
+  {
+    const std::lock_guard lock{mutex_};
+    --running_;
+  }
+  wake_.notify_one();
+}
+
+void batch_queue::stop() {
+  std::deque<batch_item> left;
+  {
+    const std::lock_guard lock{mutex_};
+    stopping_ = true;
+    left.swap(queue_);
+  }
+  wake_.notify_all();
+  for (const batch_item& item : left) {
+    fail_(item,
+          status{errc::unavailable,
+                 fmt::format("model '{}' stopped batching before the request ran", model_name_)});
+  }
+}
+
+void batch_queue::loop(const std::shared_ptr<batch_queue>& self) {
+  std::unique_lock lock{mutex_};
+  while (!stopping_) {
+    if (queue_.empty() || running_ >= settings_.instances) {
+      wake_.wait(lock);
+      continue;
+    }
+    const auto [count, can_grow] = next_batch();
+    const clock::time_point deadline = queue_.front().pending->queued + settings_.max_queue_delay;
+    if (can_grow && clock::now() < deadline) {
+      wake_.wait_until(lock, deadline);
+      continue;
+    }
+    const auto end = queue_.begin() + static_cast<std::ptrdiff_t>(count);
+    std::vector<batch_item> batch(std::make_move_iterator(queue_.begin()),
+                                  std::make_move_iterator(end));
+    queue_.erase(queue_.begin(), end);
+    ++running_;
+    lock.unlock();
+    run_(self, std::move(batch));
+    lock.lock();
+  }
+}
+
+std::pair<std::size_t, bool> batch_queue::next_batch() const {
+  std::uint64_t rows = 0;
+  std::size_t count = 0;
+  std::size_t preferred = 0;  // requests in the largest prefix of a preferred size
+  const auto is_preferred = [&](std::uint64_t n) {
+    return std::find(settings_.preferred_batch_sizes.begin(), settings_.preferred_batch_sizes.end(),
+                     n) != settings_.preferred_batch_sizes.end();
+  };
+  bool can_grow = true;
+  for (const batch_item& item : queue_) {
+    if ((count > 0 && !batchable_together(*queue_.front().request, *item.request)) ||
+        rows + item.pending->batch > max_rows_) {
+      can_grow = false;
+      break;
+    }
+    rows += item.pending->batch;
+    ++count;
+    if (is_preferred(rows)) preferred = count;
+  }
+  if (preferred > 0) return {preferred, false};
+  return {count, can_grow && rows < max_rows_};
+}
+
+batcher::batcher(std::shared_ptr<batch_queue> queue)
+    : queue_{std::move(queue)}, thread_{[queue = queue_] { queue->loop(queue); }} {}
+
+batcher::~batcher() {
+  queue_->stop();
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    thread_.detach();  // the thread holds the queue and ends once this returns
+  } else {
+    thread_.join();
+  }
+}
+
+}  // namespace oip::detail

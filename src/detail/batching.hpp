@@ -1,0 +1,93 @@
+#pragma once
+// Internal: dynamic batching. A model's batch queue merges compatible requests along the batch
+// dimension into one execution, and its outputs are split back, row for row
+// (tests/batching_test.cpp).
+
+#include "detail/pending_inference.hpp"
+
+#include <oip/infer.hpp>
+#include <oip/model.hpp>
+#include <oip/status.hpp>
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace oip::detail {
+
+// A request waiting in a model's batch queue.
+struct batch_item {
+  std::shared_ptr<pending_inference> pending;
+  std::shared_ptr<inference_request> request;
+};
+
+// The requests' inputs concatenated along the batch dimension (one copy of their bytes).
+result<inference_request> merge(const std::vector<batch_item>& items);
+
+// A batch's outputs split back, row for row, into one model_output per request (views, not
+// copies). Every output must have the batch's rows first.
+result<std::vector<model_output>> split(model_output&& batch, const std::vector<batch_item>& items,
+                                        std::string_view model_name);
+
+// One model's batch queue. A thread forms batches: the longest run of compatible requests at the
+// front of the queue, up to `max_batch_size` rows, once an instance is free and either the batch
+// is full, the next request cannot join it, or the oldest has waited `max_queue_delay`. `run`
+// takes each batch and must call `finished` once it completed. The thread holds the queue, so
+// the queue outlives its `batcher` handle for as long as the thread still runs.
+class batch_queue {
+ public:
+  using run_function =
+      std::function<void(const std::shared_ptr<batch_queue>&, std::vector<batch_item>)>;
+  using fail_function = std::function<void(const batch_item&, const status&)>;
+
+  batch_queue(const model_config& config, run_function run, fail_function fail);
+
+  status enqueue(batch_item item);
+  void finished();
+  // Stops forming batches and answers what still waits.
+  void stop();
+  // The batching thread's body; `self` is this queue.
+  void loop(const std::shared_ptr<batch_queue>& self);
+
+ private:
+  // How many requests at the front can run together, and whether the batch can still grow. The
+  // largest prefix whose rows make a preferred batch size runs at once.
+  [[nodiscard]] std::pair<std::size_t, bool> next_batch() const;
+
+  const std::string model_name_;
+  const std::uint64_t max_rows_;
+  model_config::batching_settings settings_;
+  const run_function run_;
+  const fail_function fail_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<batch_item> queue_;
+  std::size_t running_ = 0;
+  bool stopping_ = false;
+};
+
+// A batch queue and its thread: destroying it stops the queue and waits for the thread (or lets
+// it finish on its own when the last owner is that very thread).
+class batcher {
+ public:
+  explicit batcher(std::shared_ptr<batch_queue> queue);
+  batcher(const batcher&) = delete;
+  batcher& operator=(const batcher&) = delete;
+  ~batcher();
+  [[nodiscard]] status enqueue(batch_item item) { return queue_->enqueue(std::move(item)); }
+
+ private:
+  std::shared_ptr<batch_queue> queue_;
+  std::thread thread_;
+};
+
+}  // namespace oip::detail

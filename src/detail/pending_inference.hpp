@@ -1,0 +1,57 @@
+#pragma once
+// Internal: what the inference service keeps of one request between its admission and its reply,
+// shared by the service and its batch queues.
+
+#include <oip/infer.hpp>
+#include <oip/model.hpp>
+#include <oip/reply_sink.hpp>
+#include <oip/repository.hpp>
+#include <oip/shared_memory.hpp>
+#include <oip/trace.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace oip::detail {
+
+// One inference between its validation and its reply.
+struct pending_inference {
+  model_lease lease;
+  std::optional<std::string> id;
+  std::vector<requested_output> asked;
+  std::shared_ptr<reply_sink> sink;                     // null once answered
+  std::vector<shared_memory_destination> destinations;  // of its outputs in shared memory
+  cancellation cancel;
+  std::uint64_t batch = 1;
+  // Counted in its model's pending requests from when it is queued until it runs or fails.
+  std::atomic<bool> counted_pending{false};
+  using clock = std::chrono::steady_clock;
+  clock::time_point received;
+  clock::time_point queued;
+  clock::time_point started;
+  std::optional<tracer::sampled> trace;  // when the tracer sampled it
+  std::shared_ptr<tracer> traces;        // set with trace
+  transport_trace* transport = nullptr;  // the transport's part in the trace, if it takes one
+  // With a trace of the `tensors` level: the entries of the inputs as queued, then of the
+  // model's outputs (tracer::tensor_entry, joined by commas).
+  std::string traced_tensors;
+
+  pending_inference() = default;
+  pending_inference(const pending_inference&) = delete;
+  pending_inference& operator=(const pending_inference&) = delete;
+  pending_inference(pending_inference&&) = delete;
+  pending_inference& operator=(pending_inference&&) = delete;
+  // One dropped unanswered (its model stopping, say) leaves the pending count too.
+  ~pending_inference() { stop_counting_pending(); }
+
+  void stop_counting_pending() noexcept {
+    if (counted_pending.exchange(false)) lease.statistics().request_dequeued();
+  }
+};
+
+}  // namespace oip::detail

@@ -1,0 +1,157 @@
+// The repository extension's loads and unloads (`inference_service::load`, `unload`), on the
+// model-control thread.
+
+#include "detail/model_control.hpp"
+
+#include <algorithm>
+#include <exception>
+#include <future>
+
+#include <fmt/format.h>
+
+namespace oip::detail {
+
+namespace {
+
+// Builds `model` with `loader` and registers it (in place of the version there, if any).
+status build_and_register(model_repository& repository, model_loader& loader,
+                          const std::string& model, const parameters& request) {
+  // The loader's models are version 1: a version the host registered would go on serving
+  // requests that name none, whatever was loaded.
+  for (const std::uint64_t version : repository.versions(model)) {
+    if (version != 1) {
+      return status{errc::invalid_argument,
+                    fmt::format("model '{}' has version {}, which this server's model loader "
+                                "does not make (it loads version 1): unload the model first",
+                                model, version)};
+    }
+  }
+  result<std::shared_ptr<oip::model>> loaded = loader.load_with(model, request);
+  if (!loaded) return loaded.error();
+  if (*loaded == nullptr || (*loaded)->config().name != model) {
+    return status{errc::internal, fmt::format("the loader did not produce model '{}'", model)};
+  }
+  // A model that is there is reloaded, as in Triton: with parameters, or when it is not ready or
+  // is being unloaded.
+  return repository.replace(std::move(*loaded));
+}
+
+// Builds `model` with `loader` and registers it; on the model-control thread. A loader that throws
+// fails the load, not the thread.
+status load_now(model_repository& repository, model_loader& loader, const std::string& model,
+                const parameters& request) noexcept {
+  try {
+    return build_and_register(repository, loader, model, request);
+  } catch (const std::exception& e) {
+    return status{errc::internal, fmt::format("loading model '{}' failed: {}", model, e.what())};
+  } catch (...) {
+    return status{errc::internal, fmt::format("loading model '{}' failed", model)};
+  }
+}
+
+// A load or unload that waits on the model-control thread would wait for itself.
+status waited_on_control_thread() {
+  return status{errc::internal,
+                "a load or unload that waits for its outcome cannot be made from a model loader or "
+                "a load's completion: use the form that takes a completion"};
+}
+
+// The completion holds the promise, so that it outlives a `set_value` on the control thread.
+template <class Start>
+status wait_for(Start&& start) {
+  auto outcome = std::make_shared<std::promise<status>>();
+  std::future<status> ready = outcome->get_future();
+  start([outcome](status s) { outcome->set_value(std::move(s)); });
+  return ready.get();
+}
+}  // namespace
+
+status model_control::allowed() const {
+  if (mode_ != model_control_mode::explicit_loading) return model_control_refused();
+  return {};
+}
+
+void model_control::load(std::string model, parameters request, completion done) {
+  if (status s = allowed(); !s.ok()) return done(s);
+  if (status s = check_model_name(model); !s.ok()) return done(s);
+  // A model that serves is left as it is when no parameters come, whoever registered it.
+  if (request.empty() && repository_.acquire(model, std::nullopt).ok()) return done({});
+  std::shared_ptr<model_loader> loader = repository_.loader();
+  if (!loader) {
+    return done(status{errc::invalid_argument,
+                       "this server has no model loader: its models are registered by the host "
+                       "application"});
+  }
+  std::vector<std::string> offered;
+  try {
+    offered = loader->available();
+  } catch (...) {
+    return done(status{errc::internal, "this server's model loader failed to list its models"});
+  }
+  if (std::find(offered.begin(), offered.end(), model) == offered.end()) {
+    return done(status{errc::not_found,
+                       fmt::format("failed to load '{}': this server's model loader has no model "
+                                   "of that name",
+                                   model)});
+  }
+  post([this, loader = std::move(loader), model = std::move(model),
+        request = std::move(request)] { return load_now(repository_, *loader, model, request); },
+       std::move(done));
+}
+
+void model_control::unload(std::string model, completion done) {
+  if (status s = allowed(); !s.ok()) return done(s);
+  if (status s = check_model_name(model); !s.ok()) return done(s);
+  post([this, model = std::move(model)] { return repository_.remove(model); }, std::move(done));
+}
+
+status model_control::load_and_wait(std::string model, parameters request) {
+  if (on_control_thread()) return waited_on_control_thread();
+  return wait_for(
+      [&](completion done) { load(std::move(model), std::move(request), std::move(done)); });
+}
+
+status model_control::unload_and_wait(std::string model) {
+  if (on_control_thread()) return waited_on_control_thread();
+  return wait_for([&](completion done) { unload(std::move(model), std::move(done)); });
+}
+
+std::vector<model_index_entry> model_control::index() const {
+  std::vector<model_index_entry> out = repository_.index();
+  if (const std::shared_ptr<model_loader> loader = repository_.loader()) {
+    for (const std::string& name : loader->available()) {
+      const bool listed = std::any_of(out.begin(), out.end(),
+                                      [&](const model_index_entry& e) { return e.name == name; });
+      if (!listed) out.push_back({name, 0, "UNAVAILABLE", "unloaded"});
+    }
+  }
+  return out;
+}
+
+void model_control::close() {
+  std::unique_ptr<serial_worker> worker;
+  {
+    const std::lock_guard lock{mutex_};
+    closed_ = true;
+    worker = std::move(worker_);
+  }
+}  // the worker runs what was posted before it stops
+
+void model_control::post(std::function<status()> work, completion done) {
+  {
+    const std::lock_guard lock{mutex_};
+    if (!closed_) {
+      if (!worker_) worker_ = std::make_unique<serial_worker>();
+      worker_->post([work = std::move(work), done = std::move(done)] { done(work()); });
+      return;
+    }
+  }
+  done(status{errc::unavailable, "the server is stopping: no model loads or unloads"});
+}
+
+bool model_control::on_control_thread() {
+  const std::lock_guard lock{mutex_};
+  return worker_ && worker_->runs_here();
+}
+
+}  // namespace oip::detail
