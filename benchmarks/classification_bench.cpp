@@ -31,7 +31,8 @@ void top5_oip(benchmark::State& state) {
   const oip::tensor t = *oip::tensor::from_values<float>("scores", {static_cast<std::int64_t>(n)},
                                                          std::span<const float>(values));
   for (auto _ : state) {
-    oip::result<std::vector<std::uint64_t>> top = oip::top_classes(t, top_n, false);
+    oip::result<std::vector<std::uint64_t>> top =
+        oip::top_classes(t, top_n, oip::classification_rows::whole_tensor);
     benchmark::DoNotOptimize(top);
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n * sizeof(float)));
@@ -45,7 +46,8 @@ void top5_oip_into(benchmark::State& state) {
                                                          std::span<const float>(values));
   std::array<std::uint64_t, top_n> best{};
   for (auto _ : state) {
-    oip::result<std::size_t> written = oip::top_classes(t, top_n, false, best);
+    oip::result<std::size_t> written =
+        oip::top_classes(t, top_n, oip::classification_rows::whole_tensor, best);
     benchmark::DoNotOptimize(written);
     benchmark::DoNotOptimize(best);
   }
@@ -64,7 +66,8 @@ void top5_oip_fp16(benchmark::State& state) {
       "scores", {static_cast<std::int64_t>(n)}, std::span<const oip::half>(values));
   std::array<std::uint64_t, top_n> best{};
   for (auto _ : state) {
-    oip::result<std::size_t> written = oip::top_classes(t, top_n, false, best);
+    oip::result<std::size_t> written =
+        oip::top_classes(t, top_n, oip::classification_rows::whole_tensor, best);
     benchmark::DoNotOptimize(written);
     benchmark::DoNotOptimize(best);
   }
@@ -92,7 +95,8 @@ void classify_oip(benchmark::State& state) {
   const oip::tensor t = *oip::tensor::from_values<float>("scores", {static_cast<std::int64_t>(n)},
                                                          std::span<const float>(values));
   for (auto _ : state) {
-    oip::result<oip::tensor> classes = oip::classify(t, top_n, false);
+    oip::result<oip::tensor> classes =
+        oip::classify(t, top_n, oip::classification_rows::whole_tensor);
     benchmark::DoNotOptimize(classes);
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n * sizeof(float)));

@@ -443,8 +443,9 @@ char* write_value(char* at, T value) {
 
 }  // namespace
 
-result<std::size_t> top_classes(const tensor& output, std::size_t n, bool batched,
+result<std::size_t> top_classes(const tensor& output, std::size_t n, classification_rows rows,
                                 std::span<std::uint64_t> out) {
+  const bool batched = rows == classification_rows::batch_rows;
   // A classifier's usual output, one FP32 row, goes straight to the vector kernel: the general
   // path's layers (the row layout, the type visit, row by row, and the registers they need saved)
   // took about a tenth of a 1,000-value call.
@@ -459,18 +460,19 @@ result<std::size_t> top_classes(const tensor& output, std::size_t n, bool batche
   return top_classes_by_row(output, n, batched, out);
 }
 
-result<std::vector<std::uint64_t>> top_classes(const tensor& output, std::size_t n, bool batched) {
-  result<row_layout> layout = layout_of(output, n, batched);
+result<std::vector<std::uint64_t>> top_classes(const tensor& output, std::size_t n,
+                                               classification_rows rows) {
+  result<row_layout> layout = layout_of(output, n, rows == classification_rows::batch_rows);
   if (!layout) return std::move(layout).error();
   std::vector<std::uint64_t> indices(layout->rows * layout->k);
-  result<std::size_t> written = top_classes(output, n, batched, indices);
+  result<std::size_t> written = top_classes(output, n, rows, indices);
   if (!written) return std::move(written).error();
   return indices;
 }
 
-result<tensor> classify(const tensor& output, std::size_t n, bool batched,
+result<tensor> classify(const tensor& output, std::size_t n, classification_rows rows,
                         std::span<const std::string> labels) {
-  result<row_layout> layout = layout_of(output, n, batched);
+  result<row_layout> layout = layout_of(output, n, rows == classification_rows::batch_rows);
   if (!layout) return std::move(layout).error();
   // Most requests ask for a few classes of one row: their indices stay on the stack.
   const std::size_t total = layout->rows * layout->k;
@@ -481,7 +483,7 @@ result<tensor> classify(const tensor& output, std::size_t n, bool batched,
     many.resize(total);
     top = many;
   }
-  result<std::size_t> written = top_classes(output, n, batched, top);
+  result<std::size_t> written = top_classes(output, n, rows, top);
   if (!written) return std::move(written).error();
 
   // The BYTES elements, each a 4-byte length then "<value>:<index>[:<label>]", written straight
@@ -522,7 +524,7 @@ result<tensor> classify(const tensor& output, std::size_t n, bool batched,
         fmt::format("a class label of output '{}' is too long for a BYTES element", output.name())};
   }
   shape_type shape;
-  if (batched) shape.push_back(static_cast<std::int64_t>(layout->rows));
+  if (rows == classification_rows::batch_rows) shape.push_back(static_cast<std::int64_t>(layout->rows));
   shape.push_back(static_cast<std::int64_t>(layout->k));
   return tensor::make(output.name(), datatype::bytes, std::move(shape),
                       buffer::from_string(std::move(elements)));

@@ -193,8 +193,11 @@ result<inference_response> make_response(const model_config& config, std::uint64
     }
     const auto* top = output.parameters.get<std::int64_t>(parameter_names::classification);
     if (top != nullptr && *top > 0) {
-      result<tensor> classes = classify(*found, static_cast<std::size_t>(*top),
-                                        config.max_batch_size > 0, config.labels_of(output.name));
+      const classification_rows rows = config.max_batch_size > 0
+                                           ? classification_rows::batch_rows
+                                           : classification_rows::whole_tensor;
+      result<tensor> classes =
+          classify(*found, static_cast<std::size_t>(*top), rows, config.labels_of(output.name));
       if (!classes) return std::move(classes).error();
       response.outputs.push_back(std::move(*classes));
     } else {

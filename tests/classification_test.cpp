@@ -35,12 +35,14 @@ std::vector<std::string> strings(const oip::tensor& t) {
 }
 
 std::vector<std::uint64_t> top(const oip::tensor& t, std::size_t n, bool batched = false) {
-  oip::result<std::vector<std::uint64_t>> r = oip::top_classes(t, n, batched);
+  const oip::classification_rows rows =
+      batched ? oip::classification_rows::batch_rows : oip::classification_rows::whole_tensor;
+  oip::result<std::vector<std::uint64_t>> r = oip::top_classes(t, n, rows);
   REQUIRE(r.ok());
   // The overload that writes to the caller's storage gives the same indices and writes no more.
   constexpr std::uint64_t untouched = 0xDEADBEEF;
   std::vector<std::uint64_t> into(r->size() + 1, untouched);
-  oip::result<std::size_t> written = oip::top_classes(t, n, batched, into);
+  oip::result<std::size_t> written = oip::top_classes(t, n, rows, into);
   REQUIRE(written.ok());
   CHECK(*written == r->size());
   CHECK(std::equal(r->begin(), r->end(), into.begin()));
@@ -103,25 +105,27 @@ void check_against_sort(std::mt19937_64& rng) {
 TEST_CASE("the spec's example: values in shortest form, index, label") {
   const oip::tensor scores = make<float>({1.1F, 3.3F, 2.2F}, {3});
   const std::vector<std::string> labels{"cat", "dog", "bird"};
-  oip::result<oip::tensor> classes = oip::classify(scores, 2, false, labels);
+  oip::result<oip::tensor> classes =
+      oip::classify(scores, 2, oip::classification_rows::whole_tensor, labels);
   REQUIRE(classes.ok());
   CHECK(classes->type() == oip::datatype::bytes);
   CHECK(classes->name() == "scores");
   CHECK(classes->shape() == oip::shape_type{2});
   CHECK(strings(*classes) == std::vector<std::string>{"3.3:1:dog", "2.2:2:bird"});
   // Without labels, or past the end of the label list, there is no third field.
-  oip::result<oip::tensor> unlabelled = oip::classify(scores, 1, false);
+  oip::result<oip::tensor> unlabelled =
+      oip::classify(scores, 1, oip::classification_rows::whole_tensor);
   REQUIRE(unlabelled.ok());
   CHECK(strings(*unlabelled) == std::vector<std::string>{"3.3:1"});
-  oip::result<oip::tensor> short_labels =
-      oip::classify(scores, 3, false, std::vector<std::string>{"cat"});
+  oip::result<oip::tensor> short_labels = oip::classify(
+      scores, 3, oip::classification_rows::whole_tensor, std::vector<std::string>{"cat"});
   REQUIRE(short_labels.ok());
   CHECK(strings(*short_labels) == std::vector<std::string>{"3.3:1", "2.2:2", "1.1:0:cat"});
 }
 
 TEST_CASE("batched: top N per row, shape [batch, N]") {
   const oip::tensor scores = make<std::int32_t>({1, 9, 5, 7, 3, 2}, {2, 3});
-  oip::result<oip::tensor> classes = oip::classify(scores, 2, true);
+  oip::result<oip::tensor> classes = oip::classify(scores, 2, oip::classification_rows::batch_rows);
   REQUIRE(classes.ok());
   CHECK(classes->shape() == oip::shape_type{2, 2});
   CHECK(strings(*classes) == std::vector<std::string>{"9:1", "5:2", "7:0", "3:1"});
@@ -133,7 +137,7 @@ TEST_CASE("ties go to the lower index; N is clamped; N = 0 gives an empty result
   const oip::tensor flat = make<float>({2, 5, 5, 1, 5}, {5});
   CHECK(top(flat, 3) == std::vector<std::uint64_t>{1, 2, 4});
   CHECK(top(flat, 99) == std::vector<std::uint64_t>{1, 2, 4, 0, 3});
-  oip::result<oip::tensor> none = oip::classify(flat, 0, false);
+  oip::result<oip::tensor> none = oip::classify(flat, 0, oip::classification_rows::whole_tensor);
   REQUIRE(none.ok());
   CHECK(none->shape() == oip::shape_type{0});
   // Ties across block boundaries of the fast path too.
@@ -146,40 +150,48 @@ TEST_CASE("NaN ranks below every number; infinities are numbers") {
   const float nan = std::nanf("");
   const oip::tensor t = make<float>({nan, -INFINITY, 1.0F, nan, INFINITY}, {5});
   CHECK(top(t, 5) == std::vector<std::uint64_t>{4, 2, 1, 0, 3});
-  oip::result<oip::tensor> classes = oip::classify(t, 2, false);
+  oip::result<oip::tensor> classes = oip::classify(t, 2, oip::classification_rows::whole_tensor);
   REQUIRE(classes.ok());
   CHECK(strings(*classes) == std::vector<std::string>{"Infinity:4", "1:2"});
 }
 
 TEST_CASE("every integer and floating datatype") {
-  CHECK(strings(*oip::classify(make<std::uint8_t>({1, 200, 3}, {3}), 1, false)) ==
+  CHECK(strings(*oip::classify(make<std::uint8_t>({1, 200, 3}, {3}), 1,
+                               oip::classification_rows::whole_tensor)) ==
         std::vector<std::string>{"200:1"});
-  CHECK(strings(*oip::classify(make<std::int8_t>({-1, -128, 3}, {3}), 2, false)) ==
+  CHECK(strings(*oip::classify(make<std::int8_t>({-1, -128, 3}, {3}), 2,
+                               oip::classification_rows::whole_tensor)) ==
         std::vector<std::string>{"3:2", "-1:0"});
-  CHECK(strings(*oip::classify(make<std::uint16_t>({1, 60000}, {2}), 1, false)) ==
+  CHECK(strings(*oip::classify(make<std::uint16_t>({1, 60000}, {2}), 1,
+                               oip::classification_rows::whole_tensor)) ==
         std::vector<std::string>{"60000:1"});
-  CHECK(strings(*oip::classify(make<std::int16_t>({-5, -4}, {2}), 1, false)) ==
+  CHECK(strings(*oip::classify(make<std::int16_t>({-5, -4}, {2}), 1,
+                               oip::classification_rows::whole_tensor)) ==
         std::vector<std::string>{"-4:1"});
-  CHECK(strings(*oip::classify(make<std::uint32_t>({4000000000U, 1}, {2}), 1, false)) ==
+  CHECK(strings(*oip::classify(make<std::uint32_t>({4000000000U, 1}, {2}), 1,
+                               oip::classification_rows::whole_tensor)) ==
         std::vector<std::string>{"4000000000:0"});
-  CHECK(strings(*oip::classify(make<std::uint64_t>({1, 18446744073709551615ULL}, {2}), 1, false)) ==
+  CHECK(strings(*oip::classify(make<std::uint64_t>({1, 18446744073709551615ULL}, {2}), 1,
+                               oip::classification_rows::whole_tensor)) ==
         std::vector<std::string>{"18446744073709551615:1"});
-  CHECK(
-      strings(*oip::classify(make<std::int64_t>({-9223372036854775807LL - 1, 0}, {2}), 2, false)) ==
-      std::vector<std::string>{"0:1", "-9223372036854775808:0"});
-  CHECK(strings(*oip::classify(make<double>({0.1, 0.30000000000000004}, {2}), 1, false)) ==
+  CHECK(strings(*oip::classify(make<std::int64_t>({-9223372036854775807LL - 1, 0}, {2}), 2,
+                               oip::classification_rows::whole_tensor)) ==
+        std::vector<std::string>{"0:1", "-9223372036854775808:0"});
+  CHECK(strings(*oip::classify(make<double>({0.1, 0.30000000000000004}, {2}), 1,
+                               oip::classification_rows::whole_tensor)) ==
         std::vector<std::string>{"0.30000000000000004:1"});
   CHECK(strings(*oip::classify(make<oip::half>({oip::half{0x3C00}, oip::half{0x3E66}}, {2}), 1,
-                               false)) == std::vector<std::string>{"1.6:1"});
+                               oip::classification_rows::whole_tensor)) ==
+        std::vector<std::string>{"1.6:1"});
   CHECK(strings(*oip::classify(
-            make<oip::bfloat16>({oip::bfloat16{0x3F80}, oip::bfloat16{0x4049}}, {2}), 1, false)) ==
-        std::vector<std::string>{"3.14:1"});
+            make<oip::bfloat16>({oip::bfloat16{0x3F80}, oip::bfloat16{0x4049}}, {2}), 1,
+            oip::classification_rows::whole_tensor)) == std::vector<std::string>{"3.14:1"});
 }
 
 TEST_CASE("BYTES and BOOL outputs cannot be classified: 400") {
   const oip::tensor words =
       *oip::tensor::from_strings("words", {1}, std::vector<std::string_view>{"a"});
-  oip::result<oip::tensor> r = oip::classify(words, 1, false);
+  oip::result<oip::tensor> r = oip::classify(words, 1, oip::classification_rows::whole_tensor);
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().http_status() == 400);
   CHECK(r.error().message().find("'words'") != std::string::npos);
@@ -187,7 +199,8 @@ TEST_CASE("BYTES and BOOL outputs cannot be classified: 400") {
   const bool bits[2] = {true, false};
   const oip::tensor flags =
       *oip::tensor::from_values<bool>("flags", {2}, std::span<const bool>(bits));
-  CHECK(oip::classify(flags, 1, false).error().http_status() == 400);
+  CHECK(oip::classify(flags, 1, oip::classification_rows::whole_tensor).error().http_status() ==
+        400);
 }
 
 TEST_CASE("top classes into the caller's storage: room for fewer than needed is a 400") {
@@ -195,11 +208,12 @@ TEST_CASE("top classes into the caller's storage: room for fewer than needed is 
   std::iota(values.begin(), values.end(), 0.0F);
   const oip::tensor scores = make<float>(values, {1000});  // the FP32 kernel's path
   std::array<std::uint64_t, 5> five{};
-  oip::result<std::size_t> written = oip::top_classes(scores, 5, false, five);
+  oip::result<std::size_t> written =
+      oip::top_classes(scores, 5, oip::classification_rows::whole_tensor, five);
   REQUIRE(written.ok());
   CHECK(five == std::array<std::uint64_t, 5>{999, 998, 997, 996, 995});
-  oip::result<std::size_t> short_of_one =
-      oip::top_classes(scores, 5, false, std::span<std::uint64_t>(five).first(4));
+  oip::result<std::size_t> short_of_one = oip::top_classes(
+      scores, 5, oip::classification_rows::whole_tensor, std::span<std::uint64_t>(five).first(4));
   REQUIRE_FALSE(short_of_one.ok());
   CHECK(short_of_one.error().http_status() == 400);
   CHECK(short_of_one.error().message() ==
@@ -207,11 +221,12 @@ TEST_CASE("top classes into the caller's storage: room for fewer than needed is 
 
   const oip::tensor batch = make<std::int32_t>({1, 2, 3, 6, 5, 4}, {2, 3});  // the general path
   std::array<std::uint64_t, 4> four{};
-  written = oip::top_classes(batch, 2, true, four);
+  written = oip::top_classes(batch, 2, oip::classification_rows::batch_rows, four);
   REQUIRE(written.ok());
   CHECK(*written == 4);
   CHECK(four == std::array<std::uint64_t, 4>{2, 1, 0, 1});
-  CHECK(oip::top_classes(batch, 2, true, std::span<std::uint64_t>(four).first(3))
+  CHECK(oip::top_classes(batch, 2, oip::classification_rows::batch_rows,
+                         std::span<std::uint64_t>(four).first(3))
             .error()
             .http_status() == 400);
 }
