@@ -23,6 +23,7 @@ namespace {
 
 using detail::json_out;
 using detail::max_number_chars;
+using detail::member;
 using detail::tensor_framing;
 using detail::write_floating;
 using detail::write_integer;
@@ -192,7 +193,7 @@ void detail::append_json_parameter(std::string& text, const parameter_value& val
   write_parameter_value(out, value);
 }
 
-void detail::write_parameters(json_out& out, const parameters& params, bool comma,
+void detail::write_parameters(json_out& out, const parameters& params, member place,
                               const tensor_framing& framing, std::string_view key) {
   bool open = false;
   const auto next_member = [&] {
@@ -200,7 +201,7 @@ void detail::write_parameters(json_out& out, const parameters& params, bool comm
       out.raw(',');
       return;
     }
-    if (comma) out.raw(',');
+    if (place == member::after_another) out.raw(',');
     out.key(key);
     out.raw('{');
     open = true;
@@ -258,11 +259,13 @@ status write_tensor(json_out& out, encoded_body& body, const tensor& t, tensor_p
     // Triton's shape: no parameters either (its C++ client reads `binary_data_size` from any
     // output that has them).
   } else if (placement == tensor_placement::binary) {
-    write_parameters(out, t.parameters(), true, {true, t.data().size()});
+    write_parameters(out, t.parameters(), member::after_another,
+                     {.is_tensor = true, .binary_size = t.data().size()});
     body.binary.push_back(t.data());
     body.uses_binary = true;
   } else {
-    write_parameters(out, t.parameters(), true, {true, std::nullopt});
+    write_parameters(out, t.parameters(), member::after_another,
+                     {.is_tensor = true, .binary_size = std::nullopt});
     out.raw(',');
     out.key<"data">();
     out.raw('[');
@@ -302,7 +305,7 @@ result<encoded_body> encode_response(const inference_response& response,
     out.key<"model_version">();
     out.string(response.model_version);
   }
-  write_parameters(out, response.parameters, true);
+  write_parameters(out, response.parameters, member::after_another);
   out.raw(',');
   out.key<"outputs">();
   out.raw('[');
@@ -335,7 +338,7 @@ result<encoded_body> encode_request(const inference_request& request,
     out.raw(',');
   }
   if (!request.parameters.empty()) {
-    write_parameters(out, request.parameters, false);
+    write_parameters(out, request.parameters, member::first);
     out.raw(',');
   }
   out.key<"inputs">();
@@ -372,9 +375,9 @@ result<encoded_body> encode_request(const inference_request& request,
           !asked.parameters.contains(parameter_names::shared_memory_region)) {
         parameters with_binary = asked.parameters;
         with_binary.set("binary_data", true);
-        write_parameters(out, with_binary, true);
+        write_parameters(out, with_binary, member::after_another);
       } else {
-        write_parameters(out, asked.parameters, true);
+        write_parameters(out, asked.parameters, member::after_another);
       }
       out.raw('}');
     }

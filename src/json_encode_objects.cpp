@@ -12,6 +12,7 @@
 namespace oip {
 
 using detail::json_out;
+using detail::member;
 using detail::write_parameters;
 using detail::write_shape;
 
@@ -41,7 +42,7 @@ void write_tensor_metadata(json_out& out, std::string_view key,
     out.string(to_string(tensors[i].type));
     out.raw(',');
     write_shape(out, tensors[i].shape);
-    write_parameters(out, tensors[i].parameters, true);
+    write_parameters(out, tensors[i].parameters, member::after_another);
     out.raw('}');
   }
   out.raw(']');
@@ -80,7 +81,7 @@ std::string encode(const model_metadata& metadata) {
   write_tensor_metadata(out, "inputs", metadata.inputs);
   out.raw(',');
   write_tensor_metadata(out, "outputs", metadata.outputs);
-  write_parameters(out, metadata.properties, true, {}, "properties");
+  write_parameters(out, metadata.properties, member::after_another, {}, "properties");
   out.raw('}');
   return text;
 }
@@ -138,7 +139,7 @@ result<std::string> encode_repository_load_request(const parameters& request) {
   std::string text;
   json_out out{text};
   out.raw('{');
-  write_parameters(out, sent, false);
+  write_parameters(out, sent, member::first);
   out.raw('}');
   return text;
 }

@@ -59,11 +59,12 @@ struct tensor_framing {
   std::optional<std::uint64_t> binary_size;  // and write this one instead
 };
 
-// Writes `,"<key>":{...}` (no comma when `comma` is false), or nothing when there is nothing to
+// Where a member goes in its object: first, or after another (a comma before it).
+enum class member : std::uint8_t { first, after_another };
+
+// Writes `"<key>":{...}` (after a comma when `place` says so), or nothing when there is nothing to
 // write.
-// Writes `,"<key>":{...}` (no comma when `comma` is false), or nothing when there is nothing to
-// write.
-void write_parameters(json_out& out, const parameters& params, bool comma,
+void write_parameters(json_out& out, const parameters& params, member place,
                       const tensor_framing& framing = {}, std::string_view key = "parameters");
 
 // `"shape":[...]`.
