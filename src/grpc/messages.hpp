@@ -1,0 +1,70 @@
+#pragma once
+// Internal: what the gRPC service's calls share: statuses as grpc++'s, and messages parsed from and
+// serialized to grpc++'s byte buffers.
+
+#include <oip/grpc/codec.hpp>
+#include <oip/status.hpp>
+
+#include <cstddef>
+
+#include <fmt/format.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/codegen/proto_utils.h>
+
+namespace oip::grpc {
+
+// A status message travels percent-encoded in a trailer, and clients refuse trailers above 8 to
+// 16 KiB, which would replace the error with RESOURCE_EXHAUSTED. Messages repeat what the client
+// sent (names, shapes), so a long one is cut, at a UTF-8 character boundary.
+inline constexpr std::size_t max_status_message_bytes = 2048;
+
+inline ::grpc::Status to_grpc(const status& s) {
+  if (s.ok()) return ::grpc::Status::OK;
+  const auto code = static_cast<::grpc::StatusCode>(s.grpc_status());
+  if (s.message().size() <= max_status_message_bytes) return ::grpc::Status{code, s.message()};
+  std::size_t cut = max_status_message_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(s.message()[cut]) & 0xC0U) == 0x80U) --cut;
+  return ::grpc::Status{code, s.message().substr(0, cut) + "..."};
+}
+
+inline ::grpc::ServerUnaryReactor* finish(::grpc::CallbackServerContext* context, const status& s) {
+  ::grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(to_grpc(s));
+  return reactor;
+}
+
+template <class Message>
+status parse(const ::grpc::ByteBuffer& bytes, Message& message) {
+  ::grpc::ByteBuffer shared{bytes};  // shares the slices: Deserialize consumes its buffer
+  if (::grpc::SerializationTraits<Message>::Deserialize(&shared, &message).ok()) return {};
+  return status{errc::invalid_argument,
+                fmt::format("the request is not a valid {} message: protobuf cannot parse it (a "
+                            "malformed field, or a string field that is not valid UTF-8)",
+                            Message::descriptor()->full_name())};
+}
+
+template <class Message>
+status serialize(const Message& message, ::grpc::ByteBuffer& out) {
+  bool own_buffer = false;
+  if (::grpc::SerializationTraits<Message>::Serialize(message, &out, &own_buffer).ok()) return {};
+  return status{errc::internal,
+                fmt::format("cannot serialize the {} message ({} bytes)",
+                            Message::descriptor()->full_name(), message.ByteSizeLong())};
+}
+
+// The service's decoding of an inference message; its raw contents move into the request's
+// tensors rather than being copied.
+inline result<inference_request> decode_infer_message(inference::ModelInferRequest& message,
+                                                      const limits& bounds) {
+  result<inference_request> request = decode_request(message, bounds);
+  if (!request) return request;
+  if (const parameter_value* flag = request->parameters.find("triton_enable_empty_final_response");
+      flag != nullptr && !std::holds_alternative<bool>(*flag)) {
+    return status{errc::invalid_argument,
+                  "invalid value type for 'triton_enable_empty_final_response' parameter, "
+                  "expected bool_param."};
+  }
+  return request;
+}
+
+}  // namespace oip::grpc
