@@ -6,7 +6,6 @@
 #include "detail/find_duplicate.hpp"
 
 #include <oip/json.hpp>
-#include <oip/shared_memory.hpp>
 
 #include <algorithm>
 #include <array>
@@ -47,7 +46,7 @@ struct document_context {
   const limits* bounds = nullptr;
   std::string_view what = "request";  // "request", "response", "model metadata", ...
   std::string_view model_name;        // for messages, may be empty
-  const shared_memory_outputs* placed_outputs = nullptr;  // a client's outputs in shared memory
+  const shared_memory_output_source* placed_outputs = nullptr;  // a client's outputs in shared memory
 
   [[nodiscard]] std::string for_model() const {
     return model_name.empty() ? std::string{} : fmt::format(" for model '{}'", model_name);
@@ -1048,8 +1047,8 @@ status place_shared_memory_outputs(const document_context& doc,
                                    std::vector<parsed_tensor>& tensors) {
   for (parsed_tensor& t : tensors) {
     if (!t.shared_memory) continue;
-    result<buffer> bytes = shared_memory_output_data(*doc.placed_outputs->regions, *t.shared_memory,
-                                                     t.name, *t.type, *t.shape, *doc.bounds);
+    result<buffer> bytes =
+        doc.placed_outputs->read(*t.shared_memory, t.name, *t.type, *t.shape, *doc.bounds);
     if (!bytes) return std::move(bytes).error();
     t.data = std::move(*bytes);
   }
@@ -1682,7 +1681,7 @@ result<inference_request> decode_request(const buffer& body,
 result<inference_response> decode_response(const buffer& body,
                                            std::optional<std::size_t> header_length,
                                            const limits& bounds,
-                                           const shared_memory_outputs* shared_memory) {
+                                           const shared_memory_output_source* shared_memory) {
   result<body_parts> parts = split_body(body, header_length, bounds, "response");
   if (!parts) return std::move(parts).error();
   document_context doc{nullptr, nullptr, &bounds, "response", {}, shared_memory};

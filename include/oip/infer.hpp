@@ -3,9 +3,13 @@
 /// The inference objects of the protocol: request (with requested outputs) and response, and the
 /// parameter names of the binary tensor data extension.
 
+#include <oip/buffer.hpp>
 #include <oip/datatype.hpp>
+#include <oip/export.hpp>
+#include <oip/limits.hpp>
 #include <oip/parameters.hpp>
 #include <oip/shape.hpp>
+#include <oip/status.hpp>
 #include <oip/tensor.hpp>
 
 #include <cstddef>
@@ -52,6 +56,13 @@ struct shared_memory_reference {
   friend bool operator==(const shared_memory_reference&, const shared_memory_reference&) = default;
 };
 
+/// The reference that a tensor's parameters hold, if any, taken out of them. 400 when the region
+/// is not a string, the byte size is missing, an offset or byte size is not a non-negative
+/// integer, or an offset or byte size comes without a region. `role` ("input" or "output") and
+/// `tensor` name it in messages.
+[[nodiscard]] OIP_EXPORT result<std::optional<shared_memory_reference>>
+take_shared_memory_reference(parameters& params, std::string_view role, std::string_view tensor);
+
 /// An input whose bytes a shared-memory region holds, as a decoder leaves it: the codecs know no
 /// regions, so the server reads the bytes (`inference_service`, through
 /// `read_shared_memory_inputs`) and puts the tensor at `position` among the request's inputs.
@@ -62,6 +73,29 @@ struct input_in_shared_memory {
   shape_type shape;
   oip::parameters parameters;  ///< as sent, the `shared_memory_*` ones taken out
   shared_memory_reference place;
+};
+
+/// Where a client finds the outputs that it asked a server to write to shared memory: the response
+/// decoders read each output that a response answers with no data through it, so that they know
+/// no region themselves (`shared_memory_outputs` in `shared_memory.hpp` reads the client's own
+/// mappings).
+class shared_memory_output_source {
+ public:
+  shared_memory_output_source() = default;
+  shared_memory_output_source(const shared_memory_output_source&) = default;
+  shared_memory_output_source& operator=(const shared_memory_output_source&) = default;
+  shared_memory_output_source(shared_memory_output_source&&) = default;
+  shared_memory_output_source& operator=(shared_memory_output_source&&) = default;
+  virtual ~shared_memory_output_source() = default;
+
+  /// Where output `name` was asked for, or null when it was not placed in shared memory.
+  [[nodiscard]] virtual const shared_memory_reference* find(
+      std::string_view name) const noexcept = 0;
+  /// The data of output `name`, of `type` and `shape`, that the server wrote at `place`.
+  [[nodiscard]] virtual result<buffer> read(const shared_memory_reference& place,
+                                            std::string_view name, datatype type,
+                                            const shape_type& shape,
+                                            const limits& bounds) const = 0;
 };
 
 /// `$inference_request`. Inputs decoded from a body are views into it (binary data) or own their

@@ -33,7 +33,6 @@
 
 namespace oip {
 
-struct shared_memory_outputs;  // a client's outputs in shared memory (shared_memory.hpp)
 
 /// How a response's outputs are written.
 struct response_format {
@@ -113,7 +112,7 @@ struct request_format {
 /// the response as usual. Without, such an output is a 400.
 [[nodiscard]] OIP_EXPORT result<inference_response> decode_response(
     const buffer& body, std::optional<std::size_t> header_length, const limits& bounds = {},
-    const shared_memory_outputs* shared_memory = nullptr);
+    const shared_memory_output_source* shared_memory = nullptr);
 
 // --- model configuration, statistics, the repository index ------------------------------------
 

@@ -25,13 +25,6 @@
 
 namespace oip {
 
-/// The reference that a tensor's parameters hold, if any, taken out of them. 400 when the region
-/// is not a string, the byte size is missing, an offset or byte size is not a non-negative
-/// integer, or an offset or byte size comes without a region. `role` ("input" or "output") and
-/// `tensor` name it in messages.
-[[nodiscard]] OIP_EXPORT result<std::optional<shared_memory_reference>>
-take_shared_memory_reference(parameters& params, std::string_view role, std::string_view tensor);
-
 /// A requested output that goes to a region.
 struct shared_memory_output {
   std::string name;
@@ -93,7 +86,11 @@ class shared_memory_registry;
 ///   mine); if (!places) return places.error(); oip::result<oip::inference_response> r =
 ///   oip::decode_response(body, length, {}, &*places);
 /// \endcode
-struct OIP_EXPORT shared_memory_outputs {
+struct OIP_EXPORT shared_memory_outputs final : shared_memory_output_source {
+  shared_memory_outputs(const shared_memory_registry* mapped,
+                        std::vector<shared_memory_output> placed)
+      : regions{mapped}, outputs{std::move(placed)} {}
+
   const shared_memory_registry* regions = nullptr;
   std::vector<shared_memory_output> outputs;
 
@@ -102,8 +99,11 @@ struct OIP_EXPORT shared_memory_outputs {
   [[nodiscard]] static result<shared_memory_outputs> of(const inference_request& request,
                                                         const shared_memory_registry& regions);
 
-  /// Where output `name` was asked for, or null.
-  [[nodiscard]] const shared_memory_reference* find(std::string_view name) const noexcept;
+  [[nodiscard]] const shared_memory_reference* find(std::string_view name) const noexcept override;
+  /// Through `shared_memory_output_data`.
+  [[nodiscard]] result<buffer> read(const shared_memory_reference& place, std::string_view name,
+                                    datatype type, const shape_type& shape,
+                                    const limits& bounds) const override;
 };
 
 /// The data of output `name` (of `type` and `shape`) that a server wrote at `place`, read through

@@ -3,7 +3,6 @@
 
 #include <oip/grpc/codec.hpp>
 #include <oip/json.hpp>
-#include <oip/shared_memory.hpp>
 #include <oip/tensor.hpp>
 
 #include <cstring>
@@ -247,7 +246,7 @@ result<input_in_shared_memory> decode_shared_memory_input(const TensorMessage& m
 template <class TensorMessage>
 result<tensor> decode_tensor(const TensorMessage& message, std::string* raw, std::string_view role,
                              std::string_view model, const limits& bounds,
-                             const shared_memory_outputs* placed_outputs) {
+                             const shared_memory_output_source* placed_outputs) {
   const std::string& name = message.name();
   const std::string for_model = model.empty() ? "" : fmt::format(" for model '{}'", model);
   result<tensor_header> header = decode_header(message, role, bounds);
@@ -268,7 +267,7 @@ result<tensor> decode_tensor(const TensorMessage& message, std::string* raw, std
   }
   result<buffer> data = status{errc::internal, "no data"};
   if (written != nullptr) {
-    data = shared_memory_output_data(*placed_outputs->regions, *written, name, type, shape, bounds);
+    data = placed_outputs->read(*written, name, type, shape, bounds);
   } else if (raw != nullptr) {
     if (has_contents(message)) {
       return invalid(
@@ -330,7 +329,7 @@ template <class Tensors>
 result<std::vector<tensor>> decode_tensors(
     const Tensors& messages, google::protobuf::RepeatedPtrField<std::string>& raw,
     std::string_view role, std::string_view model, const limits& bounds,
-    const shared_memory_outputs* placed_outputs,
+    const shared_memory_output_source* placed_outputs,
     std::vector<input_in_shared_memory>* in_regions = nullptr) {
   // As in Triton, an input in shared memory has no entry among the raw contents.
   int carried = 0;
@@ -536,7 +535,7 @@ status encode_request(const inference_request& request, std::string_view model,
 
 result<inference_response> decode_response(inference::ModelInferResponse& message,
                                            const limits& bounds,
-                                           const shared_memory_outputs* shared_memory) {
+                                           const shared_memory_output_source* shared_memory) {
   inference_response response;
   response.model_name = message.model_name();
   response.model_version = message.model_version();

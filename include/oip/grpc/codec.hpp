@@ -70,7 +70,7 @@ enum class contents_form : std::uint8_t { raw, typed };
 /// mappings of their regions, as `oip::decode_response` reads them.
 [[nodiscard]] result<inference_response> decode_response(
     inference::ModelInferResponse& message, const limits& bounds = {},
-    const shared_memory_outputs* shared_memory = nullptr);
+    const shared_memory_output_source* shared_memory = nullptr);
 
 /// A `RepositoryModelLoad` request's parameters for `model_loader::load_with`: bool, int64,
 /// string, and bytes (Triton's `file:<path>` contents) as a string of those bytes; one with no
