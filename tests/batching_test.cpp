@@ -1,3 +1,5 @@
+#include "wait.hpp"
+
 #include <oip/http_handler.hpp>
 #include <oip/inference_service.hpp>
 
@@ -37,6 +39,7 @@ class doubler : public oip::model {
   [[nodiscard]] const oip::model_config& config() const noexcept override { return config_; }
 
   void execute(oip::inference_call call) override {
+    entered.fetch_add(1);
     {
       std::unique_lock lock{mutex_};
       released_.wait(lock, [&] { return open_; });
@@ -56,6 +59,8 @@ class doubler : public oip::model {
     result.outputs.push_back(*oip::tensor::make("TAG", tags.type(), tags.shape(), tags.data()));
     call.finish(std::move(result));
   }
+
+  std::atomic<int> entered{0};  // executions started
 
   void hold() {
     const std::lock_guard lock{mutex_};
@@ -220,8 +225,9 @@ TEST_CASE("a batch of a preferred size runs at once, without waiting for the del
 TEST_CASE("the batch queue is bounded: a 503 when it is full") {
   service_fixture f{std::make_shared<doubler>(oip::model_config::batching_settings{0ms, 2, 1})};
   f.model->hold();
-  auto running = f.send(1, 8, 2);     // a full batch: taken at once, then held in the model
-  std::this_thread::sleep_for(50ms);  // the batcher hands it over; the queue is empty again
+  auto running = f.send(1, 8, 2);  // a full batch: taken at once, then held in the model
+  // Once the model has it, the queue is empty again.
+  REQUIRE(oip::testing::wait_until([&] { return f.model->entered.load() == 1; }));
   auto queued_a = f.send(2, 8, 2);
   auto queued_b = f.send(3, 8, 2);
   oip::result<oip::inference_response> refused = f.send(4, 8, 2).get();

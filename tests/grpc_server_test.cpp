@@ -1,6 +1,7 @@
 #include "serving_support.hpp"
 #include "shm_object.hpp"
 #include "trace_support.hpp"
+#include "wait.hpp"
 
 #include <oip/grpc/codec.hpp>
 #include <oip/grpc/grpc_service.grpc.pb.h>
@@ -455,8 +456,7 @@ TEST_CASE("a client deadline cancels the running model") {
   const auto began = std::chrono::steady_clock::now();
   const ::grpc::Status s = f.stub->ModelInfer(&context, message, &response);
   CHECK(s.error_code() == ::grpc::StatusCode::DEADLINE_EXCEEDED);
-  for (int i = 0; i < 500 && !f.waiter->saw_cancel.load(); ++i) std::this_thread::sleep_for(2ms);
-  CHECK(f.waiter->saw_cancel.load());
+  CHECK(oip::testing::wait_until([&] { return f.waiter->saw_cancel.load(); }));
   CHECK(std::chrono::steady_clock::now() - began < 5s);
 }
 
@@ -579,7 +579,7 @@ TEST_CASE("stop with a request in flight waits for its model, then returns") {
     const ::grpc::Status s = f.stub->ModelInfer(&context, message, &response);
     CHECK_FALSE(s.ok());
   });
-  while (f.waiter->started.load() == 0) std::this_thread::sleep_for(1ms);
+  REQUIRE(oip::testing::wait_until([&] { return f.waiter->started.load() != 0; }));
   const auto began = std::chrono::steady_clock::now();
   f.server.stop(100ms);
   CHECK(std::chrono::steady_clock::now() - began < 5s);

@@ -4,6 +4,7 @@
 
 #include "serving_support.hpp"
 #include "trace_support.hpp"
+#include "wait.hpp"
 
 #include <oip/http/server.hpp>
 
@@ -461,13 +462,9 @@ TEST_CASE("a client that disconnects cancels its running request") {
     connection c{f.port};
     c.send(post("/v2/models/waiter/infer",
                 R"({"inputs":[{"name":"IN","shape":[1],"datatype":"INT32","data":[1]}]})"));
-    while (f.waiter->started.load() == 0) std::this_thread::sleep_for(1ms);
+    REQUIRE(oip::testing::wait_until([&] { return f.waiter->started.load() != 0; }));
   }  // closed while the model runs
-  const auto start = std::chrono::steady_clock::now();
-  while (!f.waiter->saw_cancel.load() && std::chrono::steady_clock::now() - start < 5s) {
-    std::this_thread::sleep_for(5ms);
-  }
-  CHECK(f.waiter->saw_cancel.load());
+  CHECK(oip::testing::wait_until([&] { return f.waiter->saw_cancel.load(); }, 5s));
 }
 
 TEST_CASE("stop finishes the request in flight, then closes") {
@@ -490,7 +487,7 @@ TEST_CASE("stop finishes the request in flight, then closes") {
   connection busy{f.port};
   busy.send(post("/v2/models/sleeper/infer",
                  R"({"inputs":[{"name":"IN","shape":[1],"datatype":"INT32","data":[7]}]})"));
-  while (!started.load()) std::this_thread::sleep_for(1ms);
+  REQUIRE(oip::testing::wait_until([&] { return started.load(); }));
   std::thread stopper{[&] { f.server.stop(5s); }};
   CHECK(idle.closed_by_server());  // idle connections close at once
   const std::optional<reply> r = busy.read_reply();
@@ -570,7 +567,7 @@ TEST_CASE("past the grace period, stop cancels the requests still running") {
   connection busy{f.port};
   busy.send(post("/v2/models/waiter/infer",
                  R"({"inputs":[{"name":"IN","shape":[1],"datatype":"INT32","data":[1]}]})"));
-  while (f.waiter->started.load() == 0) std::this_thread::sleep_for(1ms);
+  REQUIRE(oip::testing::wait_until([&] { return f.waiter->started.load() != 0; }));
   const auto start = std::chrono::steady_clock::now();
   f.server.stop(100ms);  // the waiter model runs until it is cancelled
   CHECK(std::chrono::steady_clock::now() - start < 5s);

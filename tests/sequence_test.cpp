@@ -1,3 +1,5 @@
+#include "wait.hpp"
+
 #include <oip/sequence.hpp>
 
 #include <any>
@@ -202,7 +204,7 @@ TEST_CASE("requests of a sequence run one at a time, in arrival order, across th
     });
   }
   for (std::thread& t : clients) t.join();
-  while (sequences.active() != 0) std::this_thread::sleep_for(1ms);
+  REQUIRE(oip::testing::wait_until([&] { return sequences.active() == 0; }));
   done = true;
   changed.notify_all();
   releaser.join();
@@ -227,8 +229,7 @@ TEST_CASE("the active limit gives a 503; an idle sequence is released and the mo
         "model 'limited' has 2 active sequences, its limit: sequence 3 cannot start until one "
         "ends or times out");
   // The reaper lets both go within a few periods, without any request.
-  for (int i = 0; i < 200 && told.count() < 2; ++i) std::this_thread::sleep_for(5ms);
-  CHECK(told.count() == 2);
+  CHECK(oip::testing::wait_until([&] { return told.count() == 2; }));
   CHECK(told.seen[0].second == oip::sequence_release::timed_out);
   CHECK(sequences.active() == 0);
   CHECK(sequences.submit({3, true, false}, add(1)).ok());
@@ -278,8 +279,7 @@ TEST_CASE("a new START for an ended id waits until the model has let go of the o
       }};
   REQUIRE(sequences.submit({1, true, false}, add(1)).ok());
   std::thread ender([&] { CHECK(sequences.submit({1, false, true}, add(1)).ok()); });
-  for (int i = 0; i < 2000 && !releasing; ++i) std::this_thread::sleep_for(1ms);
-  REQUIRE(releasing.load());
+  REQUIRE(oip::testing::wait_until([&] { return releasing.load(); }));
   std::atomic<bool> started{false};
   CHECK(sequences
             .submit({1, true, false},
