@@ -80,11 +80,11 @@ class shared_memory_registry;
 ///
 /// Example:
 /// \code
-///   oip::shared_memory_registry mine;  // the client maps the region it registered with the server
+///   oip::shared_memory_registry mine;  // the client's mapping of the region it registered
 ///   if (oip::status s = mine.register_region("out", "/my_key", 0, 4096); !s.ok()) return s;
-///   oip::result<oip::shared_memory_outputs> places = oip::shared_memory_outputs::of(request,
-///   mine); if (!places) return places.error(); oip::result<oip::inference_response> r =
-///   oip::decode_response(body, length, {}, &*places);
+///   auto places = oip::shared_memory_outputs::of(request, mine);
+///   if (!places) return places.error();
+///   oip::result<oip::inference_response> r = oip::decode_response(body, length, {}, &*places);
 /// \endcode
 struct OIP_EXPORT shared_memory_outputs final : shared_memory_output_source {
   shared_memory_outputs(const shared_memory_registry* mapped,
