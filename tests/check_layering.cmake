@@ -1,5 +1,6 @@
 # Fails when a file includes a header of a layer above its own (docs/architecture.md): core, then
-# codecs, then serving, then the components (http, grpc, cuda), none of which includes another's.
+# codecs, then serving, then the components (http, grpc, cuda, and xtensor, the header-only
+# interop), none of which includes another's.
 # A source's layer is its folder under src/; a private header is named by its path under src/
 # ("codecs/detail/json_read.hpp"); a public header's layer is listed below.
 # Run with -DSOURCE_DIR=<repository root>.
@@ -8,12 +9,12 @@ cmake_minimum_required(VERSION 3.25)
 
 set(core_headers
   buffer datatype elementwise export float16 infer limits log_settings metadata model_config
-  parameters shape statistics status tensor trace_settings version xtensor)
+  parameters shape statistics status tensor trace_settings version)
 set(codecs_headers binary generate json)
 set(serving_headers
   access classification executor http_handler in_process_client inference_service log metrics
   model oip reply_sink repository sequence shared_memory trace)
-set(layers core codecs serving http grpc cuda)
+set(layers core codecs serving http grpc cuda xtensor)
 
 # The layer's rank: the components share the top rank.
 function(rank_of layer out)
@@ -30,6 +31,8 @@ function(layer_of_include path out)
   set(layer "")
   if(path MATCHES "^oip/(http|grpc|cuda)/")
     set(layer "${CMAKE_MATCH_1}")
+  elseif(path STREQUAL "oip/xtensor.hpp")
+    set(layer "xtensor")
   elseif(path MATCHES "^oip/([a-z0-9_]+)\\.hpp$")
     set(name "${CMAKE_MATCH_1}")
     foreach(candidate core codecs serving)

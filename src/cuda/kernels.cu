@@ -1,4 +1,4 @@
-#include "kernels.hpp"
+#include "cuda/kernels.hpp"
 
 #include <oip/elementwise.hpp>
 #include <oip/float16.hpp>

@@ -1,4 +1,4 @@
-#include "kernels.hpp"
+#include "cuda/kernels.hpp"
 
 #include <oip/cuda/device.hpp>
 #include <oip/cuda/models.hpp>

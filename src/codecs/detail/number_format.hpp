@@ -2,7 +2,7 @@
 // Internal: numbers as text, each in the shortest form that reads back to the same value of its
 // own type. Shared by the JSON encoder and classification labels.
 
-#include "detail/decimal.hpp"
+#include "codecs/detail/decimal.hpp"
 
 #include <oip/float16.hpp>
 

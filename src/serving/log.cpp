@@ -107,17 +107,6 @@ void set_log_sink(std::shared_ptr<log_sink> sink) {
   sink_slot() = std::move(sink);
 }
 
-result<log_format> parse_log_format(std::string_view name) {
-  if (name == "default") return log_format::standard;
-  if (name == "ISO8601") return log_format::iso8601;
-  return status{errc::invalid_argument,
-                fmt::format("invalid argument for log_format, got: {}", name.substr(0, 64))};
-}
-
-std::string_view to_string(log_format format) noexcept {
-  return format == log_format::iso8601 ? "ISO8601" : "default";
-}
-
 namespace {
 
 log_settings settings_now() noexcept {

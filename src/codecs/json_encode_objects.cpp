@@ -1,8 +1,8 @@
 // JSON encoding of the protocol's objects other than inference bodies: metadata, health, model
 // configuration, statistics, and the extensions' requests and replies.
 
-#include "detail/json_out.hpp"
-#include "detail/sequence_controls.hpp"
+#include "codecs/detail/json_out.hpp"
+#include "codecs/detail/sequence_controls.hpp"
 
 #include <oip/json.hpp>
 

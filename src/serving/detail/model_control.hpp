@@ -3,7 +3,7 @@
 // tear down models (milliseconds to seconds), so they run on a thread of their own, one at a
 // time, never on a transport's thread.
 
-#include "detail/serial_worker.hpp"
+#include "serving/detail/serial_worker.hpp"
 
 #include <oip/inference_service.hpp>
 #include <oip/metadata.hpp>

@@ -1,4 +1,4 @@
-#include "detail/decimal.hpp"
+#include "codecs/detail/decimal.hpp"
 
 #include <algorithm>
 #include <bit>

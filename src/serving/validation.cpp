@@ -1,4 +1,4 @@
-#include "detail/validation.hpp"
+#include "serving/detail/validation.hpp"
 
 #include <oip/classification.hpp>
 

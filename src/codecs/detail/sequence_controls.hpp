@@ -2,7 +2,7 @@
 // The control inputs a sequence model's configuration shows, in Triton's terms: both the HTTP
 // config route (JSON) and the gRPC ModelConfig RPC describe them from this one list.
 
-#include <oip/sequence.hpp>
+#include <oip/model_config.hpp>
 
 #include <string>
 #include <string_view>

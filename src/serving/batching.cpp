@@ -1,7 +1,7 @@
 // Dynamic batching: a model's queue forms batches on a thread of its own; the service runs them
 // (inference_service.cpp) and this file merges their inputs and splits their outputs back.
 
-#include "detail/batching.hpp"
+#include "serving/detail/batching.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -2,7 +2,7 @@
 // Internal: the JSON encoder's writer, shared by the inference bodies (json_encode.cpp) and the
 // protocol's other objects (json_encode_objects.cpp).
 
-#include "detail/json_string.hpp"
+#include "core/detail/json_string.hpp"
 
 #include <oip/parameters.hpp>
 #include <oip/shape.hpp>

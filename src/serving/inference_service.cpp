@@ -1,7 +1,7 @@
-#include "detail/batching.hpp"
-#include "detail/model_control.hpp"
-#include "detail/pending_inference.hpp"
-#include "detail/validation.hpp"
+#include "serving/detail/batching.hpp"
+#include "serving/detail/model_control.hpp"
+#include "serving/detail/pending_inference.hpp"
+#include "serving/detail/validation.hpp"
 
 #include <oip/inference_service.hpp>
 #include <oip/log.hpp>

@@ -1,6 +1,6 @@
-#include "detail/compression.hpp"
+#include "serving/detail/compression.hpp"
 
-#include "detail/ascii.hpp"
+#include "serving/detail/ascii.hpp"
 
 #include <algorithm>
 #include <cctype>

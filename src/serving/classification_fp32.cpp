@@ -3,7 +3,7 @@
 // only the values that pass. Compiled with each instruction set's target attribute and chosen
 // once at run time.
 
-#include "detail/classification_fp32.hpp"
+#include "serving/detail/classification_fp32.hpp"
 
 #include <oip/float16.hpp>
 

@@ -1,4 +1,4 @@
-#include "detail/bytes_format.hpp"
+#include "core/detail/bytes_format.hpp"
 
 #include <oip/tensor.hpp>
 

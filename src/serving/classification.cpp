@@ -1,6 +1,6 @@
-#include "detail/bytes_format.hpp"
-#include "detail/classification_fp32.hpp"
-#include "detail/number_format.hpp"
+#include "codecs/detail/number_format.hpp"
+#include "core/detail/bytes_format.hpp"
+#include "serving/detail/classification_fp32.hpp"
 
 #include <oip/classification.hpp>
 
@@ -524,7 +524,8 @@ result<tensor> classify(const tensor& output, std::size_t n, classification_rows
         fmt::format("a class label of output '{}' is too long for a BYTES element", output.name())};
   }
   shape_type shape;
-  if (rows == classification_rows::batch_rows) shape.push_back(static_cast<std::int64_t>(layout->rows));
+  if (rows == classification_rows::batch_rows)
+    shape.push_back(static_cast<std::int64_t>(layout->rows));
   shape.push_back(static_cast<std::int64_t>(layout->k));
   return tensor::make(output.name(), datatype::bytes, std::move(shape),
                       buffer::from_string(std::move(elements)));

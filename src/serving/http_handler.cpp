@@ -1,6 +1,6 @@
-#include "detail/ascii.hpp"
-#include "detail/compression.hpp"
-#include "detail/json_string.hpp"
+#include "core/detail/json_string.hpp"
+#include "serving/detail/ascii.hpp"
+#include "serving/detail/compression.hpp"
 
 #include <oip/binary.hpp>
 #include <oip/generate.hpp>

@@ -1,4 +1,4 @@
-#include "detail/json_string.hpp"
+#include "core/detail/json_string.hpp"
 
 #include <oip/status.hpp>
 

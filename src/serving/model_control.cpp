@@ -1,7 +1,7 @@
 // The repository extension's loads and unloads (`inference_service::load`, `unload`), on the
 // model-control thread.
 
-#include "detail/model_control.hpp"
+#include "serving/detail/model_control.hpp"
 
 #include <algorithm>
 #include <exception>

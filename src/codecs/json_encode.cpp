@@ -1,11 +1,11 @@
 // JSON encoding: compact output, numbers in the shortest form that reads back to the same value of
 // their own type, tensor bytes never copied for binary outputs.
 
-#include "detail/decimal.hpp"
-#include "detail/json_out.hpp"
-#include "detail/json_string.hpp"
-#include "detail/json_values.hpp"
-#include "detail/number_format.hpp"
+#include "codecs/detail/decimal.hpp"
+#include "codecs/detail/json_out.hpp"
+#include "core/detail/json_string.hpp"
+#include "codecs/detail/json_values.hpp"
+#include "codecs/detail/number_format.hpp"
 
 #include <oip/json.hpp>
 

@@ -3,7 +3,7 @@
 // dimension into one execution, and its outputs are split back, row for row
 // (tests/batching_test.cpp).
 
-#include "detail/pending_inference.hpp"
+#include "serving/detail/pending_inference.hpp"
 
 #include <oip/infer.hpp>
 #include <oip/model.hpp>

@@ -1,5 +1,5 @@
-#include "detail/json_string.hpp"
-#include "detail/json_values.hpp"
+#include "codecs/detail/json_values.hpp"
+#include "core/detail/json_string.hpp"
 
 #include <oip/log.hpp>
 #include <oip/trace.hpp>
@@ -193,14 +193,6 @@ struct json_array_file {
 };
 
 }  // namespace
-
-std::vector<std::string_view> level_names(trace_level level) {
-  std::vector<std::string_view> names;
-  if (includes(level, trace_level::timestamps)) names.emplace_back("TIMESTAMPS");
-  if (includes(level, trace_level::tensors)) names.emplace_back("TENSORS");
-  if (names.empty()) names.emplace_back("OFF");
-  return names;
-}
 
 struct tracer::state {
   explicit state(trace_settings settings) : host{settings}, global{std::move(settings)} {}

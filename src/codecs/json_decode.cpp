@@ -1,9 +1,9 @@
 // JSON decoding with simdjson's on-demand API. On-demand does not validate what it skips, so every
 // value of a document is visited here: known keys are decoded, unknown ones walked in full.
 
-#include "detail/bytes_format.hpp"
-#include "detail/decimal.hpp"
-#include "detail/find_duplicate.hpp"
+#include "core/detail/bytes_format.hpp"
+#include "codecs/detail/decimal.hpp"
+#include "core/detail/find_duplicate.hpp"
 
 #include <oip/json.hpp>
 

@@ -1,0 +1,48 @@
+// A model version's counters (Triton's statistics extension), written under one lock so that a
+// reading is consistent.
+
+#include <oip/statistics.hpp>
+
+#include <algorithm>
+
+namespace oip {
+
+void model_statistics::add_success(const request_durations& took, std::uint64_t rows,
+                                   std::uint64_t now_ms) noexcept {
+  std::size_t bucket = 0;
+  while (bucket < latency_bounds_us.size() && took.total_ns > latency_bounds_us[bucket] * 1000) {
+    ++bucket;
+  }
+  const std::lock_guard lock{mutex_};
+  figures_.queue.add(took.queue_ns);
+  figures_.compute_input.add(took.compute_input_ns);
+  figures_.compute_infer.add(took.compute_infer_ns);
+  figures_.compute_output.add(took.compute_output_ns);
+  figures_.latency_buckets[bucket] += 1;
+  figures_.success.add(took.total_ns);
+  figures_.inference_count += rows;
+  figures_.last_inference_ms = std::max(figures_.last_inference_ms, now_ms);
+}
+
+void model_statistics::add_execution(std::uint64_t batch_size, const batch_durations& took) {
+  const std::lock_guard lock{mutex_};
+  batch_durations& sum = figures_.batches[batch_size];
+  sum.count += 1;
+  sum.compute_input_ns += took.compute_input_ns;
+  sum.compute_infer_ns += took.compute_infer_ns;
+  sum.compute_output_ns += took.compute_output_ns;
+  figures_.execution_count += 1;
+}
+
+void model_statistics::add_failure(std::uint64_t nanoseconds, failure_reason why) noexcept {
+  const std::lock_guard lock{mutex_};
+  figures_.fail.add(nanoseconds);
+  figures_.failures[static_cast<std::size_t>(why)] += 1;
+}
+
+model_statistics::figures model_statistics::read() const {
+  const std::lock_guard lock{mutex_};
+  return figures_;
+}
+
+}  // namespace oip
