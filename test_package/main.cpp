@@ -1,7 +1,4 @@
-#include <oip/float16.hpp>
-#include <oip/status.hpp>
-#include <oip/tensor.hpp>
-#include <oip/version.hpp>
+#include <oip/oip.hpp>  // the umbrella header, installed with the library
 
 #include <cstdio>
 #include <vector>
