@@ -190,9 +190,9 @@ class OIP_EXPORT inference_service {
   /// error, recorded in the model's statistics and logged.
   template <class Decode>
   requires std::is_invocable_r_v<result<inference_request>, Decode&, const model_config&> void
-  infer(const arrival& request, Decode&& decode, std::shared_ptr<reply_sink> sink) {
+  infer(arrival request, Decode&& decode, std::shared_ptr<reply_sink> sink) {
     using function = std::remove_reference_t<Decode>;
-    infer_decoding(request,
+    infer_decoding(std::move(request),
                    decoder{const_cast<void*>(static_cast<const void*>(std::addressof(decode))),
                            [](void* f, const model_config& config) -> result<inference_request> {
                              return (*static_cast<function*>(f))(config);
@@ -206,7 +206,7 @@ class OIP_EXPORT inference_service {
   /// in arrival order), Triton's `timeout` parameter, dynamic batching, the executor, the model,
   /// then the response with only the requested outputs (classification applied), its outputs in
   /// shared memory written to their regions. `sink` is held until its `on_complete` returns.
-  void infer(const arrival& request, inference_request decoded, std::shared_ptr<reply_sink> sink);
+  void infer(arrival request, inference_request decoded, std::shared_ptr<reply_sink> sink);
 
  private:
   // A borrowed decoding function: `infer` calls it before returning, so nothing is allocated.
@@ -214,7 +214,10 @@ class OIP_EXPORT inference_service {
     void* function;
     result<inference_request> (*call)(void* function, const model_config& config);
   };
-  void infer_decoding(const arrival& request, decoder decode, std::shared_ptr<reply_sink> sink);
+  void infer_decoding(arrival request, decoder decode, std::shared_ptr<reply_sink> sink);
+  // The steps after decoding, for both forms of `infer`.
+  void infer_decoded(arrival request, model_lease lease, inference_request decoded,
+                     std::shared_ptr<reply_sink> sink);
 
   struct state;
   std::shared_ptr<state> state_;

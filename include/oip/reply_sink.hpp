@@ -8,7 +8,6 @@
 
 #include <functional>
 #include <memory>
-#include <optional>
 #include <utility>
 
 namespace oip {
@@ -52,8 +51,9 @@ class reply_sink {
   reply_sink& operator=(reply_sink&&) = default;
 };
 
-/// A sink for a request that expects one response: `done` gets it, or the error that ended the
-/// request, once the request is complete. For a host that calls the service itself.
+/// A sink for a request that expects one response: `done` is called once, with the response as it
+/// arrives, or with the error that ends the request without one. For a host that calls the service
+/// itself.
 ///
 /// Example:
 /// \code
@@ -64,15 +64,17 @@ class reply_sink {
     std::function<void(result<inference_response>)> done) {
   struct callback final : reply_sink {
     explicit callback(std::function<void(result<inference_response>)> f) : done{std::move(f)} {}
-    void on_response(inference_response r) override { response = std::move(r); }
+    void on_response(inference_response r) override {
+      answered = true;
+      done(std::move(r));
+    }
     void on_complete(const status& outcome) override {
-      if (!outcome.ok()) return done(outcome);
-      if (!response)
-        return done(status{errc::internal, "the request completed without a response"});
-      done(std::move(*response));
+      if (answered) return;
+      done(outcome.ok() ? status{errc::internal, "the request completed without a response"}
+                        : outcome);
     }
     std::function<void(result<inference_response>)> done;
-    std::optional<inference_response> response;
+    bool answered = false;
   };
   return std::make_shared<callback>(std::move(done));
 }

@@ -1,5 +1,6 @@
 #include "codecs/detail/number_format.hpp"
 #include "core/detail/bytes_format.hpp"
+#include "core/detail/x86_intrinsics.hpp"
 #include "serving/detail/classification_fp32.hpp"
 
 #include <oip/classification.hpp>
@@ -16,15 +17,6 @@
 #include <utility>
 
 #include <fmt/format.h>
-
-#if defined(__x86_64__)
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12 warns inside its own AVX-512 intrinsics (_mm512_undefined_* at -O1): a false positive.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
-#endif
 
 namespace oip {
 

@@ -5,16 +5,9 @@
 
 #include "serving/detail/classification_fp32.hpp"
 
-#include <oip/float16.hpp>
+#include "core/detail/x86_intrinsics.hpp"
 
-#if defined(__x86_64__)
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12 warns inside its own AVX-512 intrinsics (_mm512_undefined_* at -O1): a false positive.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
-#endif
+#include <oip/float16.hpp>
 
 namespace oip::detail {
 

@@ -255,21 +255,36 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
   // --- inference ---------------------------------------------------------------------------------
 
   // An inference reply: the request's one response encoded, once the request is complete.
-  struct infer_reply final : reply_sink {
-    std::shared_ptr<const state> handler;
-    response_format format;
-    detail::content_coding coding{};
+  // An HTTP reply to a request of one response: the transport's part of the lifecycle. `made`
+  // turns the request's outcome into the reply, once the request is complete.
+  struct one_reply : reply_sink {
     transport_trace* trace = nullptr;
     completion done;
     std::optional<inference_response> response;
+    bool admitted = false;
 
-    void on_response(inference_response r) override { response = std::move(r); }
-    void on_complete(const status& outcome) override {
-      http_response made = !outcome.ok() ? error_reply(outcome)
-                           : response    ? handler->compressed(reply_of(*response, format), coding)
-                                         : error_reply(no_response());
+    void on_admitted() final { admitted = true; }
+    void on_response(inference_response r) final { response = std::move(r); }
+    void on_complete(const status& outcome) final {
+      result<inference_response> answered = !outcome.ok() ? result<inference_response>{outcome}
+                                            : response
+                                                ? result<inference_response>{std::move(*response)}
+                                                : result<inference_response>{no_response()};
+      http_response reply = made(std::move(answered));
       if (trace != nullptr && trace->sampled) trace->sampled->stamp("INFER_RESPONSE_COMPLETE");
-      done(std::move(made));
+      done(std::move(reply));
+    }
+    virtual http_response made(result<inference_response> outcome) = 0;
+  };
+
+  struct infer_reply final : one_reply {
+    std::shared_ptr<const state> handler;
+    response_format format;
+    detail::content_coding coding{};
+
+    http_response made(result<inference_response> outcome) override {
+      if (!outcome) return error_reply(outcome.error());
+      return handler->compressed(reply_of(*outcome, format), coding);
     }
   };
 
@@ -323,26 +338,14 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
 
   // Triton's generate extension: a flat JSON object in and out; `stream`, its SSE form (one event,
   // since oip's models answer once).
-  struct generate_reply_sink final : reply_sink {
+  struct generate_reply_sink final : one_reply {
     bool stream = false;
     std::size_t max_json_bytes = 0;
-    transport_trace* trace = nullptr;
-    completion done;
-    std::optional<inference_response> response;
-    bool admitted = false;
 
-    void on_admitted() override { admitted = true; }
-    void on_response(inference_response r) override { response = std::move(r); }
-    void on_complete(const status& outcome) override {
+    http_response made(result<inference_response> outcome) override {
       // Refused before the model: a plain error, as in Triton.
-      if (!admitted) return done(error_reply(outcome));
-      const result<inference_response> answered =
-          !outcome.ok() ? result<inference_response>{outcome}
-          : response    ? result<inference_response>{std::move(*response)}
-                        : result<inference_response>{no_response()};
-      http_response made = generate_reply(answered, stream, max_json_bytes);
-      if (trace != nullptr && trace->sampled) trace->sampled->stamp("INFER_RESPONSE_COMPLETE");
-      done(std::move(made));
+      if (!admitted) return error_reply(outcome.error());
+      return generate_reply(outcome, stream, max_json_bytes);
     }
   };
 

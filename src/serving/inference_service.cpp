@@ -738,7 +738,7 @@ status inference_service::unload(std::string model) {
   return state_->control.unload_and_wait(std::move(model));
 }
 
-void inference_service::infer_decoding(const arrival& request, decoder decode,
+void inference_service::infer_decoding(arrival request, decoder decode,
                                        std::shared_ptr<reply_sink> sink) {
   result<model_lease> lease = state_->repository.acquire(request.model, request.version);
   if (!lease) {
@@ -750,16 +750,24 @@ void inference_service::infer_decoding(const arrival& request, decoder decode,
     record_failure(*lease, request.received, decoded.error(), request.id);
     return sink->on_complete(decoded.error());
   }
-  sink->on_admitted();
-  state_->infer(std::move(*lease), std::move(*decoded), request.cancel, std::move(sink),
-                request.received, request.trace);
+  infer_decoded(std::move(request), std::move(*lease), std::move(*decoded), std::move(sink));
 }
 
-void inference_service::infer(const arrival& request, inference_request decoded,
+void inference_service::infer(arrival request, inference_request decoded,
                               std::shared_ptr<reply_sink> sink) {
-  infer(
-      request, [&](const model_config&) -> result<inference_request> { return std::move(decoded); },
-      std::move(sink));
+  result<model_lease> lease = state_->repository.acquire(request.model, request.version);
+  if (!lease) {
+    log_request_failure(lease.error(), fmt::format("model '{}'", request.model), request.id);
+    return sink->on_complete(lease.error());
+  }
+  infer_decoded(std::move(request), std::move(*lease), std::move(decoded), std::move(sink));
+}
+
+void inference_service::infer_decoded(arrival request, model_lease lease, inference_request decoded,
+                                      std::shared_ptr<reply_sink> sink) {
+  sink->on_admitted();
+  state_->infer(std::move(lease), std::move(decoded), std::move(request.cancel), std::move(sink),
+                request.received, request.trace);
 }
 
 }  // namespace oip
