@@ -117,9 +117,10 @@ struct trace_stamp {
 
 /// How a transport takes part in a request's trace, as Triton's frontends do: it sets `read` to
 /// when it read the request (`HTTP_RECV_START`/`_END`, `GRPC_WAITREAD_START`/`_END`), passes this
-/// to `inference_service::infer`, and keeps it alive and in place until the completion has been
-/// called. When the tracer sampled the request, the service sets `sampled` before it calls the
-/// completion; the transport stamps `INFER_RESPONSE_COMPLETE` and the reply's sending
+/// to `inference_service::infer` (`arrival::trace`), and keeps it alive and in place until its
+/// reply sink's `on_complete` has been called. When the tracer sampled the request, the service
+/// sets `sampled` before it calls the sink; the transport stamps `INFER_RESPONSE_COMPLETE` and the
+/// reply's sending
 /// (`HTTP_SEND_START`/`_END`, `GRPC_SEND_START`/`_END`) on it, then lets go of it, which writes
 /// the trace. (Triton's `trace_summary.py` reads only traces with a transport's timestamps.)
 struct transport_trace {

@@ -24,7 +24,6 @@ namespace {
 using detail::json_out;
 using detail::max_number_chars;
 using detail::member;
-using detail::tensor_framing;
 using detail::write_floating;
 using detail::write_integer;
 using detail::write_parameters;

@@ -1,0 +1,441 @@
+// JSON decoding of the protocol's objects other than inference bodies: metadata, health, the
+// extensions' requests (repository, shared memory, logging, trace settings) and error replies.
+
+#include "codecs/detail/json_read.hpp"
+
+#include <oip/json.hpp>
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include <simdjson.h>
+
+namespace oip {
+
+namespace {
+
+namespace od = simdjson::ondemand;
+using simdjson::error_code;
+
+using detail::document_context;
+using detail::for_each_element;
+using detail::for_each_field;
+using detail::malformed_at;
+using detail::missing_field;
+using detail::padded_json;
+using detail::parse_document;
+using detail::parse_integer;
+using detail::read_bool;
+using detail::read_parameters;
+using detail::read_string;
+using detail::read_string_view;
+using detail::token_of;
+using detail::walk_value;
+using detail::wrong_type;
+
+template <class Reader>
+status decode_small(std::string_view text, std::string_view what, const limits& bounds,
+                    Reader&& read) {
+  document_context doc{nullptr, nullptr, &bounds, what, {}};
+  const padded_json json{text.data(), text.size(), 0};
+  return parse_document(doc, json, [&](auto&& fields) { return read(doc, fields); });
+}
+
+status read_string_array(const document_context& doc, od::value value, std::string_view field,
+                         std::vector<std::string>& out) {
+  od::json_type type;
+  if (error_code e = value.type().get(type)) return malformed_at(doc, e, value);
+  if (type != od::json_type::array) {
+    if (status walked = walk_value(doc, value, 1); !walked.ok()) return walked;
+    return wrong_type(doc, field, "an array of strings");
+  }
+  return for_each_element(doc, value, 1, [&](od::value element) {
+    std::string s;
+    if (status st = read_string(doc, element, field, s); !st.ok()) return st;
+    out.push_back(std::move(s));
+    return status{};
+  });
+}
+
+status read_tensor_metadata(const document_context& doc, od::value value,
+                            std::vector<tensor_metadata>& out, std::string_view role) {
+  return for_each_element(doc, value, 1, [&](od::value element) {
+    tensor_metadata t;
+    bool has_name = false;
+    bool has_type = false;
+    bool has_shape = false;
+    status s = for_each_field(doc, element, 2, [&](std::string_view key, od::value v) {
+      if (key == "name") {
+        has_name = true;
+        return read_string(doc, v, "name", t.name);
+      }
+      if (key == "datatype") {
+        std::string_view text;
+        if (status st = read_string_view(doc, v, "datatype", text); !st.ok()) return st;
+        result<datatype> parsed = parse_datatype(text);
+        if (!parsed) return parsed.error();
+        t.type = *parsed;
+        has_type = true;
+        return status{};
+      }
+      if (key == "shape") {
+        has_shape = true;
+        return for_each_element(doc, v, 3, [&](od::value dim) {
+          const std::string_view token = token_of(doc, dim);
+          std::int64_t d = 0;
+          bool out_of_range = false;
+          if (!parse_integer(token, d, out_of_range) || d < -1) {
+            if (status walked = walk_value(doc, dim, 4); !walked.ok()) return walked;
+            return status{errc::invalid_argument,
+                          fmt::format("unable to parse 'shape' of {} '{}': dimensions are -1 or "
+                                      "non-negative integers",
+                                      role, t.name)};
+          }
+          t.shape.push_back(d);
+          return status{};
+        });
+      }
+      if (key == "parameters") return read_parameters(doc, v, 3, t.parameters);
+      return walk_value(doc, v, 3);
+    });
+    if (!s.ok()) return s;
+    if (!has_name) return missing_field(doc, role, "name", out.size());
+    if (!has_type) return missing_field(doc, role, "datatype", out.size());
+    if (!has_shape) return missing_field(doc, role, "shape", out.size());
+    out.push_back(std::move(t));
+    return status{};
+  });
+}
+
+}  // namespace
+
+result<server_metadata> decode_server_metadata(std::string_view json, const limits& bounds) {
+  server_metadata out;
+  status s = decode_small(json, "server metadata", bounds, [&](auto& doc, auto&& fields) {
+    return fields([&](std::string_view key, od::value v) {
+      if (key == "name") return read_string(doc, v, "name", out.name);
+      if (key == "version") return read_string(doc, v, "version", out.version);
+      if (key == "extensions") return read_string_array(doc, v, "extensions", out.extensions);
+      return walk_value(doc, v, 1);
+    });
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+result<model_metadata> decode_model_metadata(std::string_view json, const limits& bounds) {
+  model_metadata out;
+  status s = decode_small(json, "model metadata", bounds, [&](auto& doc, auto&& fields) {
+    return fields([&](std::string_view key, od::value v) {
+      if (key == "name") return read_string(doc, v, "name", out.name);
+      if (key == "versions") return read_string_array(doc, v, "versions", out.versions);
+      if (key == "platform") return read_string(doc, v, "platform", out.platform);
+      if (key == "inputs") return read_tensor_metadata(doc, v, out.inputs, "input");
+      if (key == "outputs") return read_tensor_metadata(doc, v, out.outputs, "output");
+      if (key == "properties") return read_parameters(doc, v, 1, out.properties);
+      return walk_value(doc, v, 1);
+    });
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+namespace {
+bool is_blank(std::string_view text) {
+  return text.find_first_not_of(" \t\r\n") == std::string_view::npos;
+}
+
+template <class Object>
+result<Object> decode_flag_object(std::string_view json, std::optional<int> http_status,
+                                  std::string_view what, std::string_view flag,
+                                  bool Object::*member, std::string* name = nullptr) {
+  Object out;
+  if (http_status && is_blank(json)) {
+    out.*member = *http_status == 200;
+    return out;
+  }
+  bool found = false;
+  const limits bounds;
+  status s = decode_small(json, what, bounds, [&](auto& doc, auto&& fields) {
+    return fields([&](std::string_view key, od::value v) {
+      if (key == flag) {
+        found = true;
+        return read_bool(doc, v, flag, out.*member);
+      }
+      if (name != nullptr && key == "name") return read_string(doc, v, "name", *name);
+      return walk_value(doc, v, 1);
+    });
+  });
+  if (!s.ok()) return s;
+  if (!found) {
+    return status{errc::invalid_argument,
+                  fmt::format("unable to parse the {} JSON: it has no '{}'", what, flag)};
+  }
+  return out;
+}
+}  // namespace
+
+result<server_live> decode_server_live(std::string_view json, std::optional<int> http_status) {
+  return decode_flag_object<server_live>(json, http_status, "server live", "live",
+                                         &server_live::live);
+}
+
+result<server_ready> decode_server_ready(std::string_view json, std::optional<int> http_status) {
+  return decode_flag_object<server_ready>(json, http_status, "server ready", "ready",
+                                          &server_ready::ready);
+}
+
+result<model_ready> decode_model_ready(std::string_view json, std::optional<int> http_status) {
+  std::string name;
+  result<model_ready> out = decode_flag_object<model_ready>(json, http_status, "model ready",
+                                                            "ready", &model_ready::ready, &name);
+  if (out) out->name = std::move(name);
+  return out;
+}
+
+result<repository_index_request> decode_repository_index_request(std::string_view json,
+                                                                 const limits& bounds) {
+  repository_index_request out;
+  if (is_blank(json)) return out;
+  status s = decode_small(json, "repository index request", bounds, [&](auto& doc, auto&& fields) {
+    return fields([&](std::string_view key, od::value v) {
+      if (key == "ready") return read_bool(doc, v, "ready", out.ready);
+      return walk_value(doc, v, 1);
+    });
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+namespace {
+// Standard base64 with its padding, as Python's base64.b64encode writes it; nullopt otherwise.
+std::optional<std::string> from_base64(std::string_view text) {
+  const auto value_of = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  if (text.size() % 4 != 0) return std::nullopt;
+  std::string out;
+  out.reserve(text.size() / 4 * 3);
+  for (std::size_t i = 0; i < text.size(); i += 4) {
+    const bool last = i + 4 == text.size();
+    const int padding = last ? (text[i + 3] == '=') + (text[i + 2] == '=') : 0;
+    std::uint32_t bits = 0;
+    for (int j = 0; j < 4 - padding; ++j) {
+      const int v = value_of(text[i + static_cast<std::size_t>(j)]);
+      if (v < 0) return std::nullopt;
+      bits = bits << 6U | static_cast<std::uint32_t>(v);
+    }
+    bits <<= 6U * static_cast<unsigned>(padding);
+    out.push_back(static_cast<char>(bits >> 16U));
+    if (padding < 2) out.push_back(static_cast<char>(bits >> 8U & 0xFFU));
+    if (padding < 1) out.push_back(static_cast<char>(bits & 0xFFU));
+  }
+  return out;
+}
+}  // namespace
+
+result<parameters> decode_repository_load_request(std::string_view json, const limits& bounds) {
+  parameters out;
+  if (is_blank(json)) return out;
+  status s = decode_small(json, "model load request", bounds, [&](auto& doc, auto&& fields) {
+    return fields([&](std::string_view key, od::value v) {
+      if (key == "parameters") return read_parameters(doc, v, 1, out);
+      return walk_value(doc, v, 1);
+    });
+  });
+  if (!s.ok()) return s;
+  // A file's content comes in base64 over HTTP (Triton's form): the loader gets its bytes.
+  parameters decoded;
+  for (const auto& [name, value] : out) {
+    if (!name.starts_with("file:")) {
+      decoded.set(name, value);
+      continue;
+    }
+    const auto* text = std::get_if<std::string>(&value);
+    std::optional<std::string> bytes = text != nullptr ? from_base64(*text) : std::nullopt;
+    if (!bytes) {
+      return status{errc::invalid_argument,
+                    fmt::format("unable to parse parameter '{}' of the model load request: "
+                                "expected its content in base64",
+                                name)};
+    }
+    decoded.set(name, std::move(*bytes));
+  }
+  return decoded;
+}
+
+result<shared_memory_region> decode_shared_memory_register(std::string_view json, std::string name,
+                                                           const limits& bounds) {
+  shared_memory_region out;
+  out.name = std::move(name);
+  bool has_key = false;
+  bool has_byte_size = false;
+  const auto read_size = [](const document_context& doc, od::value v, std::string_view field,
+                            std::uint64_t& size) {
+    if (v.get_uint64().get(size) != error_code::SUCCESS) {
+      if (status walked = walk_value(doc, v, 0); !walked.ok()) return walked;
+      return wrong_type(doc, field, "a non-negative integer");
+    }
+    return status{};
+  };
+  status s =
+      decode_small(json, "shared memory register request", bounds, [&](auto& doc, auto&& fields) {
+        return fields([&](std::string_view key, od::value v) {
+          if (key == "key") {
+            has_key = true;
+            return read_string(doc, v, "key", out.key);
+          }
+          if (key == "offset") return read_size(doc, v, "offset", out.offset);
+          if (key == "byte_size") {
+            has_byte_size = true;
+            return read_size(doc, v, "byte_size", out.byte_size);
+          }
+          return walk_value(doc, v, 1);
+        });
+      });
+  if (!s.ok()) return s;
+  if (!has_key) {
+    return status{errc::invalid_argument, "Shared memory register request has no 'key' field"};
+  }
+  if (!has_byte_size) {
+    return status{errc::invalid_argument,
+                  "Shared memory register request has no 'byte_size' field"};
+  }
+  return out;
+}
+
+namespace {
+
+// The logging settings' fields, in either direction; a null leaves `out` as it is.
+status read_log_field(const document_context& doc, std::string_view key, od::value v,
+                      log_settings_update& out) {
+  bool is_null = false;
+  if (v.is_null().get(is_null) == error_code::SUCCESS && is_null) return status{};
+  const auto read_level = [&](std::optional<bool>& level) {
+    bool on = false;
+    if (status s = read_bool(doc, v, key, on); !s.ok()) return s;
+    level = on;
+    return status{};
+  };
+  if (key == "log_error") return read_level(out.error);
+  if (key == "log_warning") return read_level(out.warning);
+  if (key == "log_info") return read_level(out.info);
+  if (key == "log_verbose_level") {
+    std::uint64_t level = 0;
+    if (v.get_uint64().get(level) != error_code::SUCCESS ||
+        level > std::numeric_limits<std::uint32_t>::max()) {
+      if (status walked = walk_value(doc, v, 0); !walked.ok()) return walked;
+      return wrong_type(doc, key, "an integer from 0 to 4294967295");
+    }
+    out.verbose_level = static_cast<std::uint32_t>(level);
+    return status{};
+  }
+  if (key == "log_format") {
+    std::string name;
+    if (status s = read_string(doc, v, key, name); !s.ok()) return s;
+    result<log_format> format = parse_log_format(name);
+    if (!format) return std::move(format).error();
+    out.format = *format;
+    return status{};
+  }
+  if (key == "log_file") {
+    std::string file;
+    if (status s = read_string(doc, v, key, file); !s.ok()) return s;
+    out.file = std::move(file);
+    return status{};
+  }
+  return walk_value(doc, v, 1);
+}
+
+}  // namespace
+
+result<log_settings_update> decode_log_settings_update(std::string_view json,
+                                                       const limits& bounds) {
+  log_settings_update out;
+  status s = decode_small(json, "logging settings", bounds, [&](auto& doc, auto&& fields) {
+    return fields(
+        [&](std::string_view key, od::value v) { return read_log_field(doc, key, v, out); });
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+result<log_settings> decode_log_settings(std::string_view json, const limits& bounds) {
+  log_settings_update read;
+  status s = decode_small(json, "logging settings", bounds, [&](auto& doc, auto&& fields) {
+    return fields(
+        [&](std::string_view key, od::value v) { return read_log_field(doc, key, v, read); });
+  });
+  if (!s.ok()) return s;
+  if (!read.error || !read.warning || !read.info || !read.verbose_level || !read.format) {
+    return status{errc::invalid_argument,
+                  "the logging settings JSON lacks one of 'log_error', 'log_warning', 'log_info', "
+                  "'log_verbose_level' and 'log_format'"};
+  }
+  return log_settings{*read.error, *read.warning, *read.info, *read.verbose_level, *read.format};
+}
+
+result<trace_settings_change> decode_trace_settings_change(std::string_view json,
+                                                           const limits& bounds) {
+  trace_settings_change out;
+  status s = decode_small(json, "trace settings", bounds, [&](auto& doc, auto&& fields) {
+    return fields([&](std::string_view key, od::value v) -> status {
+      if (key != "trace_level" && key != "trace_rate" && key != "trace_count" &&
+          key != "log_frequency" && key != "trace_file" && key != "trace_mode") {
+        return walk_value(doc, v, 1);
+      }
+      auto& [name, values] = out.settings.emplace_back(std::string{key}, std::nullopt);
+      bool is_null = false;
+      if (v.is_null().get(is_null) == error_code::SUCCESS && is_null) return status{};
+      values.emplace();
+      if (key == "trace_level") return read_string_array(doc, v, name, *values);
+      return read_string(doc, v, name, values->emplace_back());
+    });
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+status decode_error(std::string_view json, int http_status) {
+  std::string message;
+  bool found = false;
+  const limits bounds;
+  status s = decode_small(json, "error", bounds, [&](auto& doc, auto&& fields) {
+    return fields([&](std::string_view key, od::value v) {
+      if (key == "error") {
+        found = true;
+        return read_string(doc, v, "error", message);
+      }
+      return walk_value(doc, v, 1);
+    });
+  });
+  errc code = errc::internal;
+  for (const detail::errc_mapping& row : detail::errc_table) {
+    if (row.http_status == http_status && row.code != errc::ok) {
+      code = row.code;
+      break;
+    }
+  }
+  if (is_blank(json)) return status{code, fmt::format("HTTP {} with no body", http_status)};
+  if (!s.ok())
+    return status{code,
+                  fmt::format("HTTP {} with a malformed error body: {}", http_status, s.message())};
+  if (!found)
+    return status{code, fmt::format("HTTP {} with an error body that has no 'error'", http_status)};
+  return status{code, std::move(message)};
+}
+
+}  // namespace oip
