@@ -15,8 +15,9 @@ namespace oip {
 /// The replies to one request, as a stream: each response the model gives, then the end. A model
 /// of today answers once, so a request gets one `on_response` and then `on_complete` with an ok
 /// status, or `on_complete` with an error alone. The service calls it from any thread, one call at
-/// a time, and never after `on_complete`; the statistics, the log line and (when the transport
-/// takes no part in it) the trace are done before `on_complete`.
+/// a time, and never after `on_complete`; the statistics and the log line are done before
+/// `on_complete`, and the trace too when the transport takes part in it (`transport_trace`);
+/// otherwise the trace is written once `on_complete` returns.
 ///
 /// Example:
 /// \code
