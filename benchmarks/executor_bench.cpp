@@ -5,8 +5,8 @@
 // by side: what the hand-off costs a request; and the check of simple's outputs against its
 // configuration (name, datatype, shape), which every request above includes, alone.
 
-#include "serving/detail/validation.hpp"
 #include "served.hpp"
+#include "serving/detail/validation.hpp"
 #include "serving_support.hpp"
 
 #include <cstdint>

@@ -33,7 +33,6 @@
 
 namespace oip {
 
-
 /// How a response's outputs are written.
 struct response_format {
   /// Outputs not named in `binary_outputs`/`json_outputs` go binary when true.

@@ -1,5 +1,5 @@
-#include "core/detail/json_string.hpp"
 #include "codecs/detail/json_values.hpp"
+#include "core/detail/json_string.hpp"
 
 #include <oip/generate.hpp>
 #include <oip/json.hpp>

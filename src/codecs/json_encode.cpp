@@ -3,9 +3,9 @@
 
 #include "codecs/detail/decimal.hpp"
 #include "codecs/detail/json_out.hpp"
-#include "core/detail/json_string.hpp"
 #include "codecs/detail/json_values.hpp"
 #include "codecs/detail/number_format.hpp"
+#include "core/detail/json_string.hpp"
 
 #include <oip/json.hpp>
 

@@ -1,5 +1,5 @@
-#include "core/detail/find_duplicate.hpp"
 #include "codecs/detail/sequence_controls.hpp"
+#include "core/detail/find_duplicate.hpp"
 
 #include <oip/grpc/codec.hpp>
 #include <oip/json.hpp>
