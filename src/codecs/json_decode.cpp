@@ -319,8 +319,9 @@ result<tensor> finish_tensor(const document_context& doc, parsed_tensor&& t) {
   return made;
 }
 
-// Places the binary tensors, then builds the final tensors in order. Inputs that name a
-// shared-memory region go to `in_regions`, for the server to read.
+// Places the binary tensors, then builds the final tensors in order. A request's inputs that name
+// a shared-memory region go to `in_regions` (null for a response's outputs), for the server to
+// read.
 result<std::vector<tensor>> assemble_tensors(
     const document_context& doc, std::string_view role, std::vector<parsed_tensor>& parsed,
     const buffer& binary, std::vector<input_in_shared_memory>* in_regions = nullptr) {
@@ -331,7 +332,7 @@ result<std::vector<tensor>> assemble_tensors(
   std::vector<tensor> tensors;
   tensors.reserve(parsed.size());
   for (parsed_tensor& p : parsed) {
-    if (role == "input" && p.shared_memory) {
+    if (in_regions != nullptr && p.shared_memory) {
       in_regions->push_back({tensors.size() + in_regions->size(), std::move(p.name), *p.type,
                              std::move(*p.shape), std::move(p.parameters),
                              std::move(*p.shared_memory)});

@@ -324,7 +324,8 @@ bool in_shared_memory(const TensorMessage& message) {
 }
 
 // Decodes every tensor of a request or response; raw contents must be one per tensor or none.
-// Inputs that name a shared-memory region go to `in_regions`, for the server to read.
+// A request's inputs that name a shared-memory region go to `in_regions` (null for a response's
+// outputs), for the server to read.
 template <class Tensors>
 result<std::vector<tensor>> decode_tensors(
     const Tensors& messages, google::protobuf::RepeatedPtrField<std::string>& raw,
@@ -334,7 +335,7 @@ result<std::vector<tensor>> decode_tensors(
   // As in Triton, an input in shared memory has no entry among the raw contents.
   int carried = 0;
   for (const auto& message : messages) {
-    if (role != "input" || !in_shared_memory(message)) ++carried;
+    if (in_regions == nullptr || !in_shared_memory(message)) ++carried;
   }
   if (!raw.empty() && raw.size() != carried) {
     return invalid(
@@ -348,7 +349,7 @@ result<std::vector<tensor>> decode_tensors(
   out.reserve(static_cast<std::size_t>(messages.size()));
   int next_raw = 0;
   for (int i = 0; i < messages.size(); ++i) {
-    const bool carries = role != "input" || !in_shared_memory(messages.Get(i));
+    const bool carries = in_regions == nullptr || !in_shared_memory(messages.Get(i));
     if (!carries) {
       result<input_in_shared_memory> placed = decode_shared_memory_input(
           messages.Get(i), out.size() + in_regions->size(), model, bounds);
