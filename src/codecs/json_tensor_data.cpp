@@ -188,15 +188,6 @@ struct bool_leaf {
 };
 
 template <class T>
-std::string_view integer_expectation() {
-  if constexpr (std::is_signed_v<T>) {
-    return "a signed integer";
-  } else {
-    return "an unsigned integer";
-  }
-}
-
-template <class T>
 std::string range_of() {
   return fmt::format("[{}, {}]", +std::numeric_limits<T>::min(), +std::numeric_limits<T>::max());
 }
