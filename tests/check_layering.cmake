@@ -8,8 +8,8 @@
 cmake_minimum_required(VERSION 3.25)
 
 set(core_headers
-  buffer datatype elementwise export float16 infer limits log_settings metadata model_config
-  parameters shape statistics status tensor trace_settings version)
+  buffer cancellation datatype elementwise export float16 infer limits log_settings metadata
+  model_config parameters shape statistics status tensor trace_settings version)
 set(codecs_headers binary generate json)
 set(serving_headers
   access classification executor http_handler in_process_client inference_service log metrics

@@ -192,11 +192,12 @@ TEST_CASE("a function model may take the request, or the call with its cancellat
     }
     return oip::result<oip::model_output>{oip::status{oip::errc::unavailable, "stopped early"}};
   });
-  std::optional<oip::result<oip::model_output>> outcome;
+  std::optional<oip::result<std::optional<oip::model_output>>> outcome;
   oip::detail::execute_guarded(
-      *steps,
-      oip::inference_call{oip::testing::simple_request(1), 1, cancel,
-                          [&](oip::result<oip::model_output> r) { outcome = std::move(r); }});
+      *steps, oip::inference_call{oip::testing::simple_request(1), 1, cancel,
+                                  [&](oip::result<std::optional<oip::model_output>> r) {
+                                    outcome = std::move(r);
+                                  }});
   REQUIRE(outcome.has_value());
   CHECK(outcome->error().message() == "stopped early");
   CHECK(steps_run.load() == 3);
@@ -207,11 +208,12 @@ TEST_CASE("a function model may take the request, or the call with its cancellat
   });
   outcome.reset();
   oip::detail::execute_guarded(
-      *echo, oip::inference_call{
-                 oip::testing::simple_request(1), 1, {}, [&](oip::result<oip::model_output> r) {
-                   outcome = std::move(r);
-                 }});
+      *echo, oip::inference_call{oip::testing::simple_request(1), 1, {},
+                                 [&](oip::result<std::optional<oip::model_output>> r) {
+                                   outcome = std::move(r);
+                                 }});
   REQUIRE(outcome.has_value());
   REQUIRE(*outcome);
-  CHECK((*outcome)->outputs.at(0).name() == "INPUT0");
+  REQUIRE(**outcome);
+  CHECK((**outcome)->outputs.at(0).name() == "INPUT0");
 }

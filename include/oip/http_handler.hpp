@@ -11,13 +11,16 @@
 #include <oip/limits.hpp>
 #include <oip/metrics.hpp>
 #include <oip/model.hpp>
+#include <oip/reply_sink.hpp>
 #include <oip/repository.hpp>
 #include <oip/trace.hpp>
 
 #include <chrono>
 #include <cstddef>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -49,13 +52,53 @@ struct http_request {
   }
 };
 
+/// The rest of a reply's body, made while the reply is written: `generate_stream`'s server-sent
+/// events, one part per response of the model. The handler adds parts as they are made and ends
+/// the body; the transport takes one part at a time and writes it at once (HTTP/1.1's chunked
+/// coding), so a client sees each event as the model sends it. Thread-safe.
+class OIP_EXPORT http_body_stream {
+ public:
+  using part_ready = std::function<void(std::optional<std::string>)>;
+
+  /// The transport's side: asks for the next part, which also says that the one before is
+  /// written. `ready` is called once, from any thread (on this one, before `next` returns, when a
+  /// part is waiting), with the part, or with none at the body's end.
+  void next(part_ready ready);
+  /// The transport's side: its client went away, and no part is wanted any more; the model's
+  /// sends stop waiting for room and fail.
+  void abandon() noexcept;
+
+  /// The handler's side: one more part, counted in the backlog until it is written.
+  void push(std::string part);
+  /// The handler's side: the body is complete once the parts pushed are written.
+  void end();
+  /// The parts pushed and not yet written.
+  [[nodiscard]] response_backlog& backlog() noexcept { return backlog_; }
+
+  /// The parts to the end, concatenated (for a host that waits for the whole reply): call once,
+  /// from a thread that may wait.
+  [[nodiscard]] std::string read_all();
+
+ private:
+  std::mutex mutex_;
+  std::deque<std::string> parts_;
+  part_ready waiting_;
+  bool ended_ = false;
+  bool abandoned_ = false;
+  bool part_out_ = false;  // a part is with the transport, not yet written
+  response_backlog backlog_;
+};
+
 /// A reply: `head` (the JSON, or a whole compressed body) followed by `tail`, tensor buffers
-/// shared with the model's outputs, so that a transport can write them without a copy.
+/// shared with the model's outputs, so that a transport can write them without a copy; or, for a
+/// streamed reply, `head` followed by the parts of `stream`.
 struct http_response {
   int status = 200;
   std::vector<http_header> headers;
   std::string head;
   std::vector<buffer> tail;
+  /// Set for a reply whose body is written as it is made (no `tail` then, and no length known).
+  std::shared_ptr<http_body_stream> stream;
 
   [[nodiscard]] std::optional<std::string_view> header(std::string_view name) const noexcept {
     return find_header(headers, name);
@@ -65,7 +108,8 @@ struct http_response {
     for (const buffer& b : tail) total += b.size();
     return total;
   }
-  /// The body in one string (tests and simple transports).
+  /// The body in one string (tests and simple transports); a streamed body's parts are not in it
+  /// (`http_handler::handle` without a completion reads them into `head`).
   [[nodiscard]] std::string body() const {
     std::string out;
     out.reserve(body_size());

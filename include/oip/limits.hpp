@@ -32,6 +32,10 @@ struct limits {
   std::size_t max_json_depth = 100;
   /// Longest string `sequence_id` (sequence extension): 400 above it.
   std::size_t max_string_id_length = 128;
+  /// Responses of a decoupled model that a transport may hold unwritten for a slow reader (on a
+  /// gRPC stream, all of its requests' together): the model's next `send` waits while there are
+  /// this many, so memory does not grow with a reader that does not keep up.
+  std::size_t max_unsent_responses = 64;
 
   /// The bound on a reply's JSON text (the tensors not sent as binary data), which the server
   /// makes from the request: past it, a 400 that asks for binary data. 0 (the default) means

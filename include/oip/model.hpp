@@ -3,6 +3,7 @@
 /// The model interface a host implements: what the model is (its configuration) and how it runs
 /// (execute, possibly asynchronously, observing cancellation).
 
+#include <oip/cancellation.hpp>
 #include <oip/export.hpp>
 #include <oip/infer.hpp>
 #include <oip/metadata.hpp>
@@ -34,30 +35,6 @@ struct model_output {
   oip::parameters parameters;
 };
 
-/// Cancellation of one request: the transport sets it when the client goes away; a deadline, when
-/// the request has one, cancels it too. Cheap to copy; all copies share the flag.
-class cancellation {
- public:
-  using clock = std::chrono::steady_clock;
-
-  cancellation() : flag_{std::make_shared<std::atomic<bool>>(false)} {}
-
-  void cancel() noexcept { flag_->store(true, std::memory_order_relaxed); }
-  void set_deadline(clock::time_point deadline) noexcept { deadline_ = deadline; }
-  [[nodiscard]] std::optional<clock::time_point> deadline() const noexcept { return deadline_; }
-
-  /// True once cancelled or past the deadline.
-  [[nodiscard]] bool cancelled() const noexcept {
-    return flag_->load(std::memory_order_relaxed) || (deadline_ && clock::now() >= *deadline_);
-  }
-  /// True once cancelled by the transport (not by the deadline).
-  [[nodiscard]] bool client_gone() const noexcept { return flag_->load(std::memory_order_relaxed); }
-
- private:
-  std::shared_ptr<std::atomic<bool>> flag_;
-  std::optional<clock::time_point> deadline_;
-};
-
 class model;
 class inference_call;
 
@@ -72,12 +49,20 @@ OIP_EXPORT void execute_guarded(model& m, inference_call call) noexcept;
 /// a model may complete on a thread or stream of its own without blocking the transport. A call
 /// destroyed without `finish` answers the client with a 500 ("the model returned no result")
 /// rather than leaving it waiting.
+///
+/// A decoupled model (`model_config::decoupled`) may first `send` any number of responses, from
+/// any thread, each delivered to the client as it is sent; it then finishes with a last response,
+/// with none (`finish()`: the flag-only final), or with an error that ends the stream.
 class OIP_EXPORT inference_call {
  public:
-  using completion = std::function<void(result<model_output>)>;
+  /// What the call ends with: its last response (none: a decoupled model finished without one),
+  /// or the error that ended it.
+  using completion = std::function<void(result<std::optional<model_output>>)>;
+  /// Where a decoupled model's `send` delivers a response; it says why one was not delivered.
+  using response_sender = std::function<status(model_output)>;
 
   inference_call(inference_request request, std::uint64_t version, cancellation cancel,
-                 completion done, sequence_turn turn = {});
+                 completion done, sequence_turn turn = {}, response_sender send = {});
   inference_call(inference_call&&) noexcept;
   inference_call& operator=(inference_call&&) noexcept;
   inference_call(const inference_call&) = delete;
@@ -97,13 +82,24 @@ class OIP_EXPORT inference_call {
   [[nodiscard]] sequence_step* sequence() noexcept;
   [[nodiscard]] const sequence_step* sequence() const noexcept;
 
-  /// Completes the call with outputs or an error (and lets the sequence's next request run).
-  /// Later calls are ignored.
+  /// For a decoupled model: sends one response now, not the last. Waits while the client has
+  /// `limits::max_unsent_responses` responses of the request unread, so call it from a thread
+  /// that may wait (never a transport's). An error, and nothing sent, when the call has finished,
+  /// the client went away or the request was cancelled (the model should then stop and
+  /// `finish`), the model is not decoupled, or the response does not fit the configuration.
+  [[nodiscard]] status send(model_output response);
+
+  /// Completes the call with outputs or an error (and lets the sequence's next request run). For a
+  /// decoupled model, the outputs are its last response. Later calls are ignored.
   void finish(result<model_output> outcome);
+  /// For a decoupled model: completes the call after the responses it sent, with no further one
+  /// (Triton's flag-only final). A model that is not decoupled fails its request with this.
+  void finish();
 
  private:
   friend void detail::execute_guarded(model& m, inference_call call) noexcept;
   explicit inference_call(std::unique_ptr<detail::call_state> state) noexcept;
+  void complete(result<std::optional<model_output>> outcome);
   std::unique_ptr<detail::call_state> state_;
 };
 
@@ -132,6 +128,16 @@ class OIP_EXPORT inference_call {
 ///       }
 ///       held->finish(run(held->request()));
 ///     });
+///   }
+/// \endcode
+///
+/// A decoupled model (`config.decoupled = true`) streams its responses, then finishes:
+/// \code
+///   void execute(oip::inference_call call) override {
+///     for (const std::string& token : generate(call.request())) {
+///       if (!call.send(output_of(token)).ok()) break;  // the client went away
+///     }
+///     call.finish();
 ///   }
 /// \endcode
 class OIP_EXPORT model {

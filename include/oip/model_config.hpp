@@ -84,13 +84,20 @@ struct model_config {
   bool sequence_batching = false;
   /// The sequence rules and limits, used when `sequence_batching` is set.
   sequence_config sequence;
+  /// A decoupled model (Triton's `model_transaction_policy { decoupled: true }`): it answers a
+  /// request with any number of responses, sent as they are made (`inference_call::send`), then
+  /// completes. Its requests come by a stream (gRPC `ModelStreamInfer`, `generate_stream`, or
+  /// `generate` when it gives exactly one response); HTTP `/infer` and gRPC `ModelInfer` refuse
+  /// them. Not with `dynamic_batching`: a batch's responses could not be told apart.
+  bool decoupled = false;
   /// Run `execute` on the thread that received the request (a transport's I/O thread, or the
   /// host's thread that called the handler) instead of handing it to an executor worker. The
   /// hand-off wakes a sleeping worker: with oip-serve's `simple` it was 31 of the 40 µs that a
   /// request spent in the server (docs/performance.md). For a model whose `execute` returns
   /// within microseconds: a small CPU model, or one that only enqueues work and finishes the call
   /// later from its own thread. A model that blocks holds up every connection of that thread.
-  /// Requests of sequences and dynamically batched requests still go through the executor.
+  /// Requests of sequences, dynamically batched requests and those of a decoupled model (whose
+  /// sends may wait for a slow reader) still go through the executor.
   bool inline_execution = false;
 
   /// The labels of `output`, empty when it has none.

@@ -3,26 +3,62 @@
 /// Where `inference_service` delivers the replies to one request: a transport implements it and
 /// turns what it receives into bytes.
 
+#include <oip/cancellation.hpp>
+#include <oip/export.hpp>
 #include <oip/infer.hpp>
 #include <oip/status.hpp>
 
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <utility>
 
 namespace oip {
 
+/// Whether a response is its request's last (Triton's final-response flag): a model that is not
+/// decoupled gives one response, the final one; a decoupled model's responses are not final but
+/// the one it finishes with, if any.
+enum class response_flag : std::uint8_t { none, final_response };
+
+/// The responses that a transport was given and has not yet written: it counts each in (`add`)
+/// and out (`written`), and closes the backlog when its client goes away. A decoupled model's
+/// `inference_call::send` waits while the backlog is at its limit, so that a slow reader holds the
+/// model back instead of the server's memory growing. Thread-safe.
+class OIP_EXPORT response_backlog {
+ public:
+  void add() noexcept;
+  void written() noexcept;
+  /// The client is gone: senders waiting for room stop, and later ones do not wait.
+  void close() noexcept;
+  [[nodiscard]] std::size_t held() const noexcept;
+
+  /// Waits until fewer than `limit` responses are held; an error once the backlog is closed or
+  /// `cancel` is cancelled (or past its deadline) meanwhile.
+  [[nodiscard]] status wait_for_room(std::size_t limit, const cancellation& cancel);
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable room_;
+  std::size_t held_ = 0;
+  bool closed_ = false;
+};
+
 /// The replies to one request, as a stream: each response the model gives, then the end. A model
-/// of today answers once, so a request gets one `on_response` and then `on_complete` with an ok
-/// status, or `on_complete` with an error alone. The service calls it from any thread, one call at
-/// a time, and never after `on_complete`; the statistics and the log line are done before
+/// that is not decoupled answers once, so its request gets one `on_response` (the final one) and
+/// then `on_complete` with an ok status, or `on_complete` with an error alone. A decoupled model's
+/// request gets any number of responses, the last of them perhaps final, then `on_complete`: an
+/// error after responses ends the stream with it. The service calls it from any thread, one call
+/// at a time, and never after `on_complete`; the statistics and the log line are done before
 /// `on_complete`, and the trace too when the transport takes part in it (`transport_trace`);
 /// otherwise the trace is written once `on_complete` returns.
 ///
 /// Example:
 /// \code
 ///   struct print_reply final : oip::reply_sink {
-///     void on_response(oip::inference_response response) override {
+///     void on_response(oip::inference_response response, oip::response_flag) override {
 ///       std::puts(oip::encode_response(response)->json.c_str());
 ///     }
 ///     void on_complete(const oip::status& outcome) override {
@@ -42,19 +78,25 @@ class reply_sink {
   /// Called on the thread that called `infer`, before it returns.
   virtual void on_admitted() {}
   /// A response, its outputs in shared memory already written to their regions (it names them in
-  /// `shared_memory_outputs`).
-  virtual void on_response(inference_response response) = 0;
-  /// The end of the request: ok after its responses, or why it failed.
+  /// `shared_memory_outputs`); `flag` says whether it is the request's last.
+  virtual void on_response(inference_response response, response_flag flag) = 0;
+  /// The end of the request: ok after its responses (a decoupled model's may have had no final
+  /// one: this is then the flag-only final), or why it failed.
   virtual void on_complete(const status& outcome) = 0;
+  /// For a transport that writes responses after `on_response` returns: the backlog it keeps of
+  /// them, which a decoupled model's sends wait on. None: each response is written (or held by
+  /// the caller) when `on_response` returns.
+  [[nodiscard]] virtual response_backlog* backlog() noexcept { return nullptr; }
 
  protected:
   reply_sink(reply_sink&&) = default;
   reply_sink& operator=(reply_sink&&) = default;
 };
 
-/// A sink for a request that expects one response: `done` is called once, with the response as it
-/// arrives, or with the error that ends the request without one. For a host that calls the service
-/// itself.
+/// A sink for a request that expects one response: `done` is called once, when the request is
+/// complete, with its response, or with the error that ended it. A decoupled model's request
+/// that gives no response or more than one fails (as Triton's generate route does). For a host
+/// that calls the service itself.
 ///
 /// Example:
 /// \code
@@ -65,17 +107,20 @@ class reply_sink {
     std::function<void(result<inference_response>)> done) {
   struct callback final : reply_sink {
     explicit callback(std::function<void(result<inference_response>)> f) : done{std::move(f)} {}
-    void on_response(inference_response r) override {
-      answered = true;
-      done(std::move(r));
+    void on_response(inference_response r, response_flag /*flag*/) override {
+      if (++responses == 1) response = std::move(r);
     }
     void on_complete(const status& outcome) override {
-      if (answered) return;
-      done(outcome.ok() ? status{errc::internal, "the request completed without a response"}
-                        : outcome);
+      if (!outcome.ok()) return done(outcome);
+      if (responses == 1) return done(std::move(response));
+      done(status{errc::invalid_argument,
+                  responses == 0
+                      ? "the request completed without a response"
+                      : "the model gave more than one response to a request that expects one"});
     }
     std::function<void(result<inference_response>)> done;
-    bool answered = false;
+    inference_response response;
+    std::size_t responses = 0;
   };
   return std::make_shared<callback>(std::move(done));
 }

@@ -53,6 +53,24 @@ class OIP_EXPORT model_statistics {
       100,    250,    500,     1'000,   2'500,   5'000,     10'000,
       25'000, 50'000, 100'000, 250'000, 500'000, 1'000'000, 5'000'000};
 
+  /// Upper bounds, in milliseconds, of the time-to-first-response histogram's buckets (a last
+  /// bucket takes everything above).
+  static constexpr std::array<std::uint64_t, 11> first_response_bounds_ms{
+      1, 5, 10, 20, 50, 100, 200, 500, 1'000, 2'000, 5'000};
+
+  /// The responses at one place in decoupled models' streams (the first, the second, ...), as
+  /// Triton's `response_stats`: a response sent (from the end of the one before, or the start of
+  /// the execution, to the model's `send`, then until it was handed to the transport; `success`
+  /// is both), a flag-only final, an error that ended a stream, or a stream cancelled there.
+  struct response_durations {
+    duration compute_infer, compute_output, success, fail, empty_response, cancel;
+  };
+  /// The places counted in `figures::responses`: a longer stream's later responses are not, so
+  /// that a client's long streams cannot grow the statistics without bound.
+  static constexpr std::uint64_t response_places = 1024;
+  /// How a decoupled model's stream went on at one response.
+  enum class response_outcome : std::uint8_t { sent, empty_final, failed, cancelled };
+
   /// One successful request's durations.
   struct request_durations {
     std::uint64_t queue_ns = 0;
@@ -60,6 +78,9 @@ class OIP_EXPORT model_statistics {
     std::uint64_t compute_infer_ns = 0;
     std::uint64_t compute_output_ns = 0;
     std::uint64_t total_ns = 0;  ///< from arrival to reply: `success` and the histogram
+    /// From arrival to the request's first response, when that is its reply (0: it was recorded
+    /// with `add_first_response` as it went out, or there was none).
+    std::uint64_t first_response_ns = 0;
   };
 
   /// Everything counted, as one reading.
@@ -75,6 +96,14 @@ class OIP_EXPORT model_statistics {
     std::array<std::uint64_t, latency_bounds_us.size() + 1> latency_buckets{};
     /// Executions by batch size, ascending.
     std::map<std::uint64_t, batch_durations> batches;
+    /// Requests by the time from their arrival to their first response: one count per bucket of
+    /// `first_response_bounds_ms`, then the overflow bucket (Triton's
+    /// `nv_inference_first_response_histogram_ms`); `first_response` is their sum and count.
+    std::array<std::uint64_t, first_response_bounds_ms.size() + 1> first_response_buckets{};
+    duration first_response;
+    /// Decoupled models' responses by their index in the request's stream, from 0 (up to
+    /// `response_places`).
+    std::map<std::uint64_t, response_durations> responses;
   };
 
   /// Records one successful request of `rows` inferences (batch rows), finished at `now_ms`
@@ -83,6 +112,12 @@ class OIP_EXPORT model_statistics {
                    std::uint64_t now_ms) noexcept;
   /// Records one execution of `batch_size` rows.
   void add_execution(std::uint64_t batch_size, const batch_durations& took);
+  /// Records a request's first response, `nanoseconds` after its arrival.
+  void add_first_response(std::uint64_t nanoseconds) noexcept;
+  /// Records what happened at response `index` of a decoupled model's stream: `infer_ns` from the
+  /// response before (or the start of the execution), `output_ns` to hand it over.
+  void add_response(std::uint64_t index, response_outcome outcome, std::uint64_t infer_ns,
+                    std::uint64_t output_ns);
   /// Records one failed request, `nanoseconds` after its arrival.
   void add_failure(std::uint64_t nanoseconds, failure_reason why) noexcept;
   [[nodiscard]] figures read() const;

@@ -13,7 +13,16 @@ void model_statistics::add_success(const request_durations& took, std::uint64_t 
   while (bucket < latency_bounds_us.size() && took.total_ns > latency_bounds_us[bucket] * 1000) {
     ++bucket;
   }
+  std::size_t first = 0;
+  while (first < first_response_bounds_ms.size() &&
+         took.first_response_ns > first_response_bounds_ms[first] * 1'000'000) {
+    ++first;
+  }
   const std::lock_guard lock{mutex_};
+  if (took.first_response_ns != 0) {
+    figures_.first_response_buckets[first] += 1;
+    figures_.first_response.add(took.first_response_ns);
+  }
   figures_.queue.add(took.queue_ns);
   figures_.compute_input.add(took.compute_input_ns);
   figures_.compute_infer.add(took.compute_infer_ns);
@@ -32,6 +41,39 @@ void model_statistics::add_execution(std::uint64_t batch_size, const batch_durat
   sum.compute_infer_ns += took.compute_infer_ns;
   sum.compute_output_ns += took.compute_output_ns;
   figures_.execution_count += 1;
+}
+
+void model_statistics::add_first_response(std::uint64_t nanoseconds) noexcept {
+  std::size_t bucket = 0;
+  while (bucket < first_response_bounds_ms.size() &&
+         nanoseconds > first_response_bounds_ms[bucket] * 1'000'000) {
+    ++bucket;
+  }
+  const std::lock_guard lock{mutex_};
+  figures_.first_response_buckets[bucket] += 1;
+  figures_.first_response.add(nanoseconds);
+}
+
+void model_statistics::add_response(std::uint64_t index, response_outcome outcome,
+                                    std::uint64_t infer_ns, std::uint64_t output_ns) {
+  const std::lock_guard lock{mutex_};
+  response_durations& at = figures_.responses[index];
+  switch (outcome) {
+    case response_outcome::sent:
+      at.compute_infer.add(infer_ns);
+      at.compute_output.add(output_ns);
+      at.success.add(infer_ns + output_ns);
+      break;
+    case response_outcome::empty_final:
+      at.empty_response.add(infer_ns + output_ns);
+      break;
+    case response_outcome::failed:
+      at.fail.add(infer_ns + output_ns);
+      break;
+    case response_outcome::cancelled:
+      at.cancel.add(infer_ns + output_ns);
+      break;
+  }
 }
 
 void model_statistics::add_failure(std::uint64_t nanoseconds, failure_reason why) noexcept {

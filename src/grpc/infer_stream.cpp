@@ -1,6 +1,8 @@
-// ModelStreamInfer: one request read at a time and handed to the service, the replies written in
-// the order the requests came (a sequence's replies in its order, which the sequence manager
-// keeps), reading paused while too many wait.
+// ModelStreamInfer: one request read at a time and handed to the service. The reply of a model
+// that answers once waits for the replies of the requests before it (a sequence's replies leave
+// in its order, which the sequence manager keeps), as in Triton; a decoupled model's responses
+// leave as they are made, interleaved with others'. Reading pauses while too many requests are
+// open, and a decoupled model's sends wait while too many of its responses are unwritten.
 
 #include "grpc/infer_stream.hpp"
 
@@ -24,25 +26,51 @@ struct stream_state {
   // Recursive: grpc++ may run a reaction inline from a Start call made under this lock.
   std::recursive_mutex mutex;
   stream_reactor* reactor = nullptr;  // null once the stream is done
-  // One per request read, in the order they came: replies leave in that order, as in Triton
-  // (a reply that is ready waits for the replies of the requests before it).
-  struct queued_reply {
+  // One per request read, in the order they came, for the reply of a model that answers once: a
+  // reply that is ready waits for the replies of the requests before it. A decoupled model's
+  // request keeps no place (`streamed`: skipped).
+  struct ordered_reply {
     ::grpc::ByteBuffer bytes;           // a serialized ModelStreamInferResponse
     std::shared_ptr<open_trace> trace;  // the request's, when it was sampled
     bool ready = false;                 // whether `bytes` holds the reply yet
+    bool streamed = false;
   };
-  std::deque<queued_reply> replies;
-  std::uint64_t front_sequence = 0;        // the number of the request that replies.front() answers
+  std::deque<ordered_reply> ordered;
+  std::uint64_t front_sequence = 0;  // the number of the request that ordered.front() answers
+  // Decoupled models' responses in the order they were made, counted in `backlog` until written.
+  struct streamed_response {
+    ::grpc::ByteBuffer bytes;
+    std::shared_ptr<open_trace> trace;
+  };
+  std::deque<streamed_response> streamed;
+  response_backlog backlog;
+  std::size_t open_requests = 0;           // read and not yet complete
   tracer::clock::time_point read_started;  // when the read in progress was started
-  bool writing = false;
+  enum class write_kind : std::uint8_t { none, ordered, streamed };
+  write_kind writing = write_kind::none;
   bool reads_done = false;
   bool reading_paused = false;
   bool finished = false;
   cancellation cancel;
 };
 
-// Requests read and not yet answered, past which the stream stops reading until they drain.
-constexpr std::size_t max_outstanding_per_stream = 1024;
+// Requests read and not yet complete, past which the stream stops reading until they drain.
+constexpr std::size_t max_open_per_stream = 1024;
+
+void mark_final(inference::ModelInferResponse& response, bool final_response = true) {
+  (*response.mutable_parameters())["triton_final_response"].set_bool_param(final_response);
+}
+
+// An error message cannot fail to serialize: the service's messages are short, and the id is
+// the client's own, which arrived in a message of the same limit.
+::grpc::ByteBuffer error_reply(const status& s, const inference::ModelInferResponse& fields) {
+  inference::ModelStreamInferResponse message;
+  message.set_error_message(s.message());
+  *message.mutable_infer_response() = fields;
+  ::grpc::ByteBuffer bytes;
+  (void)serialize(message, bytes);
+  return bytes;
+}
 
 class stream_reactor final : public stream_reactor_base {
  public:
@@ -65,8 +93,9 @@ class stream_reactor final : public stream_reactor_base {
       const std::lock_guard lock{shared_->mutex};
       if (shared_->finished) return;  // cancelled meanwhile: a late request is not run
       read_started = shared_->read_started;
-      sequence = shared_->front_sequence + shared_->replies.size();
-      shared_->replies.emplace_back();
+      sequence = shared_->front_sequence + shared_->ordered.size();
+      shared_->ordered.emplace_back();
+      ++shared_->open_requests;
     }
     inference::ModelInferRequest message;
     const status parsed = parse(incoming_, message);
@@ -74,13 +103,14 @@ class stream_reactor final : public stream_reactor_base {
     if (parsed.ok()) {
       dispatch(message, read_started, sequence);
     } else {
-      ::grpc::ByteBuffer error = error_reply(parsed, "");
+      ::grpc::ByteBuffer error = error_reply(parsed, {});
       const std::lock_guard lock{shared_->mutex};
       reply(sequence, error);
+      --shared_->open_requests;
     }
     const std::lock_guard lock{shared_->mutex};
     if (shared_->finished) return;
-    if (shared_->replies.size() < max_outstanding_per_stream) {
+    if (shared_->open_requests < max_open_per_stream) {
       read_next();
     } else {
       shared_->reading_paused = true;
@@ -89,18 +119,29 @@ class stream_reactor final : public stream_reactor_base {
 
   void OnWriteDone(bool ok) override {
     const std::lock_guard lock{shared_->mutex};
-    shared_->writing = false;
+    const stream_state::write_kind wrote = shared_->writing;
+    shared_->writing = stream_state::write_kind::none;
     if (!ok) {  // the client is gone: stop, and let running requests finish into the void
-      shared_->replies.clear();
+      shared_->ordered.clear();
+      shared_->streamed.clear();
+      shared_->backlog.close();
       shared_->cancel.cancel();
       finish(::grpc::Status{::grpc::StatusCode::UNAVAILABLE, "the stream could not be written"});
       return;
     }
-    if (const std::shared_ptr<open_trace>& trace = shared_->replies.front().trace) {
-      trace->stamp("GRPC_SEND_END");
+    if (wrote == stream_state::write_kind::ordered) {
+      if (const std::shared_ptr<open_trace>& trace = shared_->ordered.front().trace) {
+        trace->stamp("GRPC_SEND_END");
+      }
+      shared_->ordered.pop_front();  // and with it a sampled request's trace, which is written
+      ++shared_->front_sequence;
+    } else {
+      if (const std::shared_ptr<open_trace>& trace = shared_->streamed.front().trace) {
+        trace->stamp("GRPC_SEND_END");
+      }
+      shared_->streamed.pop_front();
+      shared_->backlog.written();
     }
-    shared_->replies.pop_front();  // and with it a sampled request's trace, which is written
-    ++shared_->front_sequence;
     write_next();
     resume_reading();
     finish_if_done();
@@ -108,6 +149,7 @@ class stream_reactor final : public stream_reactor_base {
 
   void OnCancel() override {
     shared_->cancel.cancel();
+    shared_->backlog.close();
     const std::lock_guard lock{shared_->mutex};
     finish(::grpc::Status::CANCELLED);
   }
@@ -120,54 +162,122 @@ class stream_reactor final : public stream_reactor_base {
     delete this;
   }
 
-  // Puts in the reply to request number `sequence` (from any thread), taking its contents; the
-  // caller holds the shared mutex. (grpc++'s ByteBuffer has no move operations: a "move" would
-  // copy it.)
+  // The callers below hold the shared mutex. (grpc++'s ByteBuffer has no move operations: a
+  // "move" would copy it, so messages are swapped in.)
+
+  // Puts in the reply to request number `sequence`, in its place in the stream's order.
   void reply(std::uint64_t sequence, ::grpc::ByteBuffer& message,
              std::shared_ptr<open_trace> trace = nullptr) {
     if (shared_->finished) return;
     if (trace) trace->stamp("GRPC_SEND_START");
-    stream_state::queued_reply& slot = shared_->replies[sequence - shared_->front_sequence];
+    stream_state::ordered_reply& slot = shared_->ordered[sequence - shared_->front_sequence];
     slot.bytes.Swap(&message);
     slot.trace = std::move(trace);
     slot.ready = true;
     write_next();
   }
 
+  // Request number `sequence` is a decoupled model's: its responses keep no place in the order.
+  void stream_replies_of(std::uint64_t sequence) {
+    if (shared_->finished) return;
+    shared_->ordered[sequence - shared_->front_sequence].streamed = true;
+    write_next();
+  }
+
+  // A decoupled model's response, written as soon as the stream can.
+  void stream_out(::grpc::ByteBuffer& message, std::shared_ptr<open_trace> trace = nullptr) {
+    if (shared_->finished) return;
+    if (trace) trace->stamp("GRPC_SEND_START");
+    shared_->streamed.emplace_back();
+    shared_->streamed.back().bytes.Swap(&message);
+    shared_->streamed.back().trace = std::move(trace);
+    shared_->backlog.add();
+    write_next();
+  }
+
+  // A request is complete: its replies are all put in.
+  void request_done() {
+    --shared_->open_requests;
+    resume_reading();
+    finish_if_done();
+  }
+
  private:
-  // The reply to one request of the stream, put in its place in the stream's order.
+  // The replies to one request. A model that answers once has its reply put in its place when the
+  // request completes; a decoupled model's responses are written as they come, each flagged final
+  // or not, then (when the request asked for `triton_enable_empty_final_response`) an empty
+  // final response if its last one was not final.
   struct stream_reply final : reply_sink {
     std::shared_ptr<stream_state> shared;
     std::uint64_t sequence = 0;
     std::shared_ptr<transport_trace> trace;  // while tracing is on
-    inference::ModelInferResponse failed;    // the reply's fields for an error
+    inference::ModelInferResponse failed;    // the reply's fields for an error, flagged final
     inference::ModelStreamInferResponse message;
     status encoded{errc::internal, "the model completed the request without a response"};
+    bool decoupled = false;
+    bool empty_final = false;  // the request asked for an empty final response
+    bool final_sent = false;
 
-    void on_response(inference_response response) override {
+    response_backlog* backlog() noexcept override { return decoupled ? &shared->backlog : nullptr; }
+
+    void on_response(inference_response response, response_flag flag) override {
       inference::ModelInferResponse& answer = *message.mutable_infer_response();
       encoded = encode_response(response, answer);
-      mark_final(answer);
+      mark_final(answer, flag == response_flag::final_response || !decoupled);
+      if (!decoupled) return;  // put in with the request's end
+      final_sent = flag == response_flag::final_response;
+      ::grpc::ByteBuffer bytes = serialized(encoded);
+      message.Clear();
+      encoded = status{};
+      // The request's last response goes with its trace, when the request's end follows at once.
+      if (!final_sent) send_streamed(bytes, nullptr);
+      else last_ = std::move(bytes);
     }
+
     void on_complete(const status& outcome) override {
       std::shared_ptr<open_trace> sampled;
       if (trace) sampled = std::move(trace->sampled);
-      status s = outcome.ok() ? encoded : outcome;
-      ::grpc::ByteBuffer bytes;
-      if (s.ok()) s = serialize(message, bytes);
-      if (!s.ok()) {
-        message.Clear();
-        message.set_error_message(s.message());
-        *message.mutable_infer_response() = failed;
-        (void)serialize(message, bytes);  // as error_reply's, cannot fail
-      }
       if (sampled) sampled->stamp("INFER_RESPONSE_COMPLETE");
+      if (!decoupled) {
+        ::grpc::ByteBuffer bytes = serialized(outcome.ok() ? encoded : outcome);
+        const std::lock_guard lock{shared->mutex};
+        if (shared->reactor == nullptr) return;
+        shared->reactor->reply(sequence, bytes, std::move(sampled));
+        shared->reactor->request_done();
+        return;
+      }
+      ::grpc::ByteBuffer bytes;
+      bool end_message = true;
+      if (!outcome.ok()) {
+        bytes = error_reply(outcome, failed);
+      } else if (last_) {
+        bytes = std::move(*last_);
+      } else if (empty_final) {
+        inference::ModelStreamInferResponse empty;
+        *empty.mutable_infer_response() = failed;
+        (void)serialize(empty, bytes);  // as an error's, cannot fail
+      } else {
+        end_message = false;
+      }
       const std::lock_guard lock{shared->mutex};
       if (shared->reactor == nullptr) return;
-      shared->reactor->reply(sequence, bytes, std::move(sampled));
-      shared->reactor->resume_reading();
-      shared->reactor->finish_if_done();
+      if (end_message) shared->reactor->stream_out(bytes, std::move(sampled));
+      shared->reactor->request_done();
     }
+
+   private:
+    // The message made so far, or `s` in its place when it is an error (or it cannot be sent).
+    ::grpc::ByteBuffer serialized(status s) {
+      ::grpc::ByteBuffer bytes;
+      if (s.ok()) s = serialize(message, bytes);
+      if (!s.ok()) bytes = error_reply(s, failed);
+      return bytes;
+    }
+    void send_streamed(::grpc::ByteBuffer& bytes, std::shared_ptr<open_trace> sampled) {
+      const std::lock_guard lock{shared->mutex};
+      if (shared->reactor != nullptr) shared->reactor->stream_out(bytes, std::move(sampled));
+    }
+    std::optional<::grpc::ByteBuffer> last_;
   };
 
   void dispatch(inference::ModelInferRequest& message, tracer::clock::time_point read_started,
@@ -182,20 +292,26 @@ class stream_reactor final : public stream_reactor_base {
       sink->trace->read = {trace_stamp{"GRPC_WAITREAD_START", read_started},
                            trace_stamp{"GRPC_WAITREAD_END", received}};
     }
-    // A model's reply, a failed one too, says that it is the request's last, as Triton's do:
-    // clients that ask for `triton_enable_empty_final_response` wait for it.
+    // Every reply to the request names it and says that it is the request's last, as Triton's
+    // do: a client that counts final responses does not wait forever for a refused request.
     sink->failed.set_id(message.id());
     sink->failed.set_model_name(message.model_name());
     sink->failed.set_model_version(message.model_version());
     mark_final(sink->failed);
+    if (const auto flag = message.parameters().find("triton_enable_empty_final_response");
+        flag != message.parameters().end()) {
+      sink->empty_final = flag->second.bool_param();
+    }
     result<std::optional<std::uint64_t>> version = parse_model_version(message.model_version());
     if (!version) {
-      ::grpc::ByteBuffer error = error_reply(version.error(), message.id());
+      ::grpc::ByteBuffer error = error_reply(version.error(), sink->failed);
       const std::lock_guard lock{shared_->mutex};
       reply(sequence, error);
+      --shared_->open_requests;
       return;
     }
     transport_trace* trace = sink->trace.get();
+    stream_reply& replies = *sink;
     service_.infer(
         {.model = message.model_name(),
          .version = *version,
@@ -203,40 +319,39 @@ class stream_reactor final : public stream_reactor_base {
          .received = received,
          .id = message.id(),
          .trace = trace},
-        [&](const model_config&) {
+        [&](const model_config& config) {
+          if (config.decoupled) {
+            replies.decoupled = true;
+            const std::lock_guard lock{shared_->mutex};
+            stream_replies_of(sequence);
+          }
           return decode_infer_message(message, service_.options().bounds);
         },
         std::move(sink));
   }
 
-  static void mark_final(inference::ModelInferResponse& response) {
-    (*response.mutable_parameters())["triton_final_response"].set_bool_param(true);
-  }
-
-  // An error message cannot fail to serialize: the service's messages are short, and the id is
-  // the client's own, which arrived in a message of the same limit.
-  static ::grpc::ByteBuffer error_reply(const status& s, const std::string& id) {
-    inference::ModelStreamInferResponse message;
-    message.set_error_message(s.message());
-    message.mutable_infer_response()->set_id(id);
-    ::grpc::ByteBuffer bytes;
-    (void)serialize(message, bytes);
-    return bytes;
-  }
-
-  // The callers below hold the shared mutex.
-  void write_next() {
-    if (shared_->writing || shared_->finished || shared_->replies.empty() ||
-        !shared_->replies.front().ready) {
-      return;
+  void drop_streamed_places() {
+    while (!shared_->ordered.empty() && shared_->ordered.front().streamed) {
+      shared_->ordered.pop_front();
+      ++shared_->front_sequence;
     }
-    shared_->writing = true;
-    StartWrite(&shared_->replies.front().bytes);
+  }
+
+  void write_next() {
+    if (shared_->writing != stream_state::write_kind::none || shared_->finished) return;
+    drop_streamed_places();
+    if (!shared_->ordered.empty() && shared_->ordered.front().ready) {
+      shared_->writing = stream_state::write_kind::ordered;
+      StartWrite(&shared_->ordered.front().bytes);
+    } else if (!shared_->streamed.empty()) {
+      shared_->writing = stream_state::write_kind::streamed;
+      StartWrite(&shared_->streamed.front().bytes);
+    }
   }
 
   void resume_reading() {
     if (!shared_->reading_paused || shared_->finished) return;
-    if (shared_->replies.size() >= max_outstanding_per_stream) return;
+    if (shared_->open_requests >= max_open_per_stream) return;
     shared_->reading_paused = false;
     read_next();
   }
@@ -248,7 +363,9 @@ class stream_reactor final : public stream_reactor_base {
   }
 
   void finish_if_done() {
-    if (shared_->reads_done && shared_->replies.empty() && !shared_->writing) {
+    drop_streamed_places();
+    if (shared_->reads_done && shared_->open_requests == 0 && shared_->ordered.empty() &&
+        shared_->streamed.empty() && shared_->writing == stream_state::write_kind::none) {
       finish(::grpc::Status::OK);
     }
   }
@@ -256,6 +373,7 @@ class stream_reactor final : public stream_reactor_base {
   void finish(const ::grpc::Status& s) {
     if (shared_->finished) return;
     shared_->finished = true;
+    shared_->backlog.close();
     Finish(s);
   }
 
@@ -263,8 +381,6 @@ class stream_reactor final : public stream_reactor_base {
   std::shared_ptr<stream_state> shared_;
   ::grpc::ByteBuffer incoming_;
 };
-
-// A stream that ends as it opens, with `why`.
 
 }  // namespace
 

@@ -75,7 +75,8 @@ class infer_reactor final : public ServerUnaryReactor, public reply_sink {
   [[nodiscard]] const cancellation& cancel() const noexcept { return cancel_; }
   [[nodiscard]] transport_trace& trace() noexcept { return trace_; }
 
-  void on_response(inference_response response) override {
+  // Decoupled models are refused before they run: one response, the final one, comes here.
+  void on_response(inference_response response, response_flag /*flag*/) override {
     inference::ModelInferResponse message;
     encoded_ = encode_response(response, message);
     if (encoded_.ok()) encoded_ = serialize(message, *out_);
@@ -243,7 +244,12 @@ class service_impl final : public raw_service {
          .received = received,
          .id = message.id(),
          .trace = &reactor->trace()},
-        [&](const model_config&) {
+        [&](const model_config& config) -> result<inference_request> {
+          if (config.decoupled) {
+            return status{errc::not_implemented,
+                          "ModelInfer RPC doesn't support models with decoupled transaction "
+                          "policy"};
+          }
           return decode_infer_message(message, service_.options().bounds);
         },
         borrowed(reactor));

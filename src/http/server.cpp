@@ -346,7 +346,13 @@ class session : public std::enable_shared_from_this<session> {
     header_ = fmt::format("HTTP/1.1 {} {}\r\n", reply_.status, reason_phrase(reply_.status));
     for (const http_header& h : reply_.headers)
       header_ += fmt::format("{}: {}\r\n", h.name, h.value);
-    header_ += fmt::format("Content-Length: {}\r\n", reply_.body_size());
+    if (reply_.stream) {
+      // An HTTP/1.0 client knows no chunks: its body ends when the connection closes.
+      if (http_1_0_) keep_alive_ = false;
+      if (!http_1_0_) header_ += "Transfer-Encoding: chunked\r\n";
+    } else {
+      header_ += fmt::format("Content-Length: {}\r\n", reply_.body_size());
+    }
     if (!keep_alive_) {
       header_ += "Connection: close\r\n";
     } else if (http_1_0_) {
@@ -362,9 +368,47 @@ class session : public std::enable_shared_from_this<session> {
       for (const buffer& b : reply_.tail) buffers.emplace_back(b.data(), b.size());
     }
     stream_.expires_after(options().body_timeout);
+    if (reply_.stream) {
+      if (head_only_) reply_.stream->abandon();
+      std::string first = std::move(reply_.head);
+      reply_.head = header_;
+      return write_part(std::move(first));
+    }
     net::async_write(
         stream_, buffers,
         [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_write(ec); });
+  }
+
+  // A streamed body: each part written as one chunk when it comes, then the last chunk. `head`
+  // holds what goes before the part (the reply's header, the first time).
+  void write_part(std::string part) {
+    if (!part.empty() && !head_only_) {
+      reply_.head += http_1_0_ ? part : fmt::format("{:x}\r\n{}\r\n", part.size(), part);
+    }
+    if (reply_.head.empty()) return next_part();
+    stream_.expires_after(options().body_timeout);
+    net::async_write(stream_, net::buffer(reply_.head),
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                       if (ec) {
+                         self->reply_.stream->abandon();
+                         return self->on_write(ec);
+                       }
+                       self->reply_.head.clear();
+                       self->next_part();
+                     });
+  }
+
+  void next_part() {
+    reply_.stream->next([self = shared_from_this()](std::optional<std::string> part) {
+      net::post(self->stream_.get_executor(), [self, part = std::move(part)]() mutable {
+        if (part) return self->write_part(std::move(*part));
+        if (self->http_1_0_ || self->head_only_) return self->on_write({});
+        // The last chunk; the stream is done with.
+        self->reply_.head = "0\r\n\r\n";
+        net::async_write(self->stream_, net::buffer(self->reply_.head),
+                         [self](beast::error_code ec, std::size_t) { self->on_write(ec); });
+      });
+    });
   }
 
   void on_write(beast::error_code ec) {

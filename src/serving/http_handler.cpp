@@ -254,6 +254,13 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
 
   // --- inference ---------------------------------------------------------------------------------
 
+  // A decoupled model's request on a route that takes one response, which it did not give.
+  static status not_one() {
+    return status{errc::invalid_argument,
+                  "generate expects model to produce exactly 1 response, use generate stream for "
+                  "model that generates various number of responses"};
+  }
+
   // An inference reply: the request's one response encoded, once the request is complete.
   // An HTTP reply to a request of one response: the transport's part of the lifecycle. `made`
   // turns the request's outcome into the reply, once the request is complete.
@@ -263,13 +270,17 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     std::optional<inference_response> response;
     bool admitted = false;
 
+    std::size_t responses = 0;
+
     void on_admitted() final { admitted = true; }
-    void on_response(inference_response r) final { response = std::move(r); }
+    // Only a decoupled model gives other than one: `generate` takes it when it gives exactly one.
+    void on_response(inference_response r, response_flag /*flag*/) final {
+      if (++responses == 1) response = std::move(r);
+    }
     void on_complete(const status& outcome) final {
-      result<inference_response> answered = !outcome.ok() ? result<inference_response>{outcome}
-                                            : response
-                                                ? result<inference_response>{std::move(*response)}
-                                                : result<inference_response>{no_response()};
+      result<inference_response> answered = !outcome.ok()  ? result<inference_response>{outcome}
+                                            : responses != 1 ? result<inference_response>{not_one()}
+                                                             : std::move(*response);
       http_response reply = made(std::move(answered));
       if (trace != nullptr && trace->sampled) trace->sampled->stamp("INFER_RESPONSE_COMPLETE");
       done(std::move(reply));
@@ -298,6 +309,12 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     service.infer(
         {.model = name, .version = version, .cancel = cancel, .trace = request.trace},
         [&](const model_config& config) -> result<inference_request> {
+          if (config.decoupled) {
+            // Triton answers 501; a client's mistake is a 4xx here.
+            return status{errc::invalid_argument,
+                          "HTTP end point doesn't support models with decoupled transaction "
+                          "policy"};
+          }
           result<buffer> body = plain_body(request);
           if (!body) return std::move(body).error();
           std::optional<std::size_t> header_length;
@@ -336,27 +353,95 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
         options.bounds);
   }
 
-  // Triton's generate extension: a flat JSON object in and out; `stream`, its SSE form (one event,
-  // since oip's models answer once).
+  // Triton's generate extension: a flat JSON object in and out, for a request of one response.
   struct generate_reply_sink final : one_reply {
-    bool stream = false;
     std::size_t max_json_bytes = 0;
 
     http_response made(result<inference_response> outcome) override {
-      // Refused before the model: a plain error, as in Triton.
-      if (!admitted) return error_reply(outcome.error());
-      return generate_reply(outcome, stream, max_json_bytes);
+      result<std::string> json = outcome ? encode_generate_response(*outcome, max_json_bytes)
+                                         : result<std::string>{outcome.error()};
+      return json ? json_reply(200, std::move(*json)) : error_reply(json.error());
+    }
+  };
+
+  // `generate_stream`: server-sent events, one per response as the model sends it. The reply
+  // starts with the first response; a request that fails before one is answered with one event
+  // of its error (a plain error when it was refused before its model), as Triton does.
+  struct generate_stream_sink final : reply_sink {
+    transport_trace* trace = nullptr;
+    completion done;
+    std::size_t max_json_bytes = 0;
+    bool admitted = false;
+    bool started = false;
+    bool broken = false;  // a response could not be encoded: the stream ended with its error
+    std::shared_ptr<http_body_stream> body = std::make_shared<http_body_stream>();
+
+    void on_admitted() override { admitted = true; }
+    response_backlog* backlog() noexcept override { return &body->backlog(); }
+
+    void on_response(inference_response response, response_flag /*flag*/) override {
+      if (broken) return;
+      result<std::string> json = encode_generate_response(response, max_json_bytes);
+      start();
+      body->push(event(json ? *json : json.error().to_json()));
+      if (!json) {
+        // The client learns why its stream ends here; the model's next send fails.
+        broken = true;
+        body->end();
+        body->backlog().close();
+      }
+    }
+    void on_complete(const status& outcome) override {
+      if (started) {
+        if (!outcome.ok() && !broken) body->push(event(outcome.to_json()));
+        return body->end();
+      }
+      http_response reply;
+      if (!outcome.ok() && !admitted) {
+        reply = error_reply(outcome);
+      } else {
+        reply.status = outcome.ok() ? 200 : outcome.http_status();
+        reply.headers.push_back({"Content-Type", "text/event-stream; charset=utf-8"});
+        if (!outcome.ok()) reply.head = event(outcome.to_json());
+      }
+      if (trace != nullptr && trace->sampled) trace->sampled->stamp("INFER_RESPONSE_COMPLETE");
+      done(std::move(reply));
+    }
+
+   private:
+    static std::string event(std::string_view json) { return fmt::format("data: {}\n\n", json); }
+    // Sends the reply's head; its body is the events to come.
+    void start() {
+      if (started) return;
+      started = true;
+      http_response reply;
+      reply.status = 200;
+      reply.headers.push_back({"Content-Type", "text/event-stream; charset=utf-8"});
+      reply.headers.push_back({"Cache-Control", "no-cache"});
+      reply.stream = body;
+      if (trace != nullptr && trace->sampled) trace->sampled->stamp("INFER_RESPONSE_COMPLETE");
+      done(std::move(reply));
     }
   };
 
   void generate(http_request& request, const std::string& name,
                 std::optional<std::uint64_t> version, bool stream, completion& done,
                 cancellation& cancel) {
-    auto sink = std::make_shared<generate_reply_sink>();
-    sink->stream = stream;
-    sink->max_json_bytes = options.bounds.json_response_bound(request.body.size());
-    sink->trace = request.trace;
-    sink->done = std::move(done);
+    const std::size_t max_json_bytes = options.bounds.json_response_bound(request.body.size());
+    std::shared_ptr<reply_sink> sink;
+    if (stream) {
+      auto events = std::make_shared<generate_stream_sink>();
+      events->max_json_bytes = max_json_bytes;
+      events->trace = request.trace;
+      events->done = std::move(done);
+      sink = std::move(events);
+    } else {
+      auto one = std::make_shared<generate_reply_sink>();
+      one->max_json_bytes = max_json_bytes;
+      one->trace = request.trace;
+      one->done = std::move(done);
+      sink = std::move(one);
+    }
     service.infer(
         {.model = name, .version = version, .cancel = cancel, .trace = request.trace},
         [&](const model_config& config) -> result<inference_request> {
@@ -364,25 +449,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
           if (!body) return std::move(body).error();
           return decode_generate_request(*body, config, options.bounds);
         },
-        sink);
-  }
-
-  // A request that completed without a response (a model of today always gives one).
-  static status no_response() {
-    return status{errc::internal, "the model completed the request without a response"};
-  }
-
-  static http_response generate_reply(const result<inference_response>& response, bool stream,
-                                      std::size_t max_json_bytes) {
-    result<std::string> json = response ? encode_generate_response(*response, max_json_bytes)
-                                        : result<std::string>{response.error()};
-    if (!stream) return json ? json_reply(200, std::move(*json)) : error_reply(json.error());
-    // Server-sent events: the reply, or the model's error, as one `data` event.
-    http_response reply;
-    reply.status = json ? 200 : json.error().http_status();
-    reply.headers.push_back({"Content-Type", "text/event-stream; charset=utf-8"});
-    reply.head = fmt::format("data: {}\n\n", json ? *json : json.error().to_json());
-    return reply;
+        std::move(sink));
   }
 
   static http_response reply_of(const result<inference_response>& response,
@@ -583,6 +650,10 @@ http_response http_handler::handle(http_request request) {
   });
   std::unique_lock lock{mutex};
   ready.wait(lock, [&] { return reply.has_value(); });
+  if (reply->stream) {
+    reply->head += reply->stream->read_all();
+    reply->stream.reset();
+  }
   return std::move(*reply);
 }
 

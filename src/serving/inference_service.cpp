@@ -160,17 +160,19 @@ void finish_trace(const pending_inference& pending, clock::time_point computed,
   }
 }
 
-// Hands the outcome to the sink and finishes the trace: before, when the transport takes the trace
+// Hands the request's end to the sink: its last response (none for a decoupled model that ended
+// without one) or its error; and finishes the trace: before, when the transport takes the trace
 // over (it must have it when its sink runs); after otherwise, off the reply's path.
-void answer(const pending_inference& pending, reply_sink& sink, result<inference_response> outcome,
-            clock::time_point computed, clock::time_point ended) {
+void answer(const pending_inference& pending, reply_sink& sink,
+            result<std::optional<inference_response>> outcome, clock::time_point computed,
+            clock::time_point ended) {
   const bool joined = pending.transport != nullptr;
   if (joined) finish_trace(pending, computed, ended);
-  if (outcome) {
-    sink.on_response(std::move(*outcome));
-    sink.on_complete(status{});
-  } else {
+  if (!outcome) {
     sink.on_complete(outcome.error());
+  } else {
+    if (*outcome) sink.on_response(std::move(**outcome), response_flag::final_response);
+    sink.on_complete(status{});
   }
   if (!joined) finish_trace(pending, computed, ended);
 }
@@ -342,11 +344,13 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
         trace_tensors(*pending, "TENSOR_QUEUE_INPUT", request.inputs);
       }
     }
+    pending->decoupled = config.decoupled;
+    pending->max_unsent = options.bounds.max_unsent_responses;
     pending->lease = std::move(lease);
     pending->counted_pending = true;
     pending->lease.statistics().request_queued();
     const bool batched = config.dynamic_batching && config.max_batch_size > 0;
-    if (config.inline_execution && !config.sequence_batching && !batched) {
+    if (config.inline_execution && !config.sequence_batching && !batched && !config.decoupled) {
       return run(pending, std::move(request), {});  // on this thread: no worker's wake-up
     }
     auto request_ptr = std::make_shared<inference_request>(std::move(request));
@@ -407,12 +411,72 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
       return;
     }
     model& m = pending->lease.get();
+    pending->last_response = pending->started;
+    inference_call::response_sender sender;
+    if (pending->decoupled) {
+      sender = [pending](model_output response) { return send(pending, std::move(response)); };
+    }
     detail::execute_guarded(
         m, inference_call{std::move(request), pending->lease.version(), pending->cancel,
-                          [self = shared_from_this(), pending](result<model_output> outcome) {
+                          [self = shared_from_this(),
+                           pending](result<std::optional<model_output>> outcome) {
                             self->complete(pending, std::move(outcome));
                           },
-                          std::move(turn)});
+                          std::move(turn), std::move(sender)});
+  }
+
+  // A decoupled model's response that is not its last: made and written as a last one is, then
+  // handed to the transport once it holds fewer than the limit unwritten.
+  static status send(const std::shared_ptr<pending_inference>& pending, model_output output) {
+    std::shared_ptr<reply_sink> sink;
+    {
+      const std::lock_guard lock{pending->replying};
+      sink = pending->sink;
+    }
+    const auto finished = [] {
+      return status{errc::failed_precondition, "the call has finished: the response was not sent"};
+    };
+    if (!sink) return finished();
+    if (pending->cancel.cancelled()) {
+      return status{errc::unavailable, "the request was cancelled: the response was not sent"};
+    }
+    if (response_backlog* backlog = sink->backlog()) {
+      if (status room = backlog->wait_for_room(pending->max_unsent, pending->cancel); !room.ok()) {
+        return room;
+      }
+    }
+    const clock::time_point computed = clock::now();
+    const model_config& config = pending->lease.get().config();
+    result<inference_response> response = detail::make_response(
+        config, pending->lease.version(), pending->id, pending->asked, std::move(output));
+    // The model's mistake, or the client's region too small: the stream goes on.
+    if (!response) return response.error();
+    if (status placed = place_in_shared_memory(*pending, *response); !placed.ok()) return placed;
+    const clock::time_point made = clock::now();
+    const std::lock_guard lock{pending->replying};
+    if (!pending->sink) return finished();
+    model_statistics& stats = pending->lease.statistics();
+    if (pending->responses == 0) stats.add_first_response(nanoseconds_between(pending->received, made));
+    stats.add_response(pending->responses, model_statistics::response_outcome::sent,
+                       nanoseconds_between(pending->last_response, computed),
+                       nanoseconds_between(computed, made));
+    ++pending->responses;
+    pending->last_response = made;
+    pending->sink->on_response(std::move(*response), response_flag::none);
+    return {};
+  }
+
+  // Writes the response's outputs that the request placed in shared memory to their regions.
+  static status place_in_shared_memory(const pending_inference& pending,
+                                        inference_response& response) {
+    if (pending.destinations.empty()) return {};
+    if (status written = write_outputs(pending.destinations, response); !written.ok()) {
+      return written;
+    }
+    for (const shared_memory_destination& place : pending.destinations) {
+      response.shared_memory_outputs.push_back(place.output);
+    }
+    return {};
   }
 
   static void fail_cancelled(const std::shared_ptr<pending_inference>& pending) {
@@ -455,7 +519,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     }
     const model_lease& lease = items->front().pending->lease;
     model& m = lease.get();
-    inference_call::completion done = [queue, items](result<model_output> outcome) {
+    inference_call::completion done = [queue, items](result<std::optional<model_output>> outcome) {
       complete_batch(*items, std::move(outcome));
       queue->finished();
     };
@@ -476,15 +540,17 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
         m, inference_call{std::move(*merged), lease.version(), cancellation{}, std::move(done)});
   }
 
-  static void complete_batch(const std::vector<batch_item>& items, result<model_output> outcome) {
+  static void complete_batch(const std::vector<batch_item>& items,
+                             result<std::optional<model_output>> outcome) {
     if (items.size() == 1) return complete(items.front().pending, std::move(outcome));
+    if (outcome && !*outcome) outcome = no_result();
     if (!outcome) {
       for (const batch_item& item : items)
         fail(item.pending, outcome.error(), failure_reason::backend);
       return;
     }
     const model_config& config = items.front().pending->lease.get().config();
-    result<std::vector<model_output>> parts = split(std::move(*outcome), items, config.name);
+    result<std::vector<model_output>> parts = split(std::move(**outcome), items, config.name);
     if (!parts) {
       for (const batch_item& item : items)
         fail(item.pending, parts.error(), failure_reason::backend);
@@ -494,15 +560,25 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     std::uint64_t rows = 0;
     for (const batch_item& item : items) rows += item.pending->batch;
     for (std::size_t j = 0; j < items.size(); ++j) {
-      complete(items[j].pending, std::move((*parts)[j]), j == 0 ? rows : 0);
+      complete(items[j].pending, std::optional<model_output>{std::move((*parts)[j])},
+               j == 0 ? rows : 0);
     }
   }
+
+  static status no_result() { return status{errc::internal, "the model returned no result"}; }
 
   static void fail(const std::shared_ptr<pending_inference>& pending, const status& s,
                    failure_reason reason) {
     pending->stop_counting_pending();
-    const std::shared_ptr<reply_sink> sink = std::move(pending->sink);
+    const std::shared_ptr<reply_sink> sink = pending->take_sink();
     if (!sink) return;
+    if (pending->decoupled && pending->started != clock::time_point{}) {
+      pending->lease.statistics().add_response(
+          pending->responses,
+          reason == failure_reason::canceled ? model_statistics::response_outcome::cancelled
+                                             : model_statistics::response_outcome::failed,
+          nanoseconds_between(pending->last_response, clock::now()), 0);
+    }
     record_failure(pending->lease, pending->received, s, pending->id.value_or(""), reason);
     answer(*pending, *sink, s, {}, clock::now());
   }
@@ -510,21 +586,30 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   // `execution_rows`: the rows of the execution this request was part of, for the one request
   // of it that counts the execution; 0 for the others of a merged batch.
   static void complete(const std::shared_ptr<pending_inference>& pending,
-                       result<model_output> outcome,
+                       result<std::optional<model_output>> outcome,
                        std::optional<std::uint64_t> execution_rows = std::nullopt) {
     const clock::time_point computed = clock::now();
+    if (outcome && !*outcome && !pending->decoupled) outcome = no_result();
+    // A decoupled model's end after its client went away is not sent: its stream is over.
+    if (outcome && pending->decoupled && pending->cancel.cancelled()) {
+      outcome = status{errc::unavailable, "the request was cancelled"};
+    }
     if (!outcome) {
       // A model that stops early because the client went away fails a cancelled request.
-      return fail(
-          pending, outcome.error(),
-          pending->cancel.client_gone() ? failure_reason::canceled : failure_reason::backend);
+      return fail(pending, outcome.error(),
+                  pending->cancel.client_gone() || pending->cancel.cancelled()
+                      ? failure_reason::canceled
+                      : failure_reason::backend);
     }
-    if (pending->trace && includes(pending->trace->level, trace_level::tensors)) {
-      trace_tensors(*pending, "TENSOR_BACKEND_OUTPUT", outcome->outputs);
+    if (*outcome && pending->trace && includes(pending->trace->level, trace_level::tensors)) {
+      trace_tensors(*pending, "TENSOR_BACKEND_OUTPUT", (*outcome)->outputs);
     }
-    const model_config& config = pending->lease.get().config();
-    result<inference_response> response = detail::make_response(
-        config, pending->lease.version(), pending->id, pending->asked, std::move(*outcome));
+    std::optional<result<inference_response>> response;
+    if (*outcome) {
+      const model_config& config = pending->lease.get().config();
+      response = detail::make_response(config, pending->lease.version(), pending->id,
+                                       pending->asked, std::move(**outcome));
+    }
     model_statistics& stats = pending->lease.statistics();
     const clock::time_point made = clock::now();
     // The model ran, whether or not this request's response could be made of what it gave.
@@ -534,37 +619,47 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
                                  nanoseconds_between(pending->started, computed),
                                  nanoseconds_between(computed, made)});
     }
-    if (!response) return fail(pending, response.error(), failure_reason::backend);
-    if (!pending->destinations.empty()) {
-      if (status written = write_outputs(pending->destinations, *response); !written.ok()) {
-        return fail(pending, written, failure_reason::other);
-      }
-      for (const shared_memory_destination& place : pending->destinations) {
-        response->shared_memory_outputs.push_back(place.output);
+    if (response && !*response) {
+      return fail(pending, response->error(), failure_reason::backend);
+    }
+    if (response) {
+      if (status placed = place_in_shared_memory(*pending, **response); !placed.ok()) {
+        return fail(pending, placed, failure_reason::other);
       }
     }
-    const std::shared_ptr<reply_sink> sink = std::move(pending->sink);
+    const std::shared_ptr<reply_sink> sink = pending->take_sink();
     if (!sink) return;
 
     // A request's durations are recorded together, once it succeeded, as Triton does:
     // perf_analyzer checks that the compute counts agree between two snapshots.
+    const bool first = pending->responses == 0 && response;
     stats.add_success(
         {.queue_ns = nanoseconds_between(pending->queued, pending->started),
          .compute_input_ns = nanoseconds_between(pending->received, pending->queued),
          .compute_infer_ns = nanoseconds_between(pending->started, computed),
          .compute_output_ns = nanoseconds_between(computed, made),
-         .total_ns = nanoseconds_between(pending->received, made)},
+         .total_ns = nanoseconds_between(pending->received, made),
+         .first_response_ns = first ? nanoseconds_between(pending->received, made) : 0},
         pending->batch,
         static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                        std::chrono::system_clock::now().time_since_epoch())
                                        .count()));
+    if (pending->decoupled) {
+      stats.add_response(pending->responses,
+                         response ? model_statistics::response_outcome::sent
+                                  : model_statistics::response_outcome::empty_final,
+                         nanoseconds_between(pending->last_response, computed),
+                         nanoseconds_between(computed, made));
+    }
     if (log_enabled(log_level::verbose)) {
       log(log_level::verbose,
-          fmt::format("model '{}' version {} request '{}': ok in {} us", config.name,
-                      pending->lease.version(), pending->id.value_or(""),
-                      nanoseconds_between(pending->received, made) / 1000));
+          fmt::format("model '{}' version {} request '{}': ok in {} us",
+                      pending->lease.get().config().name, pending->lease.version(),
+                      pending->id.value_or(""), nanoseconds_between(pending->received, made) / 1000));
     }
-    answer(*pending, *sink, std::move(*response), computed, made);
+    std::optional<inference_response> last;
+    if (response) last = std::move(**response);
+    answer(*pending, *sink, std::move(last), computed, made);
   }
 };
 

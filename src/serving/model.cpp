@@ -25,6 +25,7 @@ struct call_state {
   cancellation cancel;
   inference_call::completion done;
   sequence_turn turn;
+  inference_call::response_sender send;
   std::atomic<bool> finished{false};  // a model may race two threads to finish
   std::shared_ptr<unwound_call> unwound = nullptr;
 };
@@ -32,9 +33,10 @@ struct call_state {
 }  // namespace detail
 
 inference_call::inference_call(inference_request request, std::uint64_t version,
-                               cancellation cancel, completion done, sequence_turn turn)
+                               cancellation cancel, completion done, sequence_turn turn,
+                               response_sender send)
     : state_{new detail::call_state{std::move(request), version, std::move(cancel), std::move(done),
-                                    std::move(turn)}} {}
+                                    std::move(turn), std::move(send)}} {}
 
 inference_call::inference_call(inference_call&&) noexcept = default;
 
@@ -96,7 +98,30 @@ const sequence_step* inference_call::sequence() const noexcept {
   return state_->turn ? &state_->turn.step() : nullptr;
 }
 
+status inference_call::send(model_output response) {
+  if (!state_ || state_->finished.load()) {
+    return status{errc::failed_precondition, "the call has finished: the response was not sent"};
+  }
+  if (!state_->send) {
+    return status{errc::failed_precondition,
+                  "send is for decoupled models; this model answers with finish"};
+  }
+  return state_->send(std::move(response));
+}
+
 void inference_call::finish(result<model_output> outcome) {
+  if (!outcome) return complete(std::move(outcome).error());
+  complete(std::optional<model_output>{std::move(*outcome)});
+}
+
+void inference_call::finish() {
+  if (state_ && !state_->send) {
+    return complete(status{errc::internal, "the model returned no result"});
+  }
+  complete(std::optional<model_output>{});
+}
+
+void inference_call::complete(result<std::optional<model_output>> outcome) {
   if (!state_ || state_->finished.exchange(true)) return;
   // The completion may release the last reference to the model: nothing of `this` is used after.
   // The reply is made before the sequence's next request may run, which keeps replies in order.

@@ -149,6 +149,13 @@ status check_registrable(const std::shared_ptr<model>& m, std::uint64_t version)
                               "which oip does not have",
                               m->config().name)};
   }
+  if (const model_config& c = m->config(); c.decoupled && c.dynamic_batching) {
+    return status{errc::invalid_argument,
+                  fmt::format("model '{}': a decoupled model cannot use dynamic batching in this "
+                              "server (a batch's responses could not be told apart); use "
+                              "sequence batching or none",
+                              c.name)};
+  }
   if (const model_config& c = m->config(); c.sequence_batching) {
     // A zero idle time would drop every sequence between two requests (Triton makes it 1 s);
     // zero sequences or waiting requests would refuse every request.

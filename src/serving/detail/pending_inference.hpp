@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,12 @@ struct pending_inference {
   std::optional<std::string> id;
   std::vector<requested_output> asked;
   std::shared_ptr<reply_sink> sink;                     // null once answered
+  // Orders a decoupled model's sends, from any thread, with each other and with its completion:
+  // the sink is called by one at a time, never after it was taken.
+  std::mutex replying;
+  bool decoupled = false;
+  std::size_t max_unsent = 0;   // limits::max_unsent_responses
+  std::uint64_t responses = 0;  // sent so far (a decoupled model's), under `replying`
   std::vector<shared_memory_destination> destinations;  // of its outputs in shared memory
   cancellation cancel;
   std::uint64_t batch = 1;
@@ -34,6 +41,7 @@ struct pending_inference {
   clock::time_point received;
   clock::time_point queued;
   clock::time_point started;
+  clock::time_point last_response;  // a decoupled model's previous response, under `replying`
   std::optional<tracer::sampled> trace;  // when the tracer sampled it
   std::shared_ptr<tracer> traces;        // set with trace
   transport_trace* transport = nullptr;  // the transport's part in the trace, if it takes one
@@ -48,6 +56,12 @@ struct pending_inference {
   pending_inference& operator=(pending_inference&&) = delete;
   // One dropped unanswered (its model stopping, say) leaves the pending count too.
   ~pending_inference() { stop_counting_pending(); }
+
+  // The sink, taken to give the request's end: later sends find none.
+  std::shared_ptr<reply_sink> take_sink() {
+    const std::lock_guard lock{replying};
+    return std::move(sink);
+  }
 
   void stop_counting_pending() noexcept {
     if (counted_pending.exchange(false)) lease.statistics().request_dequeued();
