@@ -1,5 +1,7 @@
 #include "reference_models.hpp"
 
+#include "decoupled_models.hpp"
+
 #include <oip/elementwise.hpp>
 #include <oip/tensor.hpp>
 
@@ -343,6 +345,9 @@ const std::vector<catalogue_entry>& catalogue() {
         {"simple_dyna_sequence", [](bool) { return simple_dyna_sequence(); }},
         {"simple_string_dyna_sequence", [](bool) { return simple_string_dyna_sequence(); }},
         {"sequence_accumulator", [](bool) { return sequence_accumulator(); }},
+        {"repeat_int32", [](bool) { return repeat_int32(); }},
+        {"square_int32", [](bool) { return square_int32(); }},
+        {"text_stream", [](bool) { return text_stream(); }},
         // simple_<type>: `simple` over every other numeric type (`simple` itself is INT32).
         {"simple_uint8", [](bool) { return add_sub<std::uint8_t>("simple_uint8"); }},
         {"simple_uint16", [](bool) { return add_sub<std::uint16_t>("simple_uint16"); }},

@@ -13,7 +13,8 @@ namespace oip_serve {
 
 /// simple, simple_int8, simple_string, simple_identity, identity_<type> for every datatype,
 /// classifier, and the sequence models simple_sequence, simple_dyna_sequence,
-/// simple_string_dyna_sequence and sequence_accumulator. `dynamic_batching` turns on the
+/// simple_string_dyna_sequence and sequence_accumulator, and the decoupled repeat_int32,
+/// square_int32 and text_stream (decoupled_models.hpp). `dynamic_batching` turns on the
 /// classifier's dynamic batching.
 std::vector<std::shared_ptr<oip::model>> reference_models(bool dynamic_batching = true);
 

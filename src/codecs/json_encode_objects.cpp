@@ -259,11 +259,12 @@ std::string encode_model_config(const model_config& config) {
   std::string out = fmt::format(
       R"({{"name":{},"platform":{},"backend":{},"max_batch_size":{},"input":{},"output":{},)"
       R"("version_policy":{{"latest":{{"num_versions":1}}}},)"
-      R"("instance_group":[{{"name":{},"kind":"{}","count":{},"gpus":[{}]}}])",
+      R"("instance_group":[{{"name":{},"kind":"{}","count":{},"gpus":[{}]}}],)"
+      R"("model_transaction_policy":{{"decoupled":{}}})",
       quoted(config.name), quoted(config.platform), quoted(config.platform), config.max_batch_size,
       tensors(config.inputs), tensors(config.outputs), quoted(config.name),
       config.gpus.empty() ? "KIND_CPU" : "KIND_GPU", config.batching.instances,
-      fmt::join(config.gpus, ","));
+      fmt::join(config.gpus, ","), config.decoupled);
   // Triton's config has one scheduler: sequence batching wins over dynamic batching.
   if (config.sequence_batching) {
     std::string controls;
@@ -301,14 +302,24 @@ std::string encode_model_statistics(const statistics_snapshot& s) {
         duration({took.count, took.compute_infer_ns}),
         duration({took.count, took.compute_output_ns}));
   }
+  std::string responses;
+  for (const auto& [index, at] : s.responses) {
+    responses += fmt::format(
+        R"({}"{}":{{"compute_infer":{},"compute_output":{},"success":{},"fail":{},)"
+        R"("empty_response":{},"cancel":{}}})",
+        responses.empty() ? "" : ",", index, duration(at.compute_infer),
+        duration(at.compute_output), duration(at.success), duration(at.fail),
+        duration(at.empty_response), duration(at.cancel));
+  }
   return fmt::format(
       R"({{"name":{},"version":"{}","last_inference":{},"inference_count":{},)"
       R"("execution_count":{},"inference_stats":{{"success":{},"fail":{},"queue":{},)"
       R"("compute_input":{},"compute_infer":{},"compute_output":{},)"
-      R"("cache_hit":{{"count":0,"ns":0}},"cache_miss":{{"count":0,"ns":0}}}},"batch_stats":[{}]}})",
+      R"("cache_hit":{{"count":0,"ns":0}},"cache_miss":{{"count":0,"ns":0}}}},"batch_stats":[{}],)"
+      R"("response_stats":{{{}}}}})",
       quoted(s.name), s.version, s.last_inference_ms, s.inference_count, s.execution_count,
       duration(s.success), duration(s.fail), duration(s.queue), duration(s.compute_input),
-      duration(s.compute_infer), duration(s.compute_output), batches);
+      duration(s.compute_infer), duration(s.compute_output), batches, responses);
 }
 
 }  // namespace

@@ -644,6 +644,7 @@ void encode_model_config(const model_config& config, inference::ModelConfig& out
                                       : inference::ModelInstanceGroup::KIND_GPU);
   group->set_count(static_cast<std::int32_t>(config.batching.instances));
   for (const int gpu : config.gpus) group->add_gpus(gpu);
+  out.mutable_model_transaction_policy()->set_decoupled(config.decoupled);
   for (const tensor_metadata& t : config.inputs) {
     inference::ModelInput* input = out.add_input();
     input->set_name(t.name);
@@ -714,6 +715,15 @@ void encode_statistics(const statistics_snapshot& s, inference::ModelStatistics&
     duration({took.count, took.compute_input_ns}, batch->mutable_compute_input());
     duration({took.count, took.compute_infer_ns}, batch->mutable_compute_infer());
     duration({took.count, took.compute_output_ns}, batch->mutable_compute_output());
+  }
+  for (const auto& [index, at] : s.responses) {
+    inference::InferResponseStatistics& response = (*out.mutable_response_stats())[std::to_string(index)];
+    duration(at.compute_infer, response.mutable_compute_infer());
+    duration(at.compute_output, response.mutable_compute_output());
+    duration(at.success, response.mutable_success());
+    duration(at.fail, response.mutable_fail());
+    duration(at.empty_response, response.mutable_empty_response());
+    duration(at.cancel, response.mutable_cancel());
   }
 }
 

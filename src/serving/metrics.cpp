@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -47,6 +48,38 @@ void counter(std::string& out, const std::vector<statistics_snapshot>& models,
   family(out, name, "counter", help);
   for (const statistics_snapshot& s : models) {
     fmt::format_to(std::back_inserter(out), "{}{{{}}} {}\n", name, model_labels(s), value(s));
+  }
+}
+
+// A histogram's counts per bucket, and the sum (in nanoseconds, shown divided by `ns_per_unit`)
+// and count of what they count.
+struct histogram_reading {
+  std::span<const std::uint64_t> buckets;  // one per bound, then the overflow
+  model_statistics::duration total;
+  double ns_per_unit;
+};
+
+// A histogram per model: its buckets' upper bounds are `bounds` divided by `bound_per_unit`.
+template <std::size_t N, class Reading>
+void histogram(std::string& out, const std::vector<statistics_snapshot>& models,
+               std::string_view name, std::string_view help,
+               const std::array<std::uint64_t, N>& bounds, double bound_per_unit, Reading read) {
+  family(out, name, "histogram", help);
+  for (const statistics_snapshot& s : models) {
+    const std::string labels = model_labels(s);
+    const histogram_reading reading = read(s);
+    std::uint64_t cumulative = 0;
+    for (std::size_t i = 0; i < reading.buckets.size(); ++i) {
+      cumulative += reading.buckets[i];
+      const std::string bound = i < bounds.size()
+                                    ? fmt::format("{}", static_cast<double>(bounds[i]) / bound_per_unit)
+                                    : std::string{"+Inf"};
+      fmt::format_to(std::back_inserter(out), "{}_bucket{{{},le=\"{}\"}} {}\n", name, labels,
+                     bound, cumulative);
+    }
+    fmt::format_to(std::back_inserter(out), "{}_sum{{{}}} {}\n{}_count{{{}}} {}\n", name, labels,
+                   static_cast<double>(reading.total.ns) / reading.ns_per_unit, name, labels,
+                   reading.total.count);
   }
 }
 
@@ -109,25 +142,16 @@ std::string prometheus_text(const inference_service& service,
                    model_labels(s), s.pending_requests);
   }
 
-  constexpr std::string_view histogram = "oip_inference_request_duration_seconds";
-  family(out, histogram, "histogram",
-         "Latency of successful inference requests, from arrival to reply, in seconds");
-  for (const snapshot& s : models) {
-    const std::string labels = model_labels(s);
-    std::uint64_t cumulative = 0;
-    for (std::size_t i = 0; i < s.latency_buckets.size(); ++i) {
-      cumulative += s.latency_buckets[i];
-      const std::string bound =
-          i < model_statistics::latency_bounds_us.size()
-              ? fmt::format("{}", static_cast<double>(model_statistics::latency_bounds_us[i]) / 1e6)
-              : std::string{"+Inf"};
-      fmt::format_to(std::back_inserter(out), "{}_bucket{{{},le=\"{}\"}} {}\n", histogram, labels,
-                     bound, cumulative);
-    }
-    fmt::format_to(std::back_inserter(out), "{}_sum{{{}}} {}\n{}_count{{{}}} {}\n", histogram,
-                   labels, static_cast<double>(s.success.ns) / 1e9, histogram, labels,
-                   s.success.count);
-  }
+  histogram(out, models, "oip_inference_request_duration_seconds",
+            "Latency of successful inference requests, from arrival to reply, in seconds",
+            model_statistics::latency_bounds_us, 1e6, [](const snapshot& s) {
+              return histogram_reading{s.latency_buckets, s.success, 1e9};
+            });
+  histogram(out, models, "nv_inference_first_response_histogram_ms",
+            "Duration from request to first response in milliseconds",
+            model_statistics::first_response_bounds_ms, 1, [](const snapshot& s) {
+              return histogram_reading{s.first_response_buckets, s.first_response, 1e6};
+            });
 
   family(out, "oip_sequences_active", "gauge", "Sequences holding state, per sequence model");
   for (const snapshot& s : models) {
