@@ -57,8 +57,9 @@ class responders {
     {
       const std::lock_guard lock{shared_->mutex};
       if (shared_->running >= most) {
-        return call.finish(status{oip::errc::unavailable,
-                                  fmt::format("the model has {} requests streaming already", most)});
+        return call.finish(
+            status{oip::errc::unavailable,
+                   fmt::format("the model has {} requests streaming already", most)});
       }
       ++shared_->running;
     }
@@ -69,8 +70,8 @@ class responders {
         const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds{ms};
         // Looks at the call's cancellation now and then: nothing wakes this when it is cancelled.
         while (!state->stopping && !call.cancelled() && std::chrono::steady_clock::now() < until) {
-          state->changed.wait_until(
-              lock, std::min(until, std::chrono::steady_clock::now() + std::chrono::milliseconds{10}));
+          state->changed.wait_until(lock, std::min(until, std::chrono::steady_clock::now() +
+                                                              std::chrono::milliseconds{10}));
         }
         return !state->stopping && !call.cancelled();
       };
@@ -137,9 +138,9 @@ class repeat_model final : public oip::model {
     const std::uint32_t wait_ms = wait->at<std::uint32_t>(0);
     // The wait holds an executor worker, and nothing cancels it.
     if (wait_ms > max_wait_ms) {
-      return call.finish(status{
-          oip::errc::invalid_argument,
-          fmt::format("WAIT is at most {} milliseconds, got {}", max_wait_ms, wait_ms)});
+      return call.finish(
+          status{oip::errc::invalid_argument,
+                 fmt::format("WAIT is at most {} milliseconds, got {}", max_wait_ms, wait_ms)});
     }
     responders_.start(std::move(call), [](oip::inference_call& c, const auto& pause) {
       const tensor& values = *find_input(c.request(), "IN");

@@ -304,12 +304,12 @@ std::string encode_model_statistics(const statistics_snapshot& s) {
   }
   std::string responses;
   for (const auto& [index, at] : s.responses) {
-    responses += fmt::format(
-        R"({}"{}":{{"compute_infer":{},"compute_output":{},"success":{},"fail":{},)"
-        R"("empty_response":{},"cancel":{}}})",
-        responses.empty() ? "" : ",", index, duration(at.compute_infer),
-        duration(at.compute_output), duration(at.success), duration(at.fail),
-        duration(at.empty_response), duration(at.cancel));
+    responses +=
+        fmt::format(R"({}"{}":{{"compute_infer":{},"compute_output":{},"success":{},"fail":{},)"
+                    R"("empty_response":{},"cancel":{}}})",
+                    responses.empty() ? "" : ",", index, duration(at.compute_infer),
+                    duration(at.compute_output), duration(at.success), duration(at.fail),
+                    duration(at.empty_response), duration(at.cancel));
   }
   return fmt::format(
       R"({{"name":{},"version":"{}","last_inference":{},"inference_count":{},)"

@@ -64,15 +64,9 @@ void model_statistics::add_response(std::uint64_t index, response_outcome outcom
       at.compute_output.add(output_ns);
       at.success.add(infer_ns + output_ns);
       break;
-    case response_outcome::empty_final:
-      at.empty_response.add(infer_ns + output_ns);
-      break;
-    case response_outcome::failed:
-      at.fail.add(infer_ns + output_ns);
-      break;
-    case response_outcome::cancelled:
-      at.cancel.add(infer_ns + output_ns);
-      break;
+    case response_outcome::empty_final: at.empty_response.add(infer_ns + output_ns); break;
+    case response_outcome::failed: at.fail.add(infer_ns + output_ns); break;
+    case response_outcome::cancelled: at.cancel.add(infer_ns + output_ns); break;
   }
 }
 

@@ -717,7 +717,8 @@ void encode_statistics(const statistics_snapshot& s, inference::ModelStatistics&
     duration({took.count, took.compute_output_ns}, batch->mutable_compute_output());
   }
   for (const auto& [index, at] : s.responses) {
-    inference::InferResponseStatistics& response = (*out.mutable_response_stats())[std::to_string(index)];
+    inference::InferResponseStatistics& response =
+        (*out.mutable_response_stats())[std::to_string(index)];
     duration(at.compute_infer, response.mutable_compute_infer());
     duration(at.compute_output, response.mutable_compute_output());
     duration(at.success, response.mutable_success());

@@ -230,8 +230,10 @@ class stream_reactor final : public stream_reactor_base {
       message.Clear();
       encoded = status{};
       // The request's last response goes with its trace, when the request's end follows at once.
-      if (!final_sent) send_streamed(bytes, nullptr);
-      else last_ = std::move(bytes);
+      if (!final_sent)
+        send_streamed(bytes, nullptr);
+      else
+        last_ = std::move(bytes);
     }
 
     void on_complete(const status& outcome) override {

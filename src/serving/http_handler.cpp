@@ -278,7 +278,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
       if (++responses == 1) response = std::move(r);
     }
     void on_complete(const status& outcome) final {
-      result<inference_response> answered = !outcome.ok()  ? result<inference_response>{outcome}
+      result<inference_response> answered = !outcome.ok()    ? result<inference_response>{outcome}
                                             : responses != 1 ? result<inference_response>{not_one()}
                                                              : std::move(*response);
       http_response reply = made(std::move(answered));

@@ -417,12 +417,12 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
       sender = [pending](model_output response) { return send(pending, std::move(response)); };
     }
     detail::execute_guarded(
-        m, inference_call{std::move(request), pending->lease.version(), pending->cancel,
-                          [self = shared_from_this(),
-                           pending](result<std::optional<model_output>> outcome) {
-                            self->complete(pending, std::move(outcome));
-                          },
-                          std::move(turn), std::move(sender)});
+        m, inference_call{
+               std::move(request), pending->lease.version(), pending->cancel,
+               [self = shared_from_this(), pending](result<std::optional<model_output>> outcome) {
+                 self->complete(pending, std::move(outcome));
+               },
+               std::move(turn), std::move(sender)});
   }
 
   // A decoupled model's response that is not its last: made and written as a last one is, then
@@ -456,7 +456,8 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     const std::lock_guard lock{pending->replying};
     if (!pending->sink) return finished();
     model_statistics& stats = pending->lease.statistics();
-    if (pending->responses == 0) stats.add_first_response(nanoseconds_between(pending->received, made));
+    if (pending->responses == 0)
+      stats.add_first_response(nanoseconds_between(pending->received, made));
     stats.add_response(pending->responses, model_statistics::response_outcome::sent,
                        nanoseconds_between(pending->last_response, computed),
                        nanoseconds_between(computed, made));
@@ -468,7 +469,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
 
   // Writes the response's outputs that the request placed in shared memory to their regions.
   static status place_in_shared_memory(const pending_inference& pending,
-                                        inference_response& response) {
+                                       inference_response& response) {
     if (pending.destinations.empty()) return {};
     if (status written = write_outputs(pending.destinations, response); !written.ok()) {
       return written;
@@ -652,10 +653,10 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
                          nanoseconds_between(computed, made));
     }
     if (log_enabled(log_level::verbose)) {
-      log(log_level::verbose,
-          fmt::format("model '{}' version {} request '{}': ok in {} us",
-                      pending->lease.get().config().name, pending->lease.version(),
-                      pending->id.value_or(""), nanoseconds_between(pending->received, made) / 1000));
+      log(log_level::verbose, fmt::format("model '{}' version {} request '{}': ok in {} us",
+                                          pending->lease.get().config().name,
+                                          pending->lease.version(), pending->id.value_or(""),
+                                          nanoseconds_between(pending->received, made) / 1000));
     }
     std::optional<inference_response> last;
     if (response) last = std::move(**response);

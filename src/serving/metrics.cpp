@@ -71,11 +71,11 @@ void histogram(std::string& out, const std::vector<statistics_snapshot>& models,
     std::uint64_t cumulative = 0;
     for (std::size_t i = 0; i < reading.buckets.size(); ++i) {
       cumulative += reading.buckets[i];
-      const std::string bound = i < bounds.size()
-                                    ? fmt::format("{}", static_cast<double>(bounds[i]) / bound_per_unit)
-                                    : std::string{"+Inf"};
-      fmt::format_to(std::back_inserter(out), "{}_bucket{{{},le=\"{}\"}} {}\n", name, labels,
-                     bound, cumulative);
+      const std::string bound =
+          i < bounds.size() ? fmt::format("{}", static_cast<double>(bounds[i]) / bound_per_unit)
+                            : std::string{"+Inf"};
+      fmt::format_to(std::back_inserter(out), "{}_bucket{{{},le=\"{}\"}} {}\n", name, labels, bound,
+                     cumulative);
     }
     fmt::format_to(std::back_inserter(out), "{}_sum{{{}}} {}\n{}_count{{{}}} {}\n", name, labels,
                    static_cast<double>(reading.total.ns) / reading.ns_per_unit, name, labels,

@@ -25,7 +25,7 @@ struct pending_inference {
   model_lease lease;
   std::optional<std::string> id;
   std::vector<requested_output> asked;
-  std::shared_ptr<reply_sink> sink;                     // null once answered
+  std::shared_ptr<reply_sink> sink;  // null once answered
   // Orders a decoupled model's sends, from any thread, with each other and with its completion:
   // the sink is called by one at a time, never after it was taken.
   std::mutex replying;
@@ -41,7 +41,7 @@ struct pending_inference {
   clock::time_point received;
   clock::time_point queued;
   clock::time_point started;
-  clock::time_point last_response;  // a decoupled model's previous response, under `replying`
+  clock::time_point last_response;       // a decoupled model's previous response, under `replying`
   std::optional<tracer::sampled> trace;  // when the tracer sampled it
   std::shared_ptr<tracer> traces;        // set with trace
   transport_trace* transport = nullptr;  // the transport's part in the trace, if it takes one

@@ -1,0 +1,284 @@
+// Decoupled models through the inference service: many responses to one request, none, an error
+// that ends the stream, a send after completion, cancellation, a slow reader holding the model
+// back without a response lost, and the configurations refused.
+
+#include "served.hpp"
+#include "serving_support.hpp"
+#include "wait.hpp"
+
+#include <oip/model.hpp>
+#include <oip/reply_sink.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+namespace {
+
+using namespace std::chrono_literals;
+
+oip::model_config counting_config(std::string name) {
+  oip::model_config c;
+  c.name = std::move(name);
+  c.decoupled = true;
+  c.inputs = {{"N", oip::datatype::int32, {1}, {}}};
+  c.outputs = {{"I", oip::datatype::int32, {1}, {}}};
+  return c;
+}
+
+oip::model_output count_output(std::int32_t i) {
+  oip::model_output out;
+  out.outputs.push_back(
+      *oip::tensor::from_values<std::int32_t>("I", {1}, std::span<const std::int32_t>{&i, 1}));
+  return out;
+}
+
+oip::inference_request count_request(std::int32_t n) {
+  oip::inference_request r;
+  r.inputs.push_back(
+      *oip::tensor::from_values<std::int32_t>("N", {1}, std::span<const std::int32_t>{&n, 1}));
+  return r;
+}
+
+// What a request's stream delivered, in order: responses (their I and final flag), then the end.
+struct recorded_stream final : oip::reply_sink {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::int32_t> values;
+  std::vector<bool> finals;
+  std::optional<oip::status> outcome;
+  // A transport that writes later: each response held until `write_one` (none: written at once).
+  std::optional<oip::response_backlog> held;
+  std::size_t most_held = 0;
+
+  void on_response(oip::inference_response r, oip::response_flag flag) override {
+    const std::lock_guard lock{mutex};
+    values.push_back(r.outputs.at(0).at<std::int32_t>(0));
+    finals.push_back(flag == oip::response_flag::final_response);
+    if (held) {
+      held->add();
+      most_held = std::max(most_held, held->held());
+    }
+    changed.notify_all();
+  }
+  void on_complete(const oip::status& s) override {
+    const std::lock_guard lock{mutex};
+    outcome = s;
+    changed.notify_all();
+  }
+  oip::response_backlog* backlog() noexcept override { return held ? &*held : nullptr; }
+
+  oip::status wait_for_end() {
+    std::unique_lock lock{mutex};
+    changed.wait_for(lock, 10s, [&] { return outcome.has_value(); });
+    return outcome.value_or(oip::status{oip::errc::internal, "no end within 10 s"});
+  }
+  std::size_t responses() {
+    const std::lock_guard lock{mutex};
+    return values.size();
+  }
+};
+
+// A decoupled model whose execute is `run`.
+class decoupled_model final : public oip::model {
+ public:
+  decoupled_model(std::string name, std::function<void(oip::inference_call)> run)
+      : config_{counting_config(std::move(name))}, run_{std::move(run)} {}
+  [[nodiscard]] const oip::model_config& config() const noexcept override { return config_; }
+  void execute(oip::inference_call call) override { run_(std::move(call)); }
+
+ private:
+  oip::model_config config_;
+  std::function<void(oip::inference_call)> run_;
+};
+
+std::int32_t n_of(const oip::inference_call& call) {
+  return call.request().inputs.at(0).at<std::int32_t>(0);
+}
+
+}  // namespace
+
+TEST_CASE("a decoupled model streams many responses, then a flag-only or a last final") {
+  auto flag_only = std::make_shared<decoupled_model>("flag_only", [](oip::inference_call call) {
+    for (std::int32_t i = 0; i < n_of(call); ++i) REQUIRE(call.send(count_output(i)).ok());
+    call.finish();
+  });
+  auto last_final = std::make_shared<decoupled_model>("last_final", [](oip::inference_call call) {
+    for (std::int32_t i = 0; i + 1 < n_of(call); ++i) REQUIRE(call.send(count_output(i)).ok());
+    call.finish(count_output(n_of(call) - 1));
+  });
+  oip::testing::served s{{flag_only, last_final}};
+  REQUIRE(s.failures.empty());
+
+  auto flags = std::make_shared<recorded_stream>();
+  s.service.infer({.model = "flag_only", .cancel = {}}, count_request(5), flags);
+  CHECK(flags->wait_for_end().ok());
+  CHECK(flags->values == std::vector<std::int32_t>{0, 1, 2, 3, 4});
+  CHECK(flags->finals == std::vector<bool>(5, false));
+
+  auto last = std::make_shared<recorded_stream>();
+  s.service.infer({.model = "last_final", .cancel = {}}, count_request(3), last);
+  CHECK(last->wait_for_end().ok());
+  CHECK(last->values == std::vector<std::int32_t>{0, 1, 2});
+  CHECK(last->finals == std::vector<bool>{false, false, true});
+
+  // No response at all: the request completes, and the statistics count its empty final.
+  auto none = std::make_shared<recorded_stream>();
+  s.service.infer({.model = "flag_only", .cancel = {}}, count_request(0), none);
+  CHECK(none->wait_for_end().ok());
+  CHECK(none->values.empty());
+  const auto stats = s.service.statistics("flag_only", std::nullopt);
+  REQUIRE(stats);
+  const auto& responses = stats->at(0).responses;
+  CHECK(responses.at(0).success.count == 1);
+  CHECK(responses.at(4).success.count == 1);
+  CHECK(responses.at(0).empty_response.count == 1);  // the request that sent none
+  CHECK(responses.at(5).empty_response.count == 1);
+  CHECK(stats->at(0).success.count == 2);
+  CHECK(stats->at(0).first_response.count == 1);
+
+  // A caller that expects one response learns that there were several.
+  CHECK(s.infer("flag_only", count_request(2)).error().message() ==
+        "the model gave more than one response to a request that expects one");
+  REQUIRE(s.infer("last_final", count_request(1)));
+}
+
+TEST_CASE("an error ends a decoupled model's stream after its responses") {
+  auto failing = std::make_shared<decoupled_model>("failing", [](oip::inference_call call) {
+    REQUIRE(call.send(count_output(7)).ok());
+    call.finish(oip::status{oip::errc::internal, "the engine stopped"});
+  });
+  oip::testing::served s{{failing}};
+  auto stream = std::make_shared<recorded_stream>();
+  s.service.infer({.model = "failing", .cancel = {}}, count_request(1), stream);
+  const oip::status end = stream->wait_for_end();
+  CHECK(end.message() == "the engine stopped");
+  CHECK(stream->values == std::vector<std::int32_t>{7});
+  const auto stats = s.service.statistics("failing", std::nullopt);
+  CHECK(stats->at(0).responses.at(1).fail.count == 1);
+  CHECK(stats->at(0).fail.count == 1);
+}
+
+TEST_CASE("a send after completion is refused and sends nothing") {
+  std::promise<oip::status> late;
+  auto keeps = std::make_shared<decoupled_model>("keeps", [&late](oip::inference_call call) {
+    call.finish();
+    late.set_value(call.send(count_output(1)));
+    call.finish(count_output(2));  // ignored
+  });
+  oip::testing::served s{{keeps}};
+  auto stream = std::make_shared<recorded_stream>();
+  s.service.infer({.model = "keeps", .cancel = {}}, count_request(1), stream);
+  CHECK(stream->wait_for_end().ok());
+  const oip::status refused = late.get_future().get();
+  CHECK(refused.code() == oip::errc::failed_precondition);
+  CHECK(refused.message() == "the call has finished: the response was not sent");
+  CHECK(stream->values.empty());
+
+  // A model that is not decoupled answers with finish: send is not for it.
+  std::promise<oip::status> not_decoupled;
+  oip::model_config config = oip::testing::simple_config();
+  config.name = "once";
+  auto once = oip::make_model(config, [&](oip::inference_call& call) {
+    not_decoupled.set_value(call.send({}));
+    return oip::result<oip::model_output>{oip::status{oip::errc::internal, "done"}};
+  });
+  oip::testing::served t{{once}};
+  CHECK_FALSE(t.infer("once", oip::testing::simple_request()));
+  CHECK(not_decoupled.get_future().get().code() == oip::errc::failed_precondition);
+}
+
+TEST_CASE("a cancelled request stops a decoupled model's sends at once") {
+  std::atomic<int> sent{0};
+  std::promise<oip::status> stopped;
+  auto endless = std::make_shared<decoupled_model>("endless", [&](oip::inference_call call) {
+    for (;;) {
+      oip::status s = call.send(count_output(sent.load()));
+      if (!s.ok()) {
+        stopped.set_value(s);
+        return call.finish(s);
+      }
+      ++sent;
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  oip::testing::served s{{endless}};
+  oip::cancellation cancel;
+  auto stream = std::make_shared<recorded_stream>();
+  s.service.infer({.model = "endless", .cancel = cancel}, count_request(1), stream);
+  REQUIRE(oip::testing::wait_until([&] { return stream->responses() >= 3; }));
+  cancel.cancel();
+  auto refused = stopped.get_future();
+  REQUIRE(refused.wait_for(5s) == std::future_status::ready);
+  CHECK(refused.get().code() == oip::errc::unavailable);
+  CHECK(stream->wait_for_end().code() == oip::errc::unavailable);
+  // Nothing went to the client after the cancel was seen.
+  CHECK(stream->responses() == static_cast<std::size_t>(sent.load()));
+  const auto stats = s.service.statistics("endless", std::nullopt);
+  CHECK(stats->at(0).failures[static_cast<std::size_t>(oip::failure_reason::canceled)] == 1);
+}
+
+TEST_CASE("a slow reader holds a decoupled model back without losing a response") {
+  constexpr std::int32_t total = 300;
+  auto fast = std::make_shared<decoupled_model>("fast", [](oip::inference_call call) {
+    for (std::int32_t i = 0; i < n_of(call); ++i) {
+      if (!call.send(count_output(i)).ok())
+        return call.finish(oip::status{oip::errc::unavailable, "gone"});
+    }
+    call.finish();
+  });
+  oip::testing::served s{{fast}};
+  const std::size_t limit = s.service.options().bounds.max_unsent_responses;
+  auto stream = std::make_shared<recorded_stream>();
+  stream->held.emplace();
+  s.service.infer({.model = "fast", .cancel = {}}, count_request(total), stream);
+  // The reader writes one response every so often; the model waits for it at the limit.
+  std::size_t written = 0;
+  while (written < static_cast<std::size_t>(total)) {
+    if (stream->held->held() == 0) {
+      std::this_thread::sleep_for(100us);
+      continue;
+    }
+    if (written % 50 == 0) std::this_thread::sleep_for(5ms);  // now and then, a slow write
+    stream->held->written();
+    ++written;
+  }
+  CHECK(stream->wait_for_end().ok());
+  CHECK(stream->values.size() == static_cast<std::size_t>(total));
+  for (std::int32_t i = 0; i < total; ++i) CHECK(stream->values[static_cast<std::size_t>(i)] == i);
+  CHECK(stream->most_held <= limit);
+  CHECK(stream->most_held == limit);  // it did fill up: the model was held back
+
+  // A reader that goes away (its backlog closed) stops the model waiting for room.
+  auto gone = std::make_shared<recorded_stream>();
+  gone->held.emplace();
+  s.service.infer({.model = "fast", .cancel = {}}, count_request(total), gone);
+  REQUIRE(oip::testing::wait_until([&] { return gone->responses() >= limit; }));
+  gone->held->close();
+  CHECK(gone->wait_for_end().code() == oip::errc::unavailable);
+  CHECK(gone->responses() == limit);
+}
+
+TEST_CASE("a decoupled model with dynamic batching is refused when it is added") {
+  oip::model_config config = counting_config("batched");
+  config.max_batch_size = 4;
+  config.dynamic_batching = true;
+  oip::model_repository models;
+  auto batched = oip::make_model(config, [](const oip::inference_request&) {
+    return oip::result<oip::model_output>{oip::model_output{}};
+  });
+  const oip::status s = models.add(batched);
+  CHECK(s.code() == oip::errc::invalid_argument);
+  CHECK(s.message().find("a decoupled model cannot use dynamic batching") != std::string::npos);
+}
