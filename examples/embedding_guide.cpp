@@ -11,6 +11,7 @@
 #include <oip/repository.hpp>
 #include <oip/tensor.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -60,6 +61,31 @@ struct captured_log : oip::log_sink {
   std::vector<std::string> lines;
 };
 
+
+// Streams N, N-1, ..., 1, a response each as it is made: a decoupled model.
+class countdown final : public oip::model {
+ public:
+  countdown() {
+    config_.name = "countdown";
+    config_.decoupled = true;  // any number of responses to a request, on a stream
+    config_.inputs = {{"N", oip::datatype::int32, {1}, {}}};
+    config_.outputs = {{"LEFT", oip::datatype::int32, {1}, {}}};
+  }
+  const oip::model_config& config() const noexcept override { return config_; }
+  void execute(oip::inference_call call) override {
+    for (std::int32_t left = call.request().inputs[0].at<std::int32_t>(0); left > 0; --left) {
+      oip::model_output out;
+      out.outputs.push_back(*oip::tensor::from_values<std::int32_t>("LEFT", {1}, {&left, 1}));
+      // Waits while the client has many responses unread; fails once it went away.
+      if (oip::status sent = call.send(std::move(out)); !sent.ok()) return call.finish(sent);
+    }
+    call.finish();  // the end, with no last response: the stream's final flag alone
+  }
+
+ private:
+  oip::model_config config_;
+};
+
 }  // namespace
 
 int main() {
@@ -101,6 +127,17 @@ int main() {
       "unexpected shape for input 'X' for model 'double'. Expected [-1,4], got [4]. NOTE: "
       "Setting a non-zero max_batch_size in the model config requires a batch dimension to be "
       "prepended to each input shape."));
+
+  // A decoupled model, its responses read as server-sent events.
+  EXPECT(models.add(std::make_shared<countdown>()).ok());
+  const oip::http_response events =
+      client.send("POST", "/v2/models/countdown/generate_stream", R"({"N":3})");
+  EXPECT(events.status == 200);
+  const std::string body = events.body();
+  const std::size_t three = body.find(R"("LEFT":3)");
+  const std::size_t one = body.find(R"("LEFT":1)");
+  EXPECT(three != std::string::npos && one != std::string::npos && three < one);
+  EXPECT(client.infer("countdown", {}).error().http_status() == 400);  // not on /infer
 
   EXPECT(!log->lines.empty());  // the refused request's line
   oip::set_log_sink(nullptr);
