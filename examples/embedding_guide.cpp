@@ -61,7 +61,6 @@ struct captured_log : oip::log_sink {
   std::vector<std::string> lines;
 };
 
-
 // Streams N, N-1, ..., 1, a response each as it is made: a decoupled model.
 class countdown final : public oip::model {
  public:

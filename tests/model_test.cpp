@@ -208,10 +208,11 @@ TEST_CASE("a function model may take the request, or the call with its cancellat
   });
   outcome.reset();
   oip::detail::execute_guarded(
-      *echo, oip::inference_call{oip::testing::simple_request(1), 1, {},
-                                 [&](oip::result<std::optional<oip::model_output>> r) {
-                                   outcome = std::move(r);
-                                 }});
+      *echo, oip::inference_call{
+                 oip::testing::simple_request(1),
+                 1,
+                 {},
+                 [&](oip::result<std::optional<oip::model_output>> r) { outcome = std::move(r); }});
   REQUIRE(outcome.has_value());
   REQUIRE(*outcome);
   REQUIRE(**outcome);
