@@ -253,7 +253,7 @@ class stream_reactor final : public stream_reactor_base {
       if (!outcome.ok()) {
         bytes = error_reply(outcome, failed);
       } else if (last_) {
-        bytes = std::move(*last_);
+        bytes.Swap(&*last_);
       } else if (empty_final) {
         inference::ModelStreamInferResponse empty;
         *empty.mutable_infer_response() = failed;
