@@ -16,6 +16,7 @@
 #include <oip/access.hpp>
 #include <oip/binary.hpp>
 #include <oip/buffer.hpp>
+#include <oip/cancellation.hpp>
 #include <oip/classification.hpp>
 #include <oip/datatype.hpp>
 #include <oip/elementwise.hpp>
