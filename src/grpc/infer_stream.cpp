@@ -216,7 +216,6 @@ class stream_reactor final : public stream_reactor_base {
     status encoded{errc::internal, "the model completed the request without a response"};
     bool decoupled = false;
     bool empty_final = false;  // the request asked for an empty final response
-    bool final_sent = false;
 
     response_backlog* backlog() noexcept override { return decoupled ? &shared->backlog : nullptr; }
 
@@ -225,15 +224,16 @@ class stream_reactor final : public stream_reactor_base {
       encoded = encode_response(response, answer);
       mark_final(answer, flag == response_flag::final_response || !decoupled);
       if (!decoupled) return;  // put in with the request's end
-      final_sent = flag == response_flag::final_response;
       ::grpc::ByteBuffer bytes = serialized(encoded);
       message.Clear();
       encoded = status{};
-      // The request's last response goes with its trace, when the request's end follows at once.
-      if (!final_sent)
-        send_streamed(bytes, nullptr);
-      else
-        last_ = std::move(bytes);
+      if (flag == response_flag::final_response) {
+        // Written with the request's end, which follows at once, and its trace.
+        last_.emplace().Swap(&bytes);
+        return;
+      }
+      const std::lock_guard lock{shared->mutex};
+      if (shared->reactor != nullptr) shared->reactor->stream_out(bytes);
     }
 
     void on_complete(const status& outcome) override {
@@ -274,10 +274,6 @@ class stream_reactor final : public stream_reactor_base {
       if (s.ok()) s = serialize(message, bytes);
       if (!s.ok()) bytes = error_reply(s, failed);
       return bytes;
-    }
-    void send_streamed(::grpc::ByteBuffer& bytes, std::shared_ptr<open_trace> sampled) {
-      const std::lock_guard lock{shared->mutex};
-      if (shared->reactor != nullptr) shared->reactor->stream_out(bytes, std::move(sampled));
     }
     std::optional<::grpc::ByteBuffer> last_;
   };

@@ -261,7 +261,6 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
                   "model that generates various number of responses"};
   }
 
-  // An inference reply: the request's one response encoded, once the request is complete.
   // An HTTP reply to a request of one response: the transport's part of the lifecycle. `made`
   // turns the request's outcome into the reply, once the request is complete.
   struct one_reply : reply_sink {
@@ -269,7 +268,6 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     completion done;
     std::optional<inference_response> response;
     bool admitted = false;
-
     std::size_t responses = 0;
 
     void on_admitted() final { admitted = true; }

@@ -590,18 +590,16 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
                        result<std::optional<model_output>> outcome,
                        std::optional<std::uint64_t> execution_rows = std::nullopt) {
     const clock::time_point computed = clock::now();
+    // A model that stops early because the client went away fails a cancelled request.
+    failure_reason why =
+        pending->cancel.client_gone() ? failure_reason::canceled : failure_reason::backend;
     if (outcome && !*outcome && !pending->decoupled) outcome = no_result();
-    // A decoupled model's end after its client went away is not sent: its stream is over.
+    // A decoupled model's end after its request was cancelled is not sent: its stream is over.
     if (outcome && pending->decoupled && pending->cancel.cancelled()) {
       outcome = status{errc::unavailable, "the request was cancelled"};
+      why = failure_reason::canceled;
     }
-    if (!outcome) {
-      // A model that stops early because the client went away fails a cancelled request.
-      return fail(pending, outcome.error(),
-                  pending->cancel.client_gone() || pending->cancel.cancelled()
-                      ? failure_reason::canceled
-                      : failure_reason::backend);
-    }
+    if (!outcome) return fail(pending, outcome.error(), why);
     if (*outcome && pending->trace && includes(pending->trace->level, trace_level::tensors)) {
       trace_tensors(*pending, "TENSOR_BACKEND_OUTPUT", (*outcome)->outputs);
     }
