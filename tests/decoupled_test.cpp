@@ -6,6 +6,8 @@
 #include "serving_support.hpp"
 #include "wait.hpp"
 
+#include <oip/http_handler.hpp>
+#include <oip/in_process_client.hpp>
 #include <oip/model.hpp>
 #include <oip/reply_sink.hpp>
 
@@ -281,4 +283,30 @@ TEST_CASE("a decoupled model with dynamic batching is refused when it is added")
   const oip::status s = models.add(batched);
   CHECK(s.code() == oip::errc::invalid_argument);
   CHECK(s.message().find("a decoupled model cannot use dynamic batching") != std::string::npos);
+}
+
+TEST_CASE("in_process_client streams a decoupled model's responses as they are sent") {
+  std::promise<void> second_may_go;
+  std::shared_future<void> go = second_may_go.get_future().share();
+  auto paced = std::make_shared<decoupled_model>("paced", [go](oip::inference_call call) {
+    REQUIRE(call.send(count_output(1)).ok());
+    go.wait();  // the second waits until the client has seen the first
+    call.finish(count_output(2));
+  });
+  oip::testing::served s{{paced}};
+  oip::http_handler handler{s.service};
+  oip::in_process_client client{handler};
+  std::vector<std::int32_t> seen;
+  const oip::status end =
+      client.infer_stream("paced", count_request(2), [&](oip::inference_response r) {
+        seen.push_back(r.outputs.at(0).at<std::int32_t>(0));
+        if (seen.size() == 1) second_may_go.set_value();
+      });
+  CHECK(end.ok());
+  CHECK(seen == std::vector<std::int32_t>{1, 2});
+
+  const oip::status unknown = client.infer_stream("nothing", count_request(1), [](auto) {});
+  CHECK(unknown.http_status() == 404);
+  const oip::status bad = client.infer_stream("paced", {}, [](auto) {});
+  CHECK(bad.http_status() == 400);
 }

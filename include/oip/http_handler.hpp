@@ -161,6 +161,8 @@ class OIP_EXPORT http_handler {
   [[nodiscard]] http_response handle(http_request request);
 
   [[nodiscard]] const server_options& options() const noexcept;
+  /// The service it serves (its own, or the one it was given).
+  [[nodiscard]] inference_service& service() const noexcept;
 
  private:
   struct state;

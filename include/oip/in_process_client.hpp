@@ -12,6 +12,7 @@
 #include <oip/shared_memory.hpp>
 #include <oip/status.hpp>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,6 +41,23 @@ class OIP_EXPORT in_process_client {
                                                  const inference_request& request,
                                                  const request_format& format = {},
                                                  std::optional<std::uint64_t> version = {});
+
+  /// A request to a decoupled model (or any model), its responses as a stream: `on_response` is
+  /// called with each as the model sends it, on the thread it sends from, one at a time; returns
+  /// once the request has ended, with how it ended. The request goes to the handler's service as a
+  /// stream transport hands it over (validation, the model, each response made and counted),
+  /// without a codec: no HTTP route carries a stream of protocol responses.
+  ///
+  /// Example:
+  /// \code
+  ///   std::vector<oip::inference_response> tokens;
+  ///   oip::status end = client.infer_stream("text_stream", request,
+  ///                                         [&](oip::inference_response r) { tokens.push_back(r);
+  ///                                         });
+  /// \endcode
+  [[nodiscard]] status infer_stream(std::string_view model, inference_request request,
+                                    std::function<void(inference_response)> on_response,
+                                    std::optional<std::uint64_t> version = {});
 
   [[nodiscard]] result<server_metadata> metadata();
   [[nodiscard]] result<model_metadata> metadata(std::string_view model,

@@ -632,6 +632,7 @@ http_handler::http_handler(inference_service& service, http_routes routes)
 http_handler::~http_handler() = default;
 
 const server_options& http_handler::options() const noexcept { return state_->options; }
+inference_service& http_handler::service() const noexcept { return state_->service; }
 
 void http_handler::handle(http_request request, completion done, cancellation cancel) {
   state_->handle(request, done, cancel);

@@ -1,7 +1,10 @@
 #include <oip/in_process_client.hpp>
+#include <oip/reply_sink.hpp>
 
 #include <algorithm>
 #include <cctype>
+#include <condition_variable>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -47,6 +50,32 @@ limits reply_bounds(const limits& server) {
 }
 
 }  // namespace
+
+status in_process_client::infer_stream(std::string_view model, inference_request request,
+                                       std::function<void(inference_response)> on_response,
+                                       std::optional<std::uint64_t> version) {
+  struct stream_sink final : reply_sink {
+    std::function<void(inference_response)> deliver;
+    std::mutex mutex;
+    std::condition_variable ended;
+    std::optional<status> outcome;
+    void on_response(inference_response response, response_flag /*flag*/) override {
+      deliver(std::move(response));
+    }
+    void on_complete(const status& s) override {
+      const std::lock_guard lock{mutex};
+      outcome = s;
+      ended.notify_one();
+    }
+  };
+  auto sink = std::make_shared<stream_sink>();
+  sink->deliver = std::move(on_response);
+  handler_.service().infer({.model = model, .version = version, .cancel = {}}, std::move(request),
+                           sink);
+  std::unique_lock lock{sink->mutex};
+  sink->ended.wait(lock, [&] { return sink->outcome.has_value(); });
+  return *sink->outcome;
+}
 
 http_response in_process_client::send(std::string method, std::string target, std::string body,
                                       std::vector<http_header> headers) {
