@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 namespace oip {
@@ -93,9 +94,10 @@ class reply_sink {
   reply_sink& operator=(reply_sink&&) = default;
 };
 
-/// A sink for a request that expects one response: `done` is called once, when the request is
-/// complete, with its response, or with the error that ended it. A decoupled model's request
-/// that gives no response or more than one fails (as Triton's generate route does). For a host
+/// A sink for a request that expects one response: `done` is called once, with the response as
+/// it arrives (a decoupled model's, once its request has ended), or with the error that ended the
+/// request. A decoupled model's request that gives no response or more than one fails (as
+/// Triton's generate route does). For a host
 /// that calls the service itself.
 ///
 /// Example:
@@ -107,20 +109,30 @@ class reply_sink {
     std::function<void(result<inference_response>)> done) {
   struct callback final : reply_sink {
     explicit callback(std::function<void(result<inference_response>)> f) : done{std::move(f)} {}
-    void on_response(inference_response r, response_flag /*flag*/) override {
-      if (++responses == 1) response = std::move(r);
+    void on_response(inference_response r, response_flag flag) override {
+      ++responses;
+      if (responses > 1) return;
+      // The usual case, a model's one response, is answered at once; a decoupled model's first
+      // is kept until its request has ended with no other.
+      if (flag == response_flag::final_response) {
+        answered = true;
+        return done(std::move(r));
+      }
+      kept = std::move(r);
     }
     void on_complete(const status& outcome) override {
+      if (answered) return;
       if (!outcome.ok()) return done(outcome);
-      if (responses == 1) return done(std::move(response));
+      if (responses == 1) return done(std::move(*kept));
       done(status{errc::invalid_argument,
                   responses == 0
                       ? "the request completed without a response"
                       : "the model gave more than one response to a request that expects one"});
     }
     std::function<void(result<inference_response>)> done;
-    inference_response response;
+    std::optional<inference_response> kept;
     std::size_t responses = 0;
+    bool answered = false;
   };
   return std::make_shared<callback>(std::move(done));
 }

@@ -160,20 +160,18 @@ void finish_trace(const pending_inference& pending, clock::time_point computed,
   }
 }
 
-// Hands the request's end to the sink: its last response (none for a decoupled model that ended
-// without one) or its error; and finishes the trace: before, when the transport takes the trace
-// over (it must have it when its sink runs); after otherwise, off the reply's path.
-void answer(const pending_inference& pending, reply_sink& sink,
-            result<std::optional<inference_response>> outcome, clock::time_point computed,
-            clock::time_point ended) {
+// Hands the request's end to the sink: its last response (`last`, null for a decoupled model that
+// ended without one) when `outcome` is ok, else the error; and finishes the trace: before, when
+// the transport takes the trace over (it must have it when its sink runs); after otherwise, off
+// the reply's path.
+void answer(const pending_inference& pending, reply_sink& sink, const status& outcome,
+            inference_response* last, clock::time_point computed, clock::time_point ended) {
   const bool joined = pending.transport != nullptr;
   if (joined) finish_trace(pending, computed, ended);
-  if (!outcome) {
-    sink.on_complete(outcome.error());
-  } else {
-    if (*outcome) sink.on_response(std::move(**outcome), response_flag::final_response);
-    sink.on_complete(status{});
+  if (outcome.ok() && last != nullptr) {
+    sink.on_response(std::move(*last), response_flag::final_response);
   }
+  sink.on_complete(outcome);
   if (!joined) finish_trace(pending, computed, ended);
 }
 
@@ -581,7 +579,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
           nanoseconds_between(pending->last_response, clock::now()), 0);
     }
     record_failure(pending->lease, pending->received, s, pending->id.value_or(""), reason);
-    answer(*pending, *sink, s, {}, clock::now());
+    answer(*pending, *sink, s, nullptr, {}, clock::now());
   }
 
   // `execution_rows`: the rows of the execution this request was part of, for the one request
@@ -656,9 +654,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
                                           pending->lease.version(), pending->id.value_or(""),
                                           nanoseconds_between(pending->received, made) / 1000));
     }
-    std::optional<inference_response> last;
-    if (response) last = std::move(**response);
-    answer(*pending, *sink, std::move(last), computed, made);
+    answer(*pending, *sink, status{}, response ? &**response : nullptr, computed, made);
   }
 };
 
