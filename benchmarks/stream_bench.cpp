@@ -3,7 +3,8 @@
 // service, which makes, counts and hands over each response, without a transport. Then the time
 // to a request's first response over loopback sockets: gRPC ModelStreamInfer on an open stream,
 // and HTTP generate_stream (server-sent events) on a kept-alive connection, the model sending its
-// first response at once and three more after it.
+// first response at once and three more after it; beside each, the whole round trip of a unary
+// request of the same payload on the same transport (gRPC ModelInfer, HTTP generate).
 
 #include <oip/executor.hpp>
 #include <oip/grpc/grpc_service.grpc.pb.h>
@@ -262,8 +263,54 @@ void BM_first_response_sse(benchmark::State& state) {
   }
 }
 
+// The baseline over gRPC: a unary ModelInfer of the same payload.
+void BM_unary_grpc(benchmark::State& state) {
+  over_sockets& o = sockets();
+  auto stub = inference::GRPCInferenceService::NewStub(::grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(o.grpc_port), ::grpc::InsecureChannelCredentials()));
+  inference::ModelInferRequest request;
+  request.set_model_name("unary");
+  auto* input = request.add_inputs();
+  input->set_name("N");
+  input->set_datatype("INT32");
+  input->add_shape(1);
+  const std::int32_t four = 4;
+  request.add_raw_input_contents(std::string(reinterpret_cast<const char*>(&four), 4));
+  inference::ModelInferResponse reply;
+  for (auto _ : state) {
+    ::grpc::ClientContext context;
+    const auto start = clock_type::now();
+    if (!stub->ModelInfer(&context, request, &reply).ok()) {
+      state.SkipWithError("ModelInfer failed");
+      break;
+    }
+    state.SetIterationTime(std::chrono::duration<double>(clock_type::now() - start).count());
+  }
+}
+
+// The baseline over HTTP: a unary generate request of the same payload, its reply read whole.
+void BM_unary_http(benchmark::State& state) {
+  over_sockets& o = sockets();
+  socket_client client{o.http_port};
+  const std::string body = R"({"N":4})";
+  const std::string request =
+      "POST /v2/models/unary/generate HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  for (auto _ : state) {
+    const auto start = clock_type::now();
+    // The reply's JSON object is its body's only one: its brace ends it.
+    if (!client.send(request) || !client.read_until("\r\n\r\n") || !client.read_until("}")) {
+      state.SkipWithError("no reply");
+      break;
+    }
+    state.SetIterationTime(std::chrono::duration<double>(clock_type::now() - start).count());
+  }
+}
+
 BENCHMARK(BM_first_response_grpc)->UseManualTime();
+BENCHMARK(BM_unary_grpc)->UseManualTime();
 BENCHMARK(BM_first_response_sse)->UseManualTime();
+BENCHMARK(BM_unary_http)->UseManualTime();
 
 }  // namespace
 

@@ -370,8 +370,11 @@ class session : public std::enable_shared_from_this<session> {
     stream_.expires_after(options().body_timeout);
     if (reply_.stream) {
       if (head_only_) reply_.stream->abandon();
+      // The header goes out with the body's first part (a write of its own would be a second
+      // round through the socket before the client sees the first event).
       std::string first = std::move(reply_.head);
       reply_.head = header_;
+      if (first.empty()) return next_part();
       return write_part(std::move(first));
     }
     net::async_write(
@@ -380,7 +383,7 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   // A streamed body: each part written as one chunk when it comes, then the last chunk. `head`
-  // holds what goes before the part (the reply's header, the first time).
+  // holds what goes before the part (the reply's header, until it is written).
   void write_part(std::string part) {
     if (!part.empty() && !head_only_) {
       reply_.head += http_1_0_ ? part : fmt::format("{:x}\r\n{}\r\n", part.size(), part);
@@ -402,9 +405,9 @@ class session : public std::enable_shared_from_this<session> {
     reply_.stream->next([self = shared_from_this()](std::optional<std::string> part) {
       net::post(self->stream_.get_executor(), [self, part = std::move(part)]() mutable {
         if (part) return self->write_part(std::move(*part));
-        if (self->http_1_0_ || self->head_only_) return self->on_write({});
-        // The last chunk; the stream is done with.
-        self->reply_.head = "0\r\n\r\n";
+        // The last chunk (and the header, for a body of no part); the stream is done with.
+        if (!self->http_1_0_ && !self->head_only_) self->reply_.head += "0\r\n\r\n";
+        if (self->reply_.head.empty()) return self->on_write({});
         net::async_write(self->stream_, net::buffer(self->reply_.head),
                          [self](beast::error_code ec, std::size_t) { self->on_write(ec); });
       });
