@@ -6,6 +6,8 @@
 // server's header or body timeout, 100 ms here. A crash, a hang (no close within 10 s) or a 5xx
 // reply is a finding: whatever a client sends, its mistakes are 4xx.
 
+#include "stream_model.hpp"
+
 #include <oip/http/server.hpp>
 #include <oip/log.hpp>
 
@@ -35,10 +37,11 @@ struct served {
       if (m->config().name == "classifier") continue;  // a plain-loop sgemm: too slow to fuzz
       // A decoupled reference model streams for as long as its client asks (repeat_int32's
       // delays, square_int32's count, text_stream's pauses), which this client would read as a
-      // hang; generate_stream's streamed body is fuzzed through the others.
+      // hang: the bounded fuzz_stream stands in for them.
       if (m->config().decoupled) continue;
       static_cast<void>(models.add(std::move(m)));
     }
+    static_cast<void>(models.add(std::make_shared<oip_fuzz::stream_model>()));
     oip::server_options options;
     options.bounds.max_body_bytes = 1U << 20U;
     options.bounds.max_elements = 1U << 16U;
@@ -137,6 +140,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (const std::size_t field = replies.substr(at, head_end - at).find("\r\nContent-Length: ");
         field != std::string_view::npos) {
       length = std::strtoull(reply.c_str() + at + field + 18, nullptr, 10);
+    }
+    // A chunked body (generate_stream's events) is as long as its chunks, up to the last.
+    if (replies.substr(at, head_end - at).find("\r\nTransfer-Encoding: chunked") !=
+        std::string_view::npos) {
+      const std::size_t last = replies.find("\r\n0\r\n\r\n", head_end);
+      const std::size_t empty = replies.substr(head_end + 4).starts_with("0\r\n\r\n")
+                                    ? head_end + 4
+                                    : std::string_view::npos;
+      if (empty != std::string_view::npos) {
+        length = 5;
+      } else if (last != std::string_view::npos) {
+        length = last + 7 - (head_end + 4);
+      }
     }
     // A reply to HEAD has no body: the next reply starts right after its headers.
     const std::size_t with_body = head_end + 4 + length;
