@@ -11,6 +11,7 @@
 #include <oip/model.hpp>
 #include <oip/reply_sink.hpp>
 
+#include <any>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -309,4 +310,66 @@ TEST_CASE("in_process_client streams a decoupled model's responses as they are s
   CHECK(unknown.http_status() == 404);
   const oip::status bad = client.infer_stream("paced", {}, [](auto) {});
   CHECK(bad.http_status() == 400);
+}
+
+TEST_CASE("a decoupled sequence model streams each request's responses, in its sequence's order") {
+  // Each request adds N to its sequence's sum and streams the sum so far, N times.
+  class summing final : public oip::model {
+   public:
+    summing() {
+      config_ = counting_config("summing");
+      config_.sequence_batching = true;
+    }
+    [[nodiscard]] const oip::model_config& config() const noexcept override { return config_; }
+    void execute(oip::inference_call call) override {
+      std::any& state = *call.sequence()->state;
+      if (!state.has_value()) state = std::int32_t{0};
+      auto& sum = std::any_cast<std::int32_t&>(state);
+      const std::int32_t n = n_of(call);
+      sum += n;
+      for (std::int32_t i = 0; i < n; ++i) REQUIRE(call.send(count_output(sum)).ok());
+      call.finish();
+    }
+
+   private:
+    oip::model_config config_;
+  };
+  oip::testing::served s{{std::make_shared<summing>()}};
+  const auto step = [&](std::int32_t n, bool start) {
+    oip::inference_request r = count_request(n);
+    r.parameters.set("sequence_id", std::int64_t{42});
+    if (start) r.parameters.set("sequence_start", true);
+    auto stream = std::make_shared<recorded_stream>();
+    s.service.infer({.model = "summing", .cancel = {}}, std::move(r), stream);
+    return stream;
+  };
+  auto first = step(2, true);
+  auto second = step(3, false);  // runs once the first has finished
+  CHECK(first->wait_for_end().ok());
+  CHECK(second->wait_for_end().ok());
+  CHECK(first->values == std::vector<std::int32_t>{2, 2});
+  CHECK(second->values == std::vector<std::int32_t>{5, 5, 5});
+}
+
+TEST_CASE("a decoupled request's deadline stops its model's sends") {
+  std::promise<oip::status> stopped;
+  auto endless = std::make_shared<decoupled_model>("timed", [&](oip::inference_call call) {
+    for (std::int32_t i = 0;; ++i) {
+      if (oip::status s = call.send(count_output(i)); !s.ok()) {
+        stopped.set_value(s);
+        return call.finish(s);
+      }
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  oip::testing::served s{{endless}};
+  oip::inference_request r = count_request(1);
+  r.parameters.set("timeout", std::int64_t{50'000});  // 50 ms, in microseconds
+  auto stream = std::make_shared<recorded_stream>();
+  s.service.infer({.model = "timed", .cancel = {}}, std::move(r), stream);
+  auto refused = stopped.get_future();
+  REQUIRE(refused.wait_for(5s) == std::future_status::ready);
+  CHECK(refused.get().code() == oip::errc::unavailable);
+  CHECK(stream->wait_for_end().code() == oip::errc::unavailable);
+  CHECK(stream->responses() > 0);
 }
