@@ -373,3 +373,26 @@ TEST_CASE("a decoupled request's deadline stops its model's sends") {
   CHECK(stream->wait_for_end().code() == oip::errc::unavailable);
   CHECK(stream->responses() > 0);
 }
+
+TEST_CASE("generate_stream sends an event per response, and an error mid-stream as an event") {
+  auto failing = std::make_shared<decoupled_model>("failing_later", [](oip::inference_call call) {
+    REQUIRE(call.send(count_output(1)).ok());
+    REQUIRE(call.send(count_output(2)).ok());
+    call.finish(oip::status{oip::errc::internal, "the engine stopped"});
+  });
+  oip::testing::served s{{failing}};
+  oip::http_handler handler{s.service};
+  oip::in_process_client client{handler};
+  const oip::http_response reply =
+      client.send("POST", "/v2/models/failing_later/generate_stream", R"({"N":1})");
+  CHECK(reply.status == 200);
+  CHECK(reply.header("Content-Type") == "text/event-stream; charset=utf-8");
+  CHECK(reply.body() ==
+        "data: {\"I\":1,\"model_name\":\"failing_later\",\"model_version\":\"1\"}\n\n"
+        "data: {\"I\":2,\"model_name\":\"failing_later\",\"model_version\":\"1\"}\n\n"
+        "data: {\"error\":\"the engine stopped\"}\n\n");
+  // Unary generate: one response only.
+  const oip::http_response one =
+      client.send("POST", "/v2/models/failing_later/generate", R"({"N":1})");
+  CHECK(one.status == 500);  // the model's own error ends it before the count is judged
+}
