@@ -64,6 +64,7 @@ TEST_CASE("--name=VALUE and --name VALUE mean the same") {
     CHECK(with("queue", "5").executor.queue_capacity == 5);
     CHECK(with("max-connections", "6").http.max_connections == 6);
     CHECK(with("max-body-bytes", "1024").server.bounds.max_body_bytes == 1024);
+    CHECK(with("max-inflight-bytes", "4096").server.bounds.max_inflight_bytes == 4096);
     CHECK(with("max-response-bytes", "2048").server.bounds.max_response_bytes == 2048);
     CHECK(with("server-name", "triton").server.name == "triton");
     CHECK(with("device", "cpu").device == "cpu");

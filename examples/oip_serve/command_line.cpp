@@ -47,6 +47,9 @@ A value that is not one the option takes is an error (exit code 2).
   --queue N              requests waiting for a worker before 503 (default 1024)
   --max-connections N    open HTTP connections; one more is answered 503 (default 1024)
   --max-body-bytes N     largest HTTP body or gRPC message (default 268435456)
+  --max-inflight-bytes N bytes of requests and replies the server holds at once, over every
+                         connection; a request that would pass it is answered 503 before its
+                         body is read (default 0: half the machine's physical memory)
   --max-response-bytes N largest JSON reply (default 0: 1 MiB, or 64 times the request's bytes
                          on the wire if more); a larger one is refused with a 400 that asks
                          for binary_data_output (oip::limits::max_response_bytes)
@@ -212,6 +215,7 @@ po::options_description known_options() {
                              "queue",
                              "max-connections",
                              "max-body-bytes",
+                             "max-inflight-bytes",
                              "max-response-bytes",
                              "server-name",
                              "log-level",
@@ -266,6 +270,7 @@ void read_servers(reader& in, options& o) {
   in.number("queue", o.executor.queue_capacity, 1);
   in.number("max-connections", o.http.max_connections, 1);
   in.number("max-body-bytes", o.server.bounds.max_body_bytes, 1);
+  in.number("max-inflight-bytes", o.server.bounds.max_inflight_bytes, 0);
   in.number("max-response-bytes", o.server.bounds.max_response_bytes, 0);
   in.string("server-name", o.server.name);
   in.boolean("allow-shared-memory", o.server.shared_memory);

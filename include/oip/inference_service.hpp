@@ -9,6 +9,7 @@
 #include <oip/export.hpp>
 #include <oip/infer.hpp>
 #include <oip/limits.hpp>
+#include <oip/memory_budget.hpp>
 #include <oip/metadata.hpp>
 #include <oip/model.hpp>
 #include <oip/reply_sink.hpp>
@@ -94,6 +95,9 @@ class OIP_EXPORT inference_service {
 
   [[nodiscard]] const server_options& options() const noexcept;
   [[nodiscard]] model_repository& repository() const noexcept;
+  /// The bound on the bytes of requests and replies in flight (`limits::max_inflight_bytes`),
+  /// which every transport on this service reserves from.
+  [[nodiscard]] memory_budget& memory() const noexcept;
 
   // --- health and metadata ---------------------------------------------------------------------
   /// Name, version and the extensions oip supports.

@@ -36,6 +36,11 @@ struct limits {
   /// gRPC stream, all of its requests' together): the model's next `send` waits while there are
   /// this many, so memory does not grow with a reader that does not keep up.
   std::size_t max_unsent_responses = 64;
+  /// The bytes the whole server may hold for requests and replies in flight, over every
+  /// connection and transport together (`memory_budget`): a request that would pass it is
+  /// answered 503 before its body is read. 0 (the default) means half of the machine's physical
+  /// memory (`physical_memory_bytes`), and never less than `max_body_bytes`.
+  std::size_t max_inflight_bytes = 0;
 
   /// The bound on a reply's JSON text (the tensors not sent as binary data), which the server
   /// makes from the request: past it, a 400 that asks for binary data. 0 (the default) means

@@ -31,6 +31,7 @@
 #include <oip/limits.hpp>
 #include <oip/log.hpp>
 #include <oip/log_settings.hpp>
+#include <oip/memory_budget.hpp>
 #include <oip/metadata.hpp>
 #include <oip/metrics.hpp>
 #include <oip/model.hpp>

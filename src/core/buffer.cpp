@@ -59,7 +59,7 @@ result<mutable_buffer> mutable_buffer::allocate(std::size_t size, std::size_t pa
     out.storage_ = std::allocate_shared_for_overwrite<detail::aligned_block[]>(
         aligned_malloc_allocator<detail::aligned_block>{}, blocks);
   } catch (const std::bad_alloc&) {
-    return status{errc::internal, fmt::format("out of memory allocating {} bytes", total)};
+    return status{errc::unavailable, fmt::format("out of memory allocating {} bytes", total)};
   }
   std::memset(out.data() + size, 0, blocks * buffer_alignment - size);
   out.size_ = size;

@@ -6,6 +6,7 @@
 
 #include "grpc/infer_stream.hpp"
 
+#include <oip/memory_budget.hpp>
 #include <oip/reply_sink.hpp>
 #include <oip/trace.hpp>
 
@@ -97,13 +98,25 @@ class stream_reactor final : public stream_reactor_base {
       shared_->ordered.emplace_back();
       ++shared_->open_requests;
     }
-    inference::ModelInferRequest message;
-    const status parsed = parse(incoming_, message);
-    incoming_.Clear();
-    if (parsed.ok()) {
-      dispatch(message, read_started, sequence);
-    } else {
-      ::grpc::ByteBuffer error = error_reply(parsed, {});
+    status refused;
+    try {
+      // The message's bytes count against the memory budget until its request ends.
+      result<memory_budget::lease> held = service_.memory().reserve(incoming_.Length());
+      if (held) {
+        inference::ModelInferRequest message;
+        refused = parse(incoming_, message);
+        incoming_.Clear();
+        if (refused.ok()) dispatch(message, read_started, sequence, std::move(*held));
+      } else {
+        incoming_.Clear();
+        refused = held.error();
+      }
+    } catch (const std::bad_alloc&) {
+      // The service answers out of memory once it holds the request; this is before then.
+      refused = out_of_memory("reading the request");
+    }
+    if (!refused.ok()) {
+      ::grpc::ByteBuffer error = error_reply(refused, {});
       const std::lock_guard lock{shared_->mutex};
       reply(sequence, error);
       --shared_->open_requests;
@@ -209,6 +222,7 @@ class stream_reactor final : public stream_reactor_base {
   // final response if its last one was not final.
   struct stream_reply final : reply_sink {
     std::shared_ptr<stream_state> shared;
+    memory_budget::lease held;  // the request's message, until its request ends
     std::uint64_t sequence = 0;
     std::shared_ptr<transport_trace> trace;  // while tracing is on
     inference::ModelInferResponse failed;    // the reply's fields for an error, flagged final
@@ -279,9 +293,10 @@ class stream_reactor final : public stream_reactor_base {
   };
 
   void dispatch(inference::ModelInferRequest& message, tracer::clock::time_point read_started,
-                std::uint64_t sequence) {
+                std::uint64_t sequence, memory_budget::lease held) {
     const auto received = inference_service::clock::now();
     auto sink = std::make_shared<stream_reply>();
+    sink->held = std::move(held);
     sink->shared = shared_;
     sink->sequence = sequence;
     // Only while tracing is on: a request's part in its trace is an allocation here.

@@ -15,6 +15,7 @@
 #include <oip/grpc/grpc_service.grpc.pb.h>
 #include <oip/grpc/server.hpp>
 #include <oip/log.hpp>
+#include <oip/memory_budget.hpp>
 #include <oip/shared_memory.hpp>
 
 #include <algorithm>
@@ -45,11 +46,16 @@ ServerUnaryReactor* answer(const status& allowed, CallbackServerContext* context
                            const ::grpc::ByteBuffer* in, ::grpc::ByteBuffer* out,
                            Handler&& handle) {
   if (!allowed.ok()) return finish(context, allowed);
-  Request request;
-  Response response;
-  status s = parse(*in, request);
-  if (s.ok()) s = std::forward<Handler>(handle)(std::as_const(request), response);
-  if (s.ok()) s = serialize(response, *out);
+  status s;
+  try {
+    Request request;
+    Response response;
+    s = parse(*in, request);
+    if (s.ok()) s = std::forward<Handler>(handle)(std::as_const(request), response);
+    if (s.ok()) s = serialize(response, *out);
+  } catch (const std::bad_alloc&) {
+    s = out_of_memory("answering the call");
+  }
   return finish(context, s);
 }
 
@@ -70,7 +76,8 @@ std::shared_ptr<reply_sink> borrowed(reply_sink* sink) {
 
 class infer_reactor final : public ServerUnaryReactor, public reply_sink {
  public:
-  explicit infer_reactor(::grpc::ByteBuffer* out) : out_{out} {}
+  infer_reactor(::grpc::ByteBuffer* out, memory_budget::lease held)
+      : out_{out}, held_{std::move(held)} {}
 
   [[nodiscard]] const cancellation& cancel() const noexcept { return cancel_; }
   [[nodiscard]] transport_trace& trace() noexcept { return trace_; }
@@ -80,6 +87,7 @@ class infer_reactor final : public ServerUnaryReactor, public reply_sink {
     inference::ModelInferResponse message;
     encoded_ = encode_response(response, message);
     if (encoded_.ok()) encoded_ = serialize(message, *out_);
+    if (encoded_.ok()) held_.add(out_->Length());  // until written
     answered_ = true;
   }
   void on_complete(const status& outcome) override {
@@ -105,6 +113,7 @@ class infer_reactor final : public ServerUnaryReactor, public reply_sink {
 
  private:
   ::grpc::ByteBuffer* out_;
+  memory_budget::lease held_;  // the request's message and the reply's, until the call is done
   status encoded_;
   bool answered_ = false;
   cancellation cancel_;
@@ -220,18 +229,31 @@ class service_impl final : public raw_service {
   ServerUnaryReactor* ModelInfer(CallbackServerContext* context, const ByteBuffer* in,
                                  ByteBuffer* out) override {
     if (status s = allowed(context, api_category::inference); !s.ok()) return finish(context, s);
-    auto* reactor = new infer_reactor{out};
+    result<memory_budget::lease> held = service_.memory().reserve(in->Length());
+    if (!held) return finish(context, held.error());
+    auto* reactor = new infer_reactor{out, std::move(*held)};
+    try {
+      start_infer(*reactor, *in);
+    } catch (const std::bad_alloc&) {
+      // The service answers out of memory once it holds the request; this is before then.
+      reactor->Finish(to_grpc(out_of_memory("reading the request")));
+    }
+    return reactor;
+  }
+
+  void start_infer(infer_reactor& call, const ByteBuffer& in) {
+    infer_reactor* reactor = &call;
     const auto called = tracer::clock::now();
     inference::ModelInferRequest message;
-    status parsed = parse(*in, message);
+    status parsed = parse(in, message);
     if (!parsed.ok()) {
       reactor->Finish(to_grpc(parsed));
-      return reactor;
+      return;
     }
     result<std::optional<std::uint64_t>> version = parse_model_version(message.model_version());
     if (!version) {
       reactor->Finish(to_grpc(version.error()));
-      return reactor;
+      return;
     }
     // grpc++ calls this with the message read: its wait and read are what parsing it takes.
     const auto received = inference_service::clock::now();
@@ -253,7 +275,6 @@ class service_impl final : public raw_service {
           return decode_infer_message(message, service_.options().bounds);
         },
         borrowed(reactor));
-    return reactor;
   }
 
   ::grpc::ServerBidiReactor<ByteBuffer, ByteBuffer>* ModelStreamInfer(
@@ -567,6 +588,26 @@ result<std::uint16_t> server::start() {
       std::min(state_->service.options().bounds.max_body_bytes, largest_message))));
   builder.SetMaxSendMessageSize(std::numeric_limits<int>::max());
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, options.reuse_port ? 1 : 0);
+  ::grpc::ResourceQuota quota{"oip"};
+  quota.Resize(options.memory_quota_bytes != 0 ? options.memory_quota_bytes
+                                               : state_->service.memory().capacity());
+  builder.SetResourceQuota(quota);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             std::max(options.max_concurrent_streams, 1));
+  const auto milliseconds = [](std::chrono::milliseconds d) {
+    return static_cast<int>(std::min<std::chrono::milliseconds::rep>(
+        d.count(), std::numeric_limits<int>::max()));
+  };
+  if (options.max_connection_idle.count() > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                               milliseconds(options.max_connection_idle));
+  }
+  if (options.max_connection_age.count() > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                               milliseconds(options.max_connection_age));
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                               milliseconds(options.max_connection_age_grace));
+  }
   if (options.configure) options.configure(builder);
   state_->running = builder.BuildAndStart();
   if (!state_->running || port == 0) {

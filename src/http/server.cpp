@@ -1,4 +1,6 @@
 #include <oip/http/server.hpp>
+#include <oip/inference_service.hpp>
+#include <oip/memory_budget.hpp>
 
 #include <atomic>
 #include <cerrno>
@@ -174,6 +176,14 @@ class session : public std::enable_shared_from_this<session> {
                          fmt::format("the request body is {} bytes, above the limit of {}", *length,
                                      body_limit())});
     }
+    // The body's bytes are the server's before they are read: one that does not fit in the
+    // memory budget is refused now, without reading it.
+    held_ = server_->handler.service().memory().open();
+    if (const auto length = parser_->content_length()) {
+      if (status room = held_.grow(static_cast<std::size_t>(*length) + body_padding); !room.ok()) {
+        return fail(room);
+      }
+    }
     if (beast::iequals(request[bhttp::field::expect], "100-continue")) {
       static constexpr std::string_view go_on = "HTTP/1.1 100 Continue\r\n\r\n";
       stream_.expires_after(options().body_timeout);
@@ -238,7 +248,12 @@ class session : public std::enable_shared_from_this<session> {
       body.data = body_.data();
       body.size = body_.size();
     } else {
-      chunked_.resize(chunked_step);
+      if (status room = held_.grow(chunked_step); !room.ok()) return fail(room);
+      try {
+        chunked_.resize(chunked_step);
+      } catch (const std::bad_alloc&) {
+        return fail(out_of_memory("reading the request body"));
+      }
       body.data = chunked_.data();
       body.size = chunked_.size();
     }
@@ -266,7 +281,12 @@ class session : public std::enable_shared_from_this<session> {
             status{errc::payload_too_large,
                    fmt::format("the request body is above the limit of {} bytes", body_limit())});
       }
-      chunked_.resize(grown);
+      if (status room = held_.grow(grown - chunked_.size()); !room.ok()) return fail(room);
+      try {
+        chunked_.resize(grown);
+      } catch (const std::bad_alloc&) {
+        return fail(out_of_memory("reading the request body"));
+      }
       auto& body = parser_->get().body();
       body.data = chunked_.data() + used;
       body.size = chunked_.size() - used;
@@ -305,13 +325,19 @@ class session : public std::enable_shared_from_this<session> {
     current_ = cancel;
     watch_for_disconnect(cancel, requests_);
     stream_.expires_never();
-    server_->handler.handle(
-        std::move(request),
-        [self = shared_from_this()](http_response reply) {
-          net::post(self->stream_.get_executor(),
-                    [self, reply = std::move(reply)]() mutable { self->write(std::move(reply)); });
-        },
-        cancel);
+    try {
+      server_->handler.handle(
+          std::move(request),
+          [self = shared_from_this()](http_response reply) {
+            net::post(self->stream_.get_executor(),
+                      [self, reply = std::move(reply)]() mutable { self->write(std::move(reply)); });
+          },
+          cancel);
+    } catch (const std::exception&) {
+      // The handler answers out of memory itself; this is passing its reply here failing, and
+      // whether a reply was posted is unknown: the connection ends, the server goes on.
+      close();
+    }
   }
 
   // A client that goes away while its model runs cancels the request. The socket turning
@@ -352,6 +378,7 @@ class session : public std::enable_shared_from_this<session> {
       if (!http_1_0_) header_ += "Transfer-Encoding: chunked\r\n";
     } else {
       header_ += fmt::format("Content-Length: {}\r\n", reply_.body_size());
+      held_.add(reply_.body_size());  // until written: the next request is refused if it would not fit
     }
     if (!keep_alive_) {
       header_ += "Connection: close\r\n";
@@ -389,9 +416,12 @@ class session : public std::enable_shared_from_this<session> {
       reply_.head += http_1_0_ ? part : fmt::format("{:x}\r\n{}\r\n", part.size(), part);
     }
     if (reply_.head.empty()) return next_part();
+    const std::size_t request_bytes = held_.bytes();
+    held_.add(reply_.head.size());
     stream_.expires_after(options().body_timeout);
     net::async_write(stream_, net::buffer(reply_.head),
-                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                     [self = shared_from_this(), request_bytes](beast::error_code ec, std::size_t) {
+                       self->held_.shrink_to(request_bytes);
                        if (ec) {
                          self->reply_.stream->abandon();
                          return self->on_write(ec);
@@ -421,6 +451,7 @@ class session : public std::enable_shared_from_this<session> {
     }
     busy_ = false;
     reply_ = {};
+    held_.release();
     if (ec) return close();
     if (!keep_alive_) return linger();
     read_header();
@@ -514,6 +545,7 @@ class session : public std::enable_shared_from_this<session> {
   std::optional<bhttp::request_parser<bhttp::buffer_body>> parser_;
   mutable_buffer body_;
   std::string chunked_;
+  memory_budget::lease held_;  // the request's bytes and its reply's, until the reply is written
   http_response reply_;
   std::string header_;
   tracer::clock::time_point header_read_;
@@ -586,7 +618,17 @@ result<std::uint16_t> server::start() {
   impl_->work.emplace(impl_->io.get_executor());
   impl_->accept();
   for (std::size_t i = 0; i < std::max<std::size_t>(impl_->options.io_threads, 1); ++i) {
-    impl_->threads.emplace_back([io = &impl_->io] { io->run(); });
+    impl_->threads.emplace_back([io = &impl_->io] {
+      // A handler that throws (out of memory where nothing caught it) ends its own connection at
+      // worst; the I/O thread, and the server, go on.
+      for (;;) {
+        try {
+          io->run();
+          return;
+        } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): run resumes
+        }
+      }
+    });
   }
   return impl_->port;
 }

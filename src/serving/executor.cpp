@@ -1,4 +1,5 @@
 #include <oip/executor.hpp>
+#include <oip/log.hpp>
 
 #include <algorithm>
 #include <condition_variable>
@@ -29,7 +30,15 @@ struct executor::state {
         job = std::move(jobs.front());
         jobs.pop_front();
       }
-      job();
+      // A job answers its own failures; one that throws anyway (out of memory where nothing
+      // caught it) must not end the worker, and with it the process.
+      try {
+        job();
+      } catch (const std::exception& e) {
+        log(log_level::error, fmt::format("a worker's job failed: {}", e.what()));
+      } catch (...) {
+        log(log_level::error, "a worker's job failed with an unknown exception");
+      }
     }
   }
 };

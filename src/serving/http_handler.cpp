@@ -7,6 +7,7 @@
 #include <oip/http_handler.hpp>
 #include <oip/json.hpp>
 #include <oip/log.hpp>
+#include <oip/memory_budget.hpp>
 #include <oip/shared_memory.hpp>
 #include <oip/version.hpp>
 
@@ -279,7 +280,12 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
       result<inference_response> answered = !outcome.ok()    ? result<inference_response>{outcome}
                                             : responses != 1 ? result<inference_response>{not_one()}
                                                              : std::move(*response);
-      http_response reply = made(std::move(answered));
+      http_response reply;
+      try {
+        reply = made(std::move(answered));
+      } catch (const std::bad_alloc&) {
+        reply = error_reply(out_of_memory("writing the response"));
+      }
       if (trace != nullptr && trace->sampled) trace->sampled->stamp("INFER_RESPONSE_COMPLETE");
       done(std::move(reply));
     }
@@ -469,10 +475,13 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
 
   // --- dispatch --------------------------------------------------------------------------------
 
-  void handle(http_request& request, completion& done, cancellation& cancel) {
+  void handle(http_request& request, completion& done, cancellation& cancel, bool& replied) {
     const detail::content_coding reply_coding =
         detail::choose_response_coding(request.header("Accept-Encoding").value_or(""));
-    const auto reply = [&](http_response r) { done(std::move(r)); };
+    const auto reply = [&](http_response r) {
+      replied = true;
+      done(std::move(r));
+    };
     const auto fail = [&](const status& s) {
       log_request_failure(s, fmt::format("{} {}", request.method, request.target));
       reply(error_reply(s));
@@ -635,7 +644,14 @@ const server_options& http_handler::options() const noexcept { return state_->op
 inference_service& http_handler::service() const noexcept { return state_->service; }
 
 void http_handler::handle(http_request request, completion done, cancellation cancel) {
-  state_->handle(request, done, cancel);
+  // The service answers out of memory in the requests it holds; what is left is this handler's
+  // own work, before it replies or hands the request over.
+  bool replied = false;
+  try {
+    state_->handle(request, done, cancel, replied);
+  } catch (const std::bad_alloc&) {
+    if (!replied && done) done(error_reply(out_of_memory("handling the request")));
+  }
 }
 
 http_response http_handler::handle(http_request request) {

@@ -168,11 +168,21 @@ void answer(const pending_inference& pending, reply_sink& sink, const status& ou
             inference_response* last, clock::time_point computed, clock::time_point ended) {
   const bool joined = pending.transport != nullptr;
   if (joined) finish_trace(pending, computed, ended);
-  if (outcome.ok() && last != nullptr) {
-    sink.on_response(std::move(*last), response_flag::final_response);
+  status ended_with = outcome;
+  if (ended_with.ok() && last != nullptr) {
+    try {
+      sink.on_response(std::move(*last), response_flag::final_response);
+    } catch (const std::bad_alloc&) {
+      ended_with = out_of_memory("writing the response");
+    }
   }
-  sink.on_complete(outcome);
+  sink.on_complete(ended_with);
   if (!joined) finish_trace(pending, computed, ended);
+}
+
+std::size_t inflight_bound(const limits& bounds) noexcept {
+  if (bounds.max_inflight_bytes != 0) return bounds.max_inflight_bytes;
+  return std::max(physical_memory_bytes() / 2, bounds.max_body_bytes);
 }
 
 }  // namespace
@@ -195,13 +205,15 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   std::unique_ptr<shared_memory_registry> regions;  // when the extension is offered
   std::shared_ptr<tracer> traces;                   // a traced request's completion holds it too
   detail::model_control control;                    // loads and unloads
+  memory_budget memory;                             // requests and replies in flight
 
   state(model_repository& r, executor& w, server_options o)
       : repository{r},
         workers{w},
         options{std::move(o)},
         traces{std::make_shared<tracer>(options.trace)},
-        control{r, options.model_control} {
+        control{r, options.model_control},
+        memory{inflight_bound(options.bounds)} {
     if (options.version.empty()) options.version = std::string{oip::version_string};
     if (options.shared_memory) regions = std::make_unique<shared_memory_registry>();
   }
@@ -292,9 +304,25 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     fail(item.pending, why, failure_reason::rejected);
   }
 
+  // Out of memory anywhere before the model holds the request answers it 503, through whichever
+  // of `sink` and the pending request holds the sink then.
   void infer(model_lease lease, inference_request request, cancellation cancel,
              std::shared_ptr<reply_sink> sink, clock::time_point received,
              transport_trace* transport) {
+    std::shared_ptr<pending_inference> pending;
+    try {
+      admit(std::move(lease), std::move(request), std::move(cancel), sink, received, transport,
+            pending);
+    } catch (const std::bad_alloc&) {
+      const status s = out_of_memory("admitting the request");
+      if (pending) return fail(pending, s, failure_reason::other);
+      if (sink) sink->on_complete(s);
+    }
+  }
+
+  void admit(model_lease lease, inference_request request, cancellation cancel,
+             std::shared_ptr<reply_sink>& sink, clock::time_point received,
+             transport_trace* transport, std::shared_ptr<pending_inference>& pending) {
     const model_config& config = lease.get().config();
     const auto refuse = [&](const status& s) {
       record_failure(lease, received, s, request.id.value_or(""));
@@ -325,7 +353,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
       }
     }
 
-    auto pending = std::make_shared<pending_inference>();
+    pending = std::make_shared<pending_inference>();
     pending->id = request.id;
     pending->asked = request.outputs;
     pending->sink = std::move(sink);
@@ -426,6 +454,15 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   // A decoupled model's response that is not its last: made and written as a last one is, then
   // handed to the transport once it holds fewer than the limit unwritten.
   static status send(const std::shared_ptr<pending_inference>& pending, model_output output) {
+    try {
+      return send_response(pending, std::move(output));
+    } catch (const std::bad_alloc&) {
+      return out_of_memory("making the response: it was not sent");
+    }
+  }
+
+  static status send_response(const std::shared_ptr<pending_inference>& pending,
+                              model_output output) {
     std::shared_ptr<reply_sink> sink;
     {
       const std::lock_guard lock{pending->replying};
@@ -584,9 +621,21 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
 
   // `execution_rows`: the rows of the execution this request was part of, for the one request
   // of it that counts the execution; 0 for the others of a merged batch.
+  // Out of memory while the response is made fails the request with a 503; the model that
+  // called its completion never sees the exception.
   static void complete(const std::shared_ptr<pending_inference>& pending,
                        result<std::optional<model_output>> outcome,
                        std::optional<std::uint64_t> execution_rows = std::nullopt) {
+    try {
+      respond(pending, std::move(outcome), execution_rows);
+    } catch (const std::bad_alloc&) {
+      fail(pending, out_of_memory("making the response"), failure_reason::other);
+    }
+  }
+
+  static void respond(const std::shared_ptr<pending_inference>& pending,
+                      result<std::optional<model_output>> outcome,
+                      std::optional<std::uint64_t> execution_rows) {
     const clock::time_point computed = clock::now();
     // A model that stops early because the client went away fails a cancelled request.
     failure_reason why =
@@ -670,6 +719,7 @@ inference_service::~inference_service() {
 
 const server_options& inference_service::options() const noexcept { return state_->options; }
 model_repository& inference_service::repository() const noexcept { return state_->repository; }
+memory_budget& inference_service::memory() const noexcept { return state_->memory; }
 
 server_metadata inference_service::metadata() const {
   server_metadata m;
@@ -835,7 +885,13 @@ void inference_service::infer_decoding(arrival request, decoder decode,
     log_request_failure(lease.error(), fmt::format("model '{}'", request.model), request.id);
     return sink->on_complete(lease.error());
   }
-  result<inference_request> decoded = decode.call(decode.function, lease->get().config());
+  result<inference_request> decoded = [&]() -> result<inference_request> {
+    try {
+      return decode.call(decode.function, lease->get().config());
+    } catch (const std::bad_alloc&) {
+      return out_of_memory("decoding the request");
+    }
+  }();
   if (!decoded) {
     record_failure(*lease, request.received, decoded.error(), request.id);
     return sink->on_complete(decoded.error());

@@ -45,6 +45,25 @@ struct server_options {
   /// Called on the builder after oip's own settings and before the server starts: channel
   /// arguments such as keepalive (`GRPC_ARG_KEEPALIVE_TIME_MS`, ...), compression, thread pools.
   std::function<void(::grpc::ServerBuilder&)> configure{};
+
+  // What one client can hold of the server. The messages themselves count against the service's
+  // memory budget (`limits::max_inflight_bytes`) while their requests run; these bound what grpc
+  // holds below that. The number of connections is bounded by the process's RLIMIT_NOFILE alone.
+
+  /// The memory grpc may use for its connections and calls (its `ResourceQuota`); 0, the
+  /// default, means the service's memory budget. Past it, grpc refuses new calls and reads.
+  std::size_t memory_quota_bytes = 0;
+  /// Most calls in flight on one connection (GRPC_ARG_MAX_CONCURRENT_STREAMS): a client that
+  /// opens more waits for one to end.
+  int max_concurrent_streams = 1024;
+  /// A connection with no call for this long is closed (GRPC_ARG_MAX_CONNECTION_IDLE_MS);
+  /// zero or less keeps it.
+  std::chrono::milliseconds max_connection_idle = std::chrono::minutes{30};
+  /// A connection older than this is asked to go away once its calls end
+  /// (GRPC_ARG_MAX_CONNECTION_AGE_MS, with `max_connection_age_grace` for them to end); zero or
+  /// less, the default, lets connections live as long as their clients keep them, as Triton does.
+  std::chrono::milliseconds max_connection_age{0};
+  std::chrono::milliseconds max_connection_age_grace = std::chrono::minutes{1};
 };
 
 /// Example:

@@ -1,0 +1,87 @@
+#pragma once
+/// \file
+/// `oip::memory_budget`: one bound on the bytes that the whole server holds for requests and
+/// replies in flight, whatever the transport and however many connections there are.
+
+#include <oip/export.hpp>
+#include <oip/status.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <string_view>
+
+namespace oip {
+
+/// The bytes a server holds for requests and replies in flight, and their bound
+/// (`limits::max_inflight_bytes`). A transport reserves a request's bytes before it reads them
+/// (an HTTP body from its Content-Length, a chunked body as it grows, a gRPC message from its
+/// size) and counts its replies until they are written; what does not fit is answered 503.
+///
+/// Example:
+/// \code
+///   oip::memory_budget budget{std::size_t{1} << 30};
+///   oip::result<oip::memory_budget::lease> held = budget.reserve(content_length);
+///   if (!held) return held.error();  // 503: the server holds too much already
+///   // ... read the body; the bytes are given back when `*held` is destroyed
+/// \endcode
+class OIP_EXPORT memory_budget {
+  struct counter {
+    std::size_t capacity = 0;
+    std::atomic<std::size_t> held{0};
+  };
+
+ public:
+  /// A share of the budget, given back when the lease is destroyed (or `release`d). Move-only;
+  /// it may outlive the budget that made it.
+  class OIP_EXPORT lease {
+   public:
+    lease() = default;
+    lease(lease&& other) noexcept;
+    lease& operator=(lease&& other) noexcept;
+    lease(const lease&) = delete;
+    lease& operator=(const lease&) = delete;
+    ~lease() { release(); }
+
+    /// Takes `bytes` more, or a 503 (and nothing taken) where they do not fit.
+    [[nodiscard]] status grow(std::size_t bytes);
+    /// Takes `bytes` more even past the bound: for what the server holds already (a reply made
+    /// of a model's outputs), so that what comes next is refused until it is written.
+    void add(std::size_t bytes) noexcept;
+    /// Gives back all but `bytes` of what the lease holds.
+    void shrink_to(std::size_t bytes) noexcept;
+    void release() noexcept { shrink_to(0); }
+    [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
+
+   private:
+    friend class memory_budget;
+    explicit lease(std::shared_ptr<counter> budget) noexcept : budget_{std::move(budget)} {}
+    std::shared_ptr<counter> budget_;
+    std::size_t bytes_ = 0;
+  };
+
+  /// A budget of `capacity` bytes; 0 means none at all (every reservation of a byte or more is
+  /// refused).
+  explicit memory_budget(std::size_t capacity);
+
+  /// A lease on `bytes`, or a 503 that says how much the server holds, where they do not fit.
+  [[nodiscard]] result<lease> reserve(std::size_t bytes);
+  /// An empty lease, to `grow` or `add` to as bytes arrive.
+  [[nodiscard]] lease open();
+
+  [[nodiscard]] std::size_t capacity() const noexcept { return counter_->capacity; }
+  /// What the leases hold now.
+  [[nodiscard]] std::size_t held() const noexcept { return counter_->held.load(); }
+
+ private:
+  std::shared_ptr<counter> counter_;
+};
+
+/// The answer to a request that met `std::bad_alloc`: a 503 (the server goes on, and the request
+/// may succeed later), whatever the transport. `what` says where, as "reading the request body".
+[[nodiscard]] OIP_EXPORT status out_of_memory(std::string_view what);
+
+/// The machine's physical memory in bytes (0 when the system does not say).
+[[nodiscard]] OIP_EXPORT std::size_t physical_memory_bytes() noexcept;
+
+}  // namespace oip
