@@ -598,7 +598,9 @@ TEST_CASE("system shared memory over gRPC: register, infer through regions, stat
   options.shared_memory = true;
   oip::inference_service service{models, workers, options};
   REQUIRE(models.add(oip::testing::make_simple()).ok());
-  oip::grpc::server server{service, {"127.0.0.1", 0}};
+  // grpc's own quota (by default the budget) set well above it: the service's budget refuses.
+  oip::grpc::server server{service,
+                           {.address = "127.0.0.1", .port = 0, .memory_quota_bytes = 64 << 20}};
   oip::result<std::uint16_t> port = server.start();
   REQUIRE(port);
   auto stub = inference::GRPCInferenceService::NewStub(::grpc::CreateChannel(
@@ -1082,4 +1084,61 @@ TEST_CASE("a message above the service's body limit is refused before it is read
     REQUIRE(port);
     CHECK(call_with_padding(*port, 5000) == ::grpc::StatusCode::OK);
   }
+}
+
+TEST_CASE("the memory budget: a message that would pass it is UNAVAILABLE, unary or streamed") {
+  oip::model_repository models;
+  oip::executor workers{oip::executor_options{2, 64}};
+  oip::server_options options;
+  options.bounds.max_inflight_bytes = std::size_t{64} << 10U;
+  oip::inference_service service{models, workers, options};
+  REQUIRE(models.add(oip::testing::make_simple()).ok());
+  // grpc's own quota (by default the budget) set well above it: the service's budget refuses.
+  oip::grpc::server server{service,
+                           {.address = "127.0.0.1", .port = 0, .memory_quota_bytes = 64 << 20}};
+  oip::result<std::uint16_t> port = server.start();
+  REQUIRE(port);
+  auto stub = inference::GRPCInferenceService::NewStub(::grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(*port), ::grpc::InsecureChannelCredentials()));
+
+  // The same request with 100 KiB of parameters: over the budget of 64 KiB.
+  inference::ModelInferRequest small = simple_request(contents_form::raw);
+  inference::ModelInferRequest large = small;
+  (*large.mutable_parameters())["padding"].set_string_param(std::string(std::size_t{100} << 10U, 'x'));
+  {
+    ::grpc::ClientContext context;
+    inference::ModelInferResponse response;
+    const ::grpc::Status s = stub->ModelInfer(&context, large, &response);
+    CHECK(s.error_code() == ::grpc::StatusCode::UNAVAILABLE);
+    CHECK(s.error_message().find("limit of 65536 bytes") != std::string::npos);
+  }
+  {
+    ::grpc::ClientContext context;
+    inference::ModelInferResponse response;
+    CHECK(stub->ModelInfer(&context, small, &response).ok());
+  }
+  ::grpc::ClientContext context;
+  auto stream = stub->ModelStreamInfer(&context);
+  REQUIRE(stream->Write(large));
+  REQUIRE(stream->Write(small));
+  inference::ModelStreamInferResponse reply;
+  REQUIRE(stream->Read(&reply));
+  CHECK(reply.error_message().find("limit of 65536 bytes") != std::string::npos);
+  REQUIRE(stream->Read(&reply));
+  CHECK(reply.error_message().empty());
+  CHECK(reply.infer_response().model_name() == "simple");
+  stream->WritesDone();
+  CHECK(stream->Finish().ok());
+  CHECK(oip::testing::wait_until([&] { return service.memory().held() == 0; }));
+
+  // With grpc's quota at its default, the budget, grpc itself refuses what passes it.
+  oip::grpc::server bounded{service, {"127.0.0.1", 0}};
+  oip::result<std::uint16_t> bounded_port = bounded.start();
+  REQUIRE(bounded_port);
+  auto bounded_stub = inference::GRPCInferenceService::NewStub(::grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(*bounded_port), ::grpc::InsecureChannelCredentials()));
+  ::grpc::ClientContext refused;
+  inference::ModelInferResponse nothing;
+  CHECK(bounded_stub->ModelInfer(&refused, large, &nothing).error_code() ==
+        ::grpc::StatusCode::RESOURCE_EXHAUSTED);
 }

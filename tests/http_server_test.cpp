@@ -7,6 +7,8 @@
 #include "wait.hpp"
 
 #include <oip/http/server.hpp>
+#include <oip/inference_service.hpp>
+#include <oip/memory_budget.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -136,13 +138,15 @@ struct fixture {
   oip::model_repository repository;
   oip::executor workers{{2, 64}};
   std::shared_ptr<oip::testing::waiter> waiter = std::make_shared<oip::testing::waiter>();
-  oip::http_handler handler{repository, workers, options()};
+  oip::http_handler handler;
   oip::http::server server{handler, http_options()};
   std::uint16_t port = 0;
 
-  static oip::server_options options() {
+  static oip::server_options options(std::size_t max_body_bytes = std::size_t{1} << 20U,
+                                     std::size_t max_inflight_bytes = 0) {
     oip::server_options o;
-    o.bounds.max_body_bytes = 1 << 20;
+    o.bounds.max_body_bytes = max_body_bytes;
+    o.bounds.max_inflight_bytes = max_inflight_bytes;
     return o;
   }
   static oip::http::server_options http_options() {
@@ -157,7 +161,9 @@ struct fixture {
     return o;
   }
 
-  fixture() {
+  explicit fixture(std::size_t max_body_bytes = std::size_t{1} << 20U,
+                   std::size_t max_inflight_bytes = 0)
+      : handler{repository, workers, options(max_body_bytes, max_inflight_bytes)} {
     REQUIRE(repository.add(oip::testing::make_simple()).ok());
     REQUIRE(repository.add(waiter).ok());
     oip::result<std::uint16_t> started = server.start();
@@ -604,4 +610,88 @@ TEST_CASE("a traced request carries the server's receive and send timestamps, in
                                           "QUEUE_START", "COMPUTE_START", "COMPUTE_END",
                                           "REQUEST_END", "INFER_RESPONSE_COMPLETE",
                                           "HTTP_SEND_START", "HTTP_SEND_END"});
+}
+
+TEST_CASE("the memory budget: a body that would pass it is a 503 before it is read") {
+  constexpr std::size_t budget = std::size_t{256} << 10U;
+  fixture f{std::size_t{1} << 20U, budget};
+  const oip::memory_budget& memory = f.handler.service().memory();
+  CHECK(memory.capacity() == budget);
+
+  // A request of 200 KiB (JSON padded with spaces) that the waiter holds: its body counts until
+  // its reply is written.
+  const std::string held_body =
+      R"({"inputs":[{"name":"IN","shape":[1],"datatype":"INT32","data":[1]}]})" +
+      std::string(std::size_t{200} << 10U, ' ');
+  connection holder{f.port};
+  REQUIRE(holder.send(post("/v2/models/waiter/infer", held_body)));
+  REQUIRE(oip::testing::wait_until([&] { return f.waiter->started.load() == 1; }));
+  CHECK(memory.held() >= held_body.size());
+
+  // 100 KiB more would pass the budget: refused from its Content-Length, its body never sent.
+  connection refused{f.port};
+  REQUIRE(refused.send(
+      "POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 102400\r\n\r\n"));
+  const std::optional<reply> over = refused.read_reply();
+  REQUIRE(over.has_value());
+  CHECK(over->status == 503);
+  CHECK(over->body.find("limit of 262144 bytes") != std::string::npos);
+  CHECK(refused.closed_by_server());
+
+  // A chunked body is refused as it grows past the budget.
+  connection chunked{f.port};
+  REQUIRE(chunked.send(
+      "POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "2\r\n{}\r\n"));
+  const std::optional<reply> grown = chunked.read_reply();
+  REQUIRE(grown.has_value());
+  CHECK(grown->status == 503);
+
+  // Small requests still fit beside the held one.
+  connection small{f.port};
+  REQUIRE(small.send(post("/v2/models/simple/infer", simple_body)));
+  const std::optional<reply> fits = small.read_reply();
+  REQUIRE(fits.has_value());
+  CHECK(fits->status == 200);
+
+  // The holder goes away: its request is cancelled, answered, and its bytes given back.
+  holder.close();
+  CHECK(oip::testing::wait_until([&] { return memory.held() == 0; }));
+  const std::string body = simple_body + std::string(std::size_t{100} << 10U, ' ');
+  connection after{f.port};
+  REQUIRE(after.send(post("/v2/models/simple/infer", body)));
+  const std::optional<reply> passes = after.read_reply();
+  REQUIRE(passes.has_value());
+  CHECK(passes->status == 200);
+  CHECK(oip::testing::wait_until([&] { return memory.held() == 0; }));
+}
+
+TEST_CASE("the memory budget: a reply counts until it is written") {
+  // A raw binary request of 8 MiB echoed back as 8 MiB: more than the sockets' buffers hold, so
+  // the reply stays unwritten while its client does not read.
+  constexpr std::size_t tensor_bytes = std::size_t{8} << 20U;
+  fixture f{std::size_t{16} << 20U, std::size_t{20} << 20U};
+  REQUIRE(f.repository.add(oip::testing::make_scores()).ok());
+  const oip::memory_budget& memory = f.handler.service().memory();
+  connection reader{f.port};
+  REQUIRE(reader.send(post("/v2/models/scores/infer", std::string(tensor_bytes, '\0'),
+                           "Inference-Header-Content-Length: 0\r\n")));
+  // The request's bytes and its reply's: 16 MiB of 20 while the reply waits for its reader.
+  REQUIRE(oip::testing::wait_until([&] { return memory.held() >= 2 * tensor_bytes; }));
+  connection refused{f.port};
+  REQUIRE(refused.send(post("/v2/models/simple/infer", simple_body + std::string(std::size_t{5} << 20U, ' '))));
+  const std::optional<reply> over = refused.read_reply();
+  REQUIRE(over.has_value());
+  CHECK(over->status == 503);
+
+  const std::optional<reply> echoed = reader.read_reply();
+  REQUIRE(echoed.has_value());
+  CHECK(echoed->status == 200);
+  CHECK(echoed->body.size() >= tensor_bytes);
+  CHECK(oip::testing::wait_until([&] { return memory.held() == 0; }));
+  connection after{f.port};
+  REQUIRE(after.send(post("/v2/models/simple/infer", simple_body + std::string(std::size_t{5} << 20U, ' '))));
+  const std::optional<reply> passes = after.read_reply();
+  REQUIRE(passes.has_value());
+  CHECK(passes->status == 200);
 }

@@ -9,7 +9,6 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
-#include <string_view>
 
 namespace oip {
 
@@ -76,10 +75,6 @@ class OIP_EXPORT memory_budget {
  private:
   std::shared_ptr<counter> counter_;
 };
-
-/// The answer to a request that met `std::bad_alloc`: a 503 (the server goes on, and the request
-/// may succeed later), whatever the transport. `what` says where, as "reading the request body".
-[[nodiscard]] OIP_EXPORT status out_of_memory(std::string_view what);
 
 /// The machine's physical memory in bytes (0 when the system does not say).
 [[nodiscard]] OIP_EXPORT std::size_t physical_memory_bytes() noexcept;

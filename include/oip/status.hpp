@@ -195,4 +195,8 @@ class [[nodiscard]] result {
   std::variant<T, status> storage_;
 };
 
+/// The answer to a request that met `std::bad_alloc`: a 503, since the server goes on and the
+/// request may pass later, whatever the transport. `what` says where ("reading the request body").
+[[nodiscard]] OIP_EXPORT status out_of_memory(std::string_view what);
+
 }  // namespace oip

@@ -4,6 +4,12 @@
 
 namespace oip {
 
+status out_of_memory(std::string_view what) {
+  std::string message = "the server ran out of memory ";
+  message += what;
+  return status{errc::unavailable, std::move(message)};
+}
+
 std::string status::to_json() const {
   std::string out = "{\"error\":";
   detail::append_json_string(out, message_);

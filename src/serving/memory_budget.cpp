@@ -62,10 +62,6 @@ result<memory_budget::lease> memory_budget::reserve(std::size_t bytes) {
 
 memory_budget::lease memory_budget::open() { return lease{counter_}; }
 
-status out_of_memory(std::string_view what) {
-  return status{errc::unavailable, fmt::format("the server ran out of memory {}", what)};
-}
-
 std::size_t physical_memory_bytes() noexcept {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page = ::sysconf(_SC_PAGE_SIZE);

@@ -67,19 +67,27 @@ void detail::execute_guarded(model& m, inference_call call) noexcept {
   auto slot = std::make_shared<unwound_call>();
   slot->exceptions = std::uncaught_exceptions();
   call.state_->unwound = slot;
-  const auto report = [&](std::string_view what) {
+  // `why()` makes the answer; where even that fails, the call's destructor answers.
+  const auto report_status = [&](const auto& why) {
     slot->armed = false;
     if (!slot->state) return;  // the model kept the call (it finishes, or its destructor does)
     inference_call unwound{std::move(slot->state)};
     try {
-      unwound.finish(status{errc::internal, fmt::format("model '{}' failed: {}", m.config().name,
-                                                        what.substr(0, 1000))});
+      unwound.finish(why());
     } catch (...) {  // NOLINT(bugprone-empty-catch): the destructor answers instead
     }
+  };
+  const auto report = [&](std::string_view what) {
+    report_status([&] {
+      return status{errc::internal,
+                    fmt::format("model '{}' failed: {}", m.config().name, what.substr(0, 1000))};
+    });
   };
   try {
     m.execute(std::move(call));
     slot->armed = false;
+  } catch (const std::bad_alloc&) {
+    report_status([&] { return out_of_memory(fmt::format("running model '{}'", m.config().name)); });
   } catch (const std::exception& e) {
     report(e.what());
   } catch (...) {
