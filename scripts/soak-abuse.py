@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The hostile half of scripts/soak: until the deadline, in a loop, against oip-serve on HTTP_PORT:
 opens slow connections and abandons them, sends malformed requests (each must be answered 4xx,
-or the connection closed by the server), and unloads and reloads a model that the load does not
+or the connection closed by the server), announces bodies above the memory budget (each must be
+a 503, before the body is sent), and unloads and reloads a model that the load does not
 use. Prints counts as JSON on the last line; exits 1 if a malformed request got anything but a 4xx.
 
 Usage: soak-abuse.py HTTP_PORT SECONDS
@@ -19,7 +20,9 @@ port = int(sys.argv[1])
 deadline = time.monotonic() + float(sys.argv[2])
 rng = random.Random(7)
 counts = {"slow_connections": 0, "malformed": 0, "malformed_4xx": 0, "closed_by_server": 0,
-          "reloads": 0, "violations": []}
+          "reloads": 0, "over_budget": 0, "over_budget_503": 0, "violations": []}
+# oip-serve's --max-inflight-bytes in scripts/soak; the body limit is above it.
+BUDGET = 64 << 20
 
 SIMPLE = json.dumps({"inputs": [
     {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": list(range(16))},
@@ -77,6 +80,19 @@ def slow_connection():
     s.close()
 
 
+def over_budget():
+    """A body announced above the server's memory budget: a 503 before any of it is sent."""
+    counts["over_budget"] += 1
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(f"POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\n"
+                  f"Content-Length: {BUDGET + 1}\r\n\r\n".encode())
+        reply = s.recv(4096)
+    if reply.startswith(b"HTTP/1.1 503"):
+        counts["over_budget_503"] += 1
+    else:
+        counts["violations"].append(f"over budget: {reply[:60]!r}")
+
+
 def reload_model(name):
     for action in ("unload", "load"):
         request = urllib.request.Request(
@@ -92,6 +108,7 @@ while time.monotonic() < deadline:
     for target, headers, body in malformed_bodies():
         send_malformed(target, headers, body)
     slow_connection()
+    over_budget()
     # A few connections left open without a request: the server's header timeout closes them.
     held.append(socket.create_connection(("127.0.0.1", port), timeout=5))
     if len(held) > 20:
