@@ -560,3 +560,57 @@ TEST_CASE("decode_response reads outputs in shared memory: fixed sizes fit, BYTE
         "'shared_memory_byte_size' must be specified along with 'shared_memory_region' parameter "
         "for output 'Y'");
 }
+
+TEST_CASE("an object shrunk after registration is refused on use, not read past its end") {
+  oip::testing::shm_object object{"shrunk", 8192};
+  object.put(0, oip::testing::iota(0, 16));
+  object.put(64, std::vector<std::int32_t>(16, 1));
+  shm_server server;
+  server.register_region("in", object, 0, 8192);
+  const std::string body = R"({"inputs":[)" + shm_input("INPUT0", "in", 0, 64) + "," +
+                           shm_input("INPUT1", "in", 64, 64) + R"(],"outputs":[)" +
+                           shm_output("OUTPUT0", "in", 4096, 64) + "]}";
+  REQUIRE(server.send("POST", "/v2/models/simple/infer", body).status == 200);
+
+  // The client shrinks the object to one page: the inputs are still backed, the output's place
+  // is not (written, it would be a SIGBUS that ends the server).
+  const int fd = shm_open(object.key().c_str(), O_RDWR, 0);
+  REQUIRE(fd >= 0);
+  REQUIRE(ftruncate(fd, 4096) == 0);
+  close(fd);
+  const oip::http_response refused = server.send("POST", "/v2/models/simple/infer", body);
+  CHECK(refused.status == 400);
+  CHECK(refused.body().find("shared memory region 'in' is no longer backed: its object is now 4096 "
+                            "bytes, and the range asked for ends at byte 4160") !=
+        std::string::npos);
+  const std::string inputs_only = R"({"inputs":[)" + shm_input("INPUT0", "in", 0, 64) + "," +
+                                  shm_input("INPUT1", "in", 64, 64) + "]}";
+  CHECK(server.send("POST", "/v2/models/simple/infer", inputs_only).status == 200);
+}
+
+TEST_CASE("registered regions are bounded in number and in bytes mapped") {
+  oip::testing::shm_object object{"bounded", 8192};
+  oip::shared_memory_registry regions{{.max_regions = 2, .max_mapped_bytes = 8192}};
+  REQUIRE(regions.register_region("a", object.key(), 0, 4096).ok());
+  const oip::status too_large = regions.register_region("b", object.key(), 0, 8192);
+  CHECK(too_large.code() == oip::errc::failed_precondition);
+  CHECK(too_large.message().find("past their limit of 8192 bytes mapped") != std::string::npos);
+  REQUIRE(regions.register_region("b", object.key(), 4096, 4096).ok());
+  const oip::status too_many = regions.register_region("c", object.key(), 0, 1);
+  CHECK(too_many.code() == oip::errc::failed_precondition);
+  CHECK(too_many.message().find("its limit of 2 regions") != std::string::npos);
+  regions.unregister("a");
+  CHECK(regions.register_region("c", object.key(), 0, 4096).ok());
+  regions.unregister_all();
+  CHECK(regions.register_region("d", object.key(), 0, 8192).ok());
+
+  // The server's bounds come from its limits.
+  oip::model_repository repository;
+  oip::executor workers{{1, 8}};
+  oip::server_options options;
+  options.shared_memory = true;
+  options.bounds.max_shared_memory_regions = 1;
+  oip::inference_service service{repository, workers, options};
+  REQUIRE(service.register_system_shared_memory({"one", object.key(), 0, 64}).ok());
+  CHECK(service.register_system_shared_memory({"two", object.key(), 0, 64}).http_status() == 400);
+}

@@ -41,6 +41,11 @@ struct limits {
   /// answered 503 before its body is read. 0 (the default) means half of the machine's physical
   /// memory (`physical_memory_bytes`), and never less than `max_body_bytes`.
   std::size_t max_inflight_bytes = 0;
+  /// Shared-memory regions that clients may hold registered at once (where the host offers the
+  /// extension), and their bytes mapped together: a registration past either is refused (400)
+  /// until others are unregistered. 0 bytes (the default) means the machine's physical memory.
+  std::size_t max_shared_memory_regions = 1024;
+  std::uint64_t max_shared_memory_bytes = 0;
 
   /// The bound on a reply's JSON text (the tensors not sent as binary data), which the server
   /// makes from the request: past it, a 400 that asks for binary data. 0 (the default) means

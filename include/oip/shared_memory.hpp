@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -128,9 +129,10 @@ struct OIP_EXPORT shared_memory_outputs final : shared_memory_output_source {
 ///
 /// The bytes stay the client's: fixed-size inputs are views that the client could still change
 /// while the model reads them (its own race, as in Triton), and BYTES inputs are copied, since
-/// their length prefixes must not change once checked. A client that shrinks an object after
-/// registering it makes the server's next access to it fault (SIGBUS), as in Triton: offer the
-/// extension only to trusted clients.
+/// their length prefixes must not change once checked. Each use checks that the object still
+/// holds the range (a client that shrank it after registering gets a 400, where Triton's server
+/// would fault with SIGBUS); one that shrinks it between that check and the read, or while a
+/// model reads a view, still faults the server: offer the extension only to trusted clients.
 ///
 /// Example:
 /// \code
@@ -140,13 +142,22 @@ struct OIP_EXPORT shared_memory_outputs final : shared_memory_output_source {
 /// \endcode
 class OIP_EXPORT shared_memory_registry {
  public:
+  /// What the registered regions may take together: past either, a registration is refused (400,
+  /// gRPC FAILED_PRECONDITION) until others are unregistered.
+  struct bounds {
+    std::size_t max_regions = std::numeric_limits<std::size_t>::max();
+    std::uint64_t max_mapped_bytes = std::numeric_limits<std::uint64_t>::max();
+  };
+
   shared_memory_registry();
+  explicit shared_memory_registry(bounds caps);
   shared_memory_registry(const shared_memory_registry&) = delete;
   shared_memory_registry& operator=(const shared_memory_registry&) = delete;
   ~shared_memory_registry();
 
   /// Maps `byte_size` bytes at `offset` of the object `key`. 400 when the name is taken, the
-  /// object cannot be opened, or it is smaller than `offset + byte_size`.
+  /// object cannot be opened, it is smaller than `offset + byte_size`, or the region would pass
+  /// the registry's `bounds`.
   [[nodiscard]] status register_region(std::string name, std::string key, std::uint64_t offset,
                                        std::uint64_t byte_size);
   /// An unknown name is not an error (as in Triton).
@@ -159,7 +170,7 @@ class OIP_EXPORT shared_memory_registry {
 
   /// The bytes [offset, offset + byte_size) of region `name` (offsets within the region), as a
   /// buffer that keeps the mapping alive. 404 for an unknown region, 400 when the range is not
-  /// inside it.
+  /// inside it or its object no longer holds it (shrunk since it was registered).
   [[nodiscard]] result<buffer> bytes(std::string_view name, std::uint64_t offset,
                                      std::uint64_t byte_size) const;
 

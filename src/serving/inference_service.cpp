@@ -215,7 +215,13 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
         control{r, options.model_control},
         memory{inflight_bound(options.bounds)} {
     if (options.version.empty()) options.version = std::string{oip::version_string};
-    if (options.shared_memory) regions = std::make_unique<shared_memory_registry>();
+    if (options.shared_memory) {
+      const limits& bounds = options.bounds;
+      regions = std::make_unique<shared_memory_registry>(shared_memory_registry::bounds{
+          .max_regions = bounds.max_shared_memory_regions,
+          .max_mapped_bytes = bounds.max_shared_memory_bytes != 0 ? bounds.max_shared_memory_bytes
+                                                                  : physical_memory_bytes()});
+    }
   }
 
   // The extras of the lease's model, made by `make` when it has none yet.

@@ -25,12 +25,35 @@ struct mapping {
   void* base = MAP_FAILED;
   std::size_t length = 0;
   std::byte* data = nullptr;  // the region's first byte (mmap's offset is page-aligned)
+  // The object, kept open so that each use can check it was not shrunk: a read past its end
+  // would be a SIGBUS, not an error.
+  int fd = -1;
+  std::uint64_t object_offset = 0;  // of `data` in the object
 
   mapping() = default;
   mapping(const mapping&) = delete;
   mapping& operator=(const mapping&) = delete;
   ~mapping() {
     if (base != MAP_FAILED) munmap(base, length);
+    if (fd >= 0) close(fd);
+  }
+
+  // 400 when the object no longer holds [offset, offset + size) of the region.
+  [[nodiscard]] status check_held(std::string_view region, std::uint64_t offset,
+                                  std::uint64_t size) const {
+    struct stat now {};
+    if (fstat(fd, &now) != 0) {
+      return status{errc::invalid_argument,
+                    fmt::format("shared memory region '{}' cannot be checked: {}", region,
+                                std::strerror(errno))};
+    }
+    const auto object_size = static_cast<std::uint64_t>(now.st_size);
+    const std::uint64_t end = object_offset + offset + size;  // no overflow: checked at registration
+    if (end <= object_size) return {};
+    return status{errc::invalid_argument,
+                  fmt::format("shared memory region '{}' is no longer backed: its object is now "
+                              "{} bytes, and the range asked for ends at byte {}",
+                              region, object_size, end)};
   }
 };
 
@@ -59,7 +82,7 @@ result<std::shared_ptr<mapping>> map_region(const shared_memory_region& region) 
   }
   if (region.byte_size == 0) return cannot("byte_size must be at least 1");
   if (region.offset > UINT64_MAX - region.byte_size) return cannot("offset + byte_size overflows");
-  const int fd = shm_open(region.key.c_str(), O_RDWR, 0);
+  const int fd = shm_open(region.key.c_str(), O_RDWR | O_CLOEXEC, 0);
   if (fd < 0) {
     return status{errc::invalid_argument,
                   fmt::format("Unable to open shared memory region: '{}' ({})", region.key,
@@ -78,11 +101,12 @@ result<std::shared_ptr<mapping>> map_region(const shared_memory_region& region) 
   const auto page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
   const std::uint64_t start = region.offset / page * page;
   auto map = std::make_shared<mapping>();
+  map->fd = fd;  // closed with the mapping
+  map->object_offset = region.offset;
   map->length = static_cast<std::size_t>(region.offset - start + region.byte_size);
   map->base =
       mmap(nullptr, map->length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(start));
   const int map_error = errno;
-  close(fd);
   if (map->base == MAP_FAILED) {
     return cannot(fmt::format("unable to process address space ({})", std::strerror(map_error)));
   }
@@ -127,8 +151,10 @@ result<std::vector<shared_memory_output>> take_shared_memory_outputs(inference_r
 }
 
 struct shared_memory_registry::state {
+  bounds caps;
   mutable std::mutex mutex;
   std::map<std::string, registered, std::less<>> regions;
+  std::uint64_t mapped_bytes = 0;  // of every region together
 
   // The region's mapping and the range's start in it, checked.
   result<std::pair<std::shared_ptr<mapping>, std::byte*>> locate(std::string_view name,
@@ -153,11 +179,16 @@ struct shared_memory_registry::state {
                                 "(offset {} + byte_size {}, the region has {} bytes)",
                                 name, offset, byte_size, info.byte_size)};
     }
-    return std::pair{found->second.map, found->second.map->data + offset};
+    const std::shared_ptr<mapping>& map = found->second.map;
+    if (status held = map->check_held(name, offset, byte_size); !held.ok()) return held;
+    return std::pair{map, map->data + offset};
   }
 };
 
 shared_memory_registry::shared_memory_registry() : state_{std::make_unique<state>()} {}
+shared_memory_registry::shared_memory_registry(bounds caps) : state_{std::make_unique<state>()} {
+  state_->caps = caps;
+}
 shared_memory_registry::~shared_memory_registry() = default;
 
 status shared_memory_registry::register_region(std::string name, std::string key,
@@ -166,22 +197,37 @@ status shared_memory_registry::register_region(std::string name, std::string key
     return status{errc::invalid_argument,
                   "'region name' is necessary to register system shared memory region"};
   }
+  // Checked before mapping and again after (another thread may have registered meanwhile).
+  const auto admissible = [&](const std::string& region) -> status {
+    if (state_->regions.count(region) != 0) {
+      return status{errc::invalid_argument,
+                    fmt::format("shared memory region '{}' already in manager", region)};
+    }
+    if (state_->regions.size() >= state_->caps.max_regions) {
+      return status{errc::failed_precondition,
+                    fmt::format("failed to register shared memory region '{}': the server holds "
+                                "its limit of {} regions; unregister one first",
+                                region, state_->caps.max_regions)};
+    }
+    if (byte_size > state_->caps.max_mapped_bytes - std::min(state_->mapped_bytes,
+                                                             state_->caps.max_mapped_bytes)) {
+      return status{errc::failed_precondition,
+                    fmt::format("failed to register shared memory region '{}': its {} bytes would "
+                                "take the regions past their limit of {} bytes mapped",
+                                region, byte_size, state_->caps.max_mapped_bytes)};
+    }
+    return {};
+  };
   {
     const std::lock_guard lock{state_->mutex};
-    if (state_->regions.count(name) != 0) {
-      return status{errc::invalid_argument,
-                    fmt::format("shared memory region '{}' already in manager", name)};
-    }
+    if (status s = admissible(name); !s.ok()) return s;
   }
   shared_memory_region info{std::move(name), std::move(key), offset, byte_size};
   result<std::shared_ptr<mapping>> map = map_region(info);
   if (!map) return std::move(map).error();
   const std::lock_guard lock{state_->mutex};
-  // Registered by another thread while this one mapped: the first stays.
-  if (state_->regions.count(info.name) != 0) {
-    return status{errc::invalid_argument,
-                  fmt::format("shared memory region '{}' already in manager", info.name)};
-  }
+  if (status s = admissible(info.name); !s.ok()) return s;
+  state_->mapped_bytes += byte_size;
   std::string key_name = info.name;
   state_->regions.emplace(std::move(key_name), registered{std::move(info), std::move(*map)});
   return {};
@@ -190,12 +236,15 @@ status shared_memory_registry::register_region(std::string name, std::string key
 void shared_memory_registry::unregister(std::string_view name) {
   const std::lock_guard lock{state_->mutex};
   const auto found = state_->regions.find(name);
-  if (found != state_->regions.end()) state_->regions.erase(found);
+  if (found == state_->regions.end()) return;
+  state_->mapped_bytes -= found->second.info.byte_size;
+  state_->regions.erase(found);
 }
 
 void shared_memory_registry::unregister_all() {
   const std::lock_guard lock{state_->mutex};
   state_->regions.clear();
+  state_->mapped_bytes = 0;
 }
 
 result<std::vector<shared_memory_region>> shared_memory_registry::regions(
