@@ -22,7 +22,7 @@ struct temporary_trace_file {
   }
   ~temporary_trace_file() {
     std::filesystem::remove(path);
-    for (int i = 0; i < 4; ++i) std::filesystem::remove(path + "." + std::to_string(i));
+    for (int i = 0; i < 16; ++i) std::filesystem::remove(path + "." + std::to_string(i));
   }
   [[nodiscard]] std::string read(const std::string& which) const {
     std::ifstream in{which};

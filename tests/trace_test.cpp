@@ -391,6 +391,57 @@ TEST_CASE("log_frequency: every N traces in a file of their own, the rest at the
   CHECK_FALSE(std::filesystem::exists(file.path));
 }
 
+namespace {
+
+void write_traces(const oip::trace_settings& host, int count) {
+  oip::tracer traces{host};
+  for (int i = 0; i < count; ++i) {
+    const std::optional<oip::tracer::sampled> chosen = traces.sample("m");
+    REQUIRE(chosen);
+    traces.write({chosen->id, "m", 1, std::to_string(i), {}});
+  }
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out{path};
+  out << text;
+}
+
+}  // namespace
+
+TEST_CASE("trace files: never through a symbolic link, never over a file that exists") {
+  temporary_trace_file file;
+  const std::string victim = file.path + ".victim";
+  write_text(victim, "precious");
+  std::filesystem::create_symlink(victim, file.path);
+  write_traces(tracing_all(file.path), 2);
+  CHECK(file.read(victim) == "precious");
+  CHECK(std::filesystem::is_symlink(file.path));
+  std::filesystem::remove(file.path);
+
+  write_text(file.path, "not the server's");
+  write_traces(tracing_all(file.path), 2);
+  CHECK(file.read(file.path) == "not the server's");
+  std::filesystem::remove(victim);
+}
+
+TEST_CASE("numbered trace files: past those that exist, and only the newest `max_files` kept") {
+  temporary_trace_file file;
+  write_text(file.path + ".0", "an earlier run's");
+  oip::trace_settings host = tracing_all(file.path);
+  host.log_frequency = 1;
+  host.max_files = 2;
+  write_traces(host, 5);  // to .1 ... .5: .1, .2 and .3 are removed as .4 and .5 come
+  CHECK(file.read(file.path + ".0") == "an earlier run's");
+  for (int gone = 1; gone <= 3; ++gone) {
+    CHECK_FALSE(std::filesystem::exists(file.path + "." + std::to_string(gone)));
+  }
+  CHECK(parse_trace(file.read(file.path + ".4")).request_ids == std::vector<std::string>{"3"});
+  CHECK(parse_trace(file.read(file.path + ".5")).request_ids == std::vector<std::string>{"4"});
+  CHECK((std::filesystem::status(file.path + ".5").permissions() &
+         std::filesystem::perms::others_read) == std::filesystem::perms::none);
+}
+
 TEST_CASE("HTTP: /v2/trace/setting and /v2/models/<m>/trace/setting; traced requests' timestamps") {
   temporary_trace_file file;
   {

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -37,6 +38,8 @@
 #include <grpcpp/security/server_credentials.h>
 
 #include <semaphore.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace {
 
@@ -128,12 +131,22 @@ class reference_loader final : public oip::model_loader {
 // setting values (the same checks and messages as a client's change).
 oip::result<oip::trace_settings> trace_settings_from(const options& o) {
   if (const std::string& file = o.server.trace.file; !file.empty()) {
-    std::FILE* probe = std::fopen(file.c_str(), "a");  // the first trace truncates it
-    if (probe == nullptr) {
+    // The server creates the file at the first trace and never writes over one that exists:
+    // said now, not as traces dropped later.
+    struct stat existing {};
+    if (::lstat(file.c_str(), &existing) == 0) {
       return oip::status{oip::errc::invalid_argument,
-                         "--trace-file " + file + ": " + std::strerror(errno)};
+                         "--trace-file " + file +
+                             ": the file exists, and oip-serve writes only files it creates "
+                             "(remove it, or name another)"};
     }
-    std::fclose(probe);
+    const std::filesystem::path parent = std::filesystem::path{file}.parent_path();
+    const std::string directory = parent.empty() ? std::string{"."} : parent.string();
+    if (::access(directory.c_str(), W_OK | X_OK) != 0) {
+      return oip::status{oip::errc::invalid_argument,
+                         "--trace-file " + file + ": cannot create files in " + directory + ": " +
+                             std::strerror(errno)};
+    }
   }
   oip::tracer reader{o.server.trace};
   return reader.update(std::nullopt, o.trace_flags);

@@ -33,7 +33,13 @@ struct trace_settings {
   /// Every `log_frequency` traces are written to a file of their own, `<file>.<n>` (n from 0); with
   /// 0, every trace goes to `file` itself, one JSON array completed when the server stops.
   std::uint32_t log_frequency = 0;
-  std::string file;  ///< set by the host only
+  /// Set by the host only. The server creates it, and each numbered file, readable by its own
+  /// user alone; it never writes through a symbolic link or over a file that exists (an earlier
+  /// run's included: remove it first), whose traces are dropped with an error line.
+  std::string file;
+  /// Host only: the numbered files this server keeps; each new one past it removes the oldest
+  /// that the server created (0: no bound).
+  std::uint32_t max_files = 100;
 
   friend bool operator==(const trace_settings&, const trace_settings&) = default;
 };

@@ -5,14 +5,21 @@
 #include <oip/trace.hpp>
 
 #include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
+#include <deque>
 #include <limits>
 #include <map>
 #include <mutex>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace oip {
 
@@ -155,6 +162,22 @@ std::string trace_json(const tracer::record& traced) {
   return text;
 }
 
+// Which file a path named when the server created it.
+struct file_identity {
+  dev_t device = 0;
+  ino_t inode = 0;
+};
+
+void log_cannot_create(const std::string& path, int error) {
+  log(log_level::error,
+      error == EEXIST
+          ? fmt::format("the trace file '{}' exists: the server writes only files it creates "
+                        "(remove it, or name another); its traces are dropped",
+                        path)
+          : fmt::format("cannot create the trace file '{}' ({}): its traces are dropped", path,
+                        std::strerror(error)));
+}
+
 // A file holding one JSON array of traces, written as they come and completed by `close`.
 struct json_array_file {
   json_array_file() = default;
@@ -162,16 +185,25 @@ struct json_array_file {
   json_array_file& operator=(const json_array_file&) = delete;
   ~json_array_file() { close(); }
 
-  // Opens `path` (truncated) at the first trace; a file that cannot be opened drops its traces,
-  // with one error line.
-  void append(const std::string& path, std::string_view text) {
-    if (traces == 0) {
-      file = std::fopen(path.c_str(), "w");
-      if (file == nullptr) {
-        log(log_level::error,
-            fmt::format("cannot open the trace file '{}': traces are dropped", path));
-      }
+  // Creates `path`, readable by the server's user alone: never through a symbolic link, and never
+  // over a file that exists, which someone else may have put there. 0, or errno's reason.
+  int create(const std::string& path) {
+    close();
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return errno;
+    struct stat made {};
+    if (::fstat(fd, &made) == 0) created = {made.st_dev, made.st_ino};
+    file = ::fdopen(fd, "w");
+    if (file == nullptr) {
+      const int error = errno;
+      ::close(fd);
+      return error;
     }
+    return 0;
+  }
+
+  // A trace; dropped where the file could not be created (it still counts).
+  void append(std::string_view text) {
     ++traces;
     if (file == nullptr) return;
     std::fputc(traces == 1 ? '[' : ',', file);
@@ -190,7 +222,15 @@ struct json_array_file {
 
   std::FILE* file = nullptr;
   std::uint64_t traces = 0;  // since opened
+  file_identity created;
 };
+
+// Removes `path` if it is still the file the server created there.
+void remove_created(const std::string& path, file_identity created) {
+  struct stat now {};
+  if (::lstat(path.c_str(), &now) != 0) return;
+  if (now.st_dev == created.device && now.st_ino == created.inode) ::unlink(path.c_str());
+}
 
 }  // namespace
 
@@ -218,12 +258,39 @@ struct tracer::state {
   void write(const std::string& text, std::uint32_t log_frequency) {
     const std::lock_guard lock{file_mutex};
     if (log_frequency == 0) {
-      main_file.append(host.file, text);
+      if (!main_created) {
+        main_created = true;
+        if (const int error = main_file.create(host.file); error != 0) {
+          log_cannot_create(host.file, error);
+        }
+      }
+      main_file.append(text);
       return;
     }
-    if (numbered_file.traces == 0) numbered_path = fmt::format("{}.{}", host.file, next_index++);
-    numbered_file.append(numbered_path, text);
+    if (numbered_file.traces == 0) create_numbered();
+    numbered_file.append(text);
     if (numbered_file.traces >= log_frequency) numbered_file.close();
+  }
+
+  // The next numbered file: past those that exist (an earlier run's), and only the newest
+  // `max_files` of those this server created are kept.
+  void create_numbered() {
+    constexpr int attempts = 1000;
+    for (int attempt = 0; attempt < attempts; ++attempt) {
+      const std::string path = fmt::format("{}.{}", host.file, next_index++);
+      const int error = numbered_file.create(path);
+      if (error == EEXIST) continue;
+      if (error != 0) return log_cannot_create(path, error);
+      numbered_created.push_back({path, numbered_file.created});
+      while (host.max_files != 0 && numbered_created.size() > host.max_files) {
+        remove_created(numbered_created.front().first, numbered_created.front().second);
+        numbered_created.pop_front();
+      }
+      return;
+    }
+    log(log_level::error, fmt::format("the next {} numbered trace files of '{}' all exist: "
+                                      "traces are dropped until the next file",
+                                      attempts, host.file));
   }
 
   const trace_settings host;
@@ -236,8 +303,9 @@ struct tracer::state {
 
   std::mutex file_mutex;  // the files
   json_array_file main_file;
+  bool main_created = false;  // tried, once: an existing file is never written over
   json_array_file numbered_file;
-  std::string numbered_path;
+  std::deque<std::pair<std::string, file_identity>> numbered_created;  // oldest first
   std::uint64_t next_index = 0;
 };
 
