@@ -1,6 +1,8 @@
 #include <oip/buffer.hpp>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +37,23 @@ TEST_CASE("allocation failure is an error, not an exception") {
   oip::result<oip::mutable_buffer> wraps = oip::mutable_buffer::allocate(SIZE_MAX, 2);
   REQUIRE_FALSE(wraps.ok());
   CHECK(wraps.error().code() == oip::errc::internal);
+}
+
+TEST_CASE("allocate never hands out what the memory held before (CVE-2024-0103's class)") {
+  // Blocks below malloc's mmap threshold come back from its free lists with their old bytes.
+  constexpr std::size_t size = 4096;
+  for (int round = 0; round < 8; ++round) {
+    {
+      oip::result<oip::mutable_buffer> used = oip::mutable_buffer::allocate_for_overwrite(size);
+      REQUIRE(used);
+      std::memset(used->data(), 0xAB, size);
+    }
+    oip::result<oip::mutable_buffer> fresh = oip::mutable_buffer::allocate(size);
+    REQUIRE(fresh);
+    CHECK(std::all_of(fresh->data(), fresh->data() + size, [](std::byte b) {
+      return b == std::byte{0};
+    }));
+  }
 }
 
 TEST_CASE("freezing a mutable buffer keeps its bytes in place") {

@@ -42,9 +42,15 @@ class OIP_EXPORT mutable_buffer {
  public:
   mutable_buffer() noexcept = default;
 
-  /// `size` uninitialised bytes plus `padding` zeroed ones. Fails with `errc::internal` when the
-  /// memory cannot be had (hosts bound sizes with `oip::limits` long before that).
+  /// `size` zeroed bytes plus `padding` zeroed ones, so that an output a model leaves partly
+  /// unwritten never carries what the memory held before (another request's data). Fails with
+  /// `errc::unavailable` (503) when the memory cannot be had (hosts bound sizes with
+  /// `oip::limits` long before that).
   [[nodiscard]] static result<mutable_buffer> allocate(std::size_t size, std::size_t padding = 0);
+  /// As `allocate`, but the `size` bytes are left as they are: for code that writes every one of
+  /// them before anything reads them (a decoder filling a tensor, a copy).
+  [[nodiscard]] static result<mutable_buffer> allocate_for_overwrite(std::size_t size,
+                                                                     std::size_t padding = 0);
 
   [[nodiscard]] std::byte* data() noexcept { return storage_[0].bytes; }
   [[nodiscard]] const std::byte* data() const noexcept { return storage_[0].bytes; }

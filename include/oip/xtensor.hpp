@@ -76,7 +76,7 @@ template <class T>
   if (!must_copy) {
     return xtensor_view<T>{bytes, detail::adapt_elements<T>(bytes, shape), false};
   }
-  result<mutable_buffer> copy = mutable_buffer::allocate(bytes.size());
+  result<mutable_buffer> copy = mutable_buffer::allocate_for_overwrite(bytes.size());
   if (!copy) return std::move(copy).error();
   if constexpr (std::is_same_v<T, bool>) {
     for (std::size_t i = 0; i < bytes.size(); ++i) {
@@ -106,7 +106,7 @@ template <class E>
   shape_type shape(e.shape().begin(), e.shape().end());
   result<std::uint64_t> bytes = byte_size(datatype_of<value_type>, shape);
   if (!bytes) return std::move(bytes).error();
-  result<mutable_buffer> storage = mutable_buffer::allocate(*bytes);
+  result<mutable_buffer> storage = mutable_buffer::allocate_for_overwrite(*bytes);
   if (!storage) return std::move(storage).error();
   const std::vector<std::size_t> xshape(e.shape().begin(), e.shape().end());
   auto target = xt::adapt(reinterpret_cast<value_type*>(storage->data()), e.size(),

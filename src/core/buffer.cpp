@@ -46,7 +46,8 @@ struct aligned_malloc_allocator {
 
 }  // namespace
 
-result<mutable_buffer> mutable_buffer::allocate(std::size_t size, std::size_t padding) {
+result<mutable_buffer> mutable_buffer::allocate_for_overwrite(std::size_t size,
+                                                              std::size_t padding) {
   if (size + padding < size) {
     return status{errc::internal, fmt::format("cannot allocate {} + {} bytes", size, padding)};
   }
@@ -64,6 +65,12 @@ result<mutable_buffer> mutable_buffer::allocate(std::size_t size, std::size_t pa
   std::memset(out.data() + size, 0, blocks * buffer_alignment - size);
   out.size_ = size;
   out.padding_ = padding;
+  return out;
+}
+
+result<mutable_buffer> mutable_buffer::allocate(std::size_t size, std::size_t padding) {
+  result<mutable_buffer> out = allocate_for_overwrite(size, padding);
+  if (out) std::memset(out->data(), 0, size);
   return out;
 }
 

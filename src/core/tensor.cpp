@@ -135,7 +135,7 @@ result<buffer> encode_bytes_elements(std::span<const std::string_view> elements)
     }
     total += 4 + elements[i].size();
   }
-  result<mutable_buffer> out = mutable_buffer::allocate(total);
+  result<mutable_buffer> out = mutable_buffer::allocate_for_overwrite(total);
   if (!out) return std::move(out).error();
   std::byte* at = out->data();
   for (const std::string_view element : elements) {

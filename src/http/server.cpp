@@ -242,7 +242,7 @@ class session : public std::enable_shared_from_this<session> {
     if (const auto length = parser_->content_length()) {
       // One allocation of the announced length, padded for the JSON parser; filled in place.
       result<mutable_buffer> storage =
-          mutable_buffer::allocate(static_cast<std::size_t>(*length), body_padding);
+          mutable_buffer::allocate_for_overwrite(static_cast<std::size_t>(*length), body_padding);
       if (!storage) return fail(storage.error());
       body_ = std::move(*storage);
       body.data = body_.data();

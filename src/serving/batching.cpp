@@ -63,7 +63,7 @@ result<inference_request> merge(const std::vector<batch_item>& items) {
       bytes += item.request->inputs[i].data().size();
       rows += item.request->inputs[i].shape()[0];
     }
-    result<mutable_buffer> joined = mutable_buffer::allocate(bytes);
+    result<mutable_buffer> joined = mutable_buffer::allocate_for_overwrite(bytes);
     if (!joined) return std::move(joined).error();
     std::size_t at = 0;
     for (const batch_item& item : items) {

@@ -160,7 +160,7 @@ result<buffer> decompress(const buffer& body, content_coding coding, std::size_t
         fmt::format("the request body is not valid {} data{}", coding_name(coding),
                     trailing_data ? ": bytes follow the end of the compressed data" : "")};
   }
-  result<mutable_buffer> decoded = mutable_buffer::allocate(produced, 64);
+  result<mutable_buffer> decoded = mutable_buffer::allocate_for_overwrite(produced, 64);
   if (!decoded) return std::move(decoded).error();
   std::memcpy(decoded->data(), out.data(), produced);
   return buffer{std::move(*decoded)};
