@@ -107,7 +107,7 @@ const std::string& simple_request() {
 
 // A body as a transport holds it: one allocation with simdjson's padding after it.
 oip::buffer padded_body(const std::string& text) {
-  oip::result<oip::mutable_buffer> b = oip::mutable_buffer::allocate(text.size(), 64);
+  oip::result<oip::mutable_buffer> b = oip::mutable_buffer::allocate_for_overwrite(text.size(), 64);
   std::memcpy(b->data(), text.data(), text.size());
   return oip::buffer{std::move(*b)};
 }
@@ -377,7 +377,7 @@ bool minimal_tensor(od::object input, bool build_tensors, std::vector<oip::tenso
       for (std::size_t i = 0; i < rank; ++i) count *= static_cast<std::uint64_t>(dims[i]);
       std::int32_t scratch[64];
       oip::result<oip::mutable_buffer> storage =
-          oip::mutable_buffer::allocate(build_tensors ? count * sizeof(std::int32_t) : 0);
+          oip::mutable_buffer::allocate_for_overwrite(build_tensors ? count * sizeof(std::int32_t) : 0);
       auto* out = build_tensors ? reinterpret_cast<std::int32_t*>(storage->data()) : scratch;
       std::uint64_t n = 0;
       for (auto element : value.get_array().value_unsafe()) {
@@ -440,7 +440,7 @@ void binary_decode(benchmark::State& state) {
   const std::string json = R"({"inputs":[{"name":"INPUT0","shape":[)" + std::to_string(bytes) +
                            R"(],"datatype":"UINT8","parameters":{"binary_data_size":)" +
                            std::to_string(bytes) + "}}]}";
-  oip::result<oip::mutable_buffer> storage = oip::mutable_buffer::allocate(json.size() + bytes);
+  oip::result<oip::mutable_buffer> storage = oip::mutable_buffer::allocate_for_overwrite(json.size() + bytes);
   std::memcpy(storage->data(), json.data(), json.size());
   std::memset(storage->data() + json.size(), 1, bytes);
   const oip::buffer body{std::move(*storage)};
