@@ -145,6 +145,29 @@ TEST_CASE("HTTP: each route belongs to Triton's category for it, and only to tha
       {"POST", "/v2/cudasharedmemory/region/r/register", oip::api_category::shared_memory},
       {"POST", "/v2/repository/index", oip::api_category::model_repository},
       {"POST", "/v2/repository/models/simple/unload", oip::api_category::model_repository},
+      // Every other form of each route, so that none escapes its category.
+      {"HEAD", "/v2", oip::api_category::metadata},
+      {"POST", "/v2/models/simple/versions/1/infer", oip::api_category::inference},
+      {"POST", "/v2/models/simple/generate", oip::api_category::inference},
+      {"POST", "/v2/models/simple/generate_stream", oip::api_category::inference},
+      {"POST", "/v2/models/simple/versions/1/generate", oip::api_category::inference},
+      {"GET", "/v2/models/simple/versions/1/config", oip::api_category::model_config},
+      {"GET", "/v2/models/simple/versions/1/stats", oip::api_category::statistics},
+      {"POST", "/v2/trace/setting", oip::api_category::trace},
+      {"POST", "/v2/models/simple/trace/setting", oip::api_category::trace},
+      {"POST", "/v2/logging", oip::api_category::logging},
+      {"GET", "/v2/systemsharedmemory/region/r/status", oip::api_category::shared_memory},
+      {"POST", "/v2/systemsharedmemory/region/r/register", oip::api_category::shared_memory},
+      {"POST", "/v2/systemsharedmemory/region/r/unregister", oip::api_category::shared_memory},
+      {"POST", "/v2/systemsharedmemory/unregister", oip::api_category::shared_memory},
+      {"GET", "/v2/cudasharedmemory/status", oip::api_category::shared_memory},
+      {"GET", "/v2/cudasharedmemory/region/r/status", oip::api_category::shared_memory},
+      {"POST", "/v2/cudasharedmemory/region/r/unregister", oip::api_category::shared_memory},
+      {"POST", "/v2/cudasharedmemory/unregister", oip::api_category::shared_memory},
+      {"POST", "/v2/repository/r/index", oip::api_category::model_repository},
+      {"POST", "/v2/repository/models/simple/load", oip::api_category::model_repository},
+      {"POST", "/v2/repository/r/models/simple/load", oip::api_category::model_repository},
+      {"POST", "/v2/repository/r/models/simple/unload", oip::api_category::model_repository},
   };
   for (std::size_t c = 0; c < oip::api_category_count; ++c) {
     const auto restricted = static_cast<oip::api_category>(c);
@@ -160,6 +183,9 @@ TEST_CASE("HTTP: each route belongs to Triton's category for it, and only to tha
       const oip::http_response answer =
           handler.handle({r.method, r.target, {}, oip::buffer::from_string("")});
       CHECK((answer.status == 403) == (r.category == restricted));
+      const oip::http_response with_key =
+          handler.handle({r.method, r.target, {{"key", "value"}}, oip::buffer::from_string("")});
+      CHECK(with_key.status != 403);
     }
     CHECK(handler.handle({"GET", "/metrics", {}, {}}).status != 403);  // no category
   }

@@ -1142,3 +1142,69 @@ TEST_CASE("the memory budget: a message that would pass it is UNAVAILABLE, unary
   CHECK(bounded_stub->ModelInfer(&refused, large, &nothing).error_code() ==
         ::grpc::StatusCode::RESOURCE_EXHAUSTED);
 }
+
+TEST_CASE("every RPC of each restricted category is refused without its entry, and only those") {
+  struct rpc {
+    const char* method;
+    oip::api_category category;
+  };
+  using oip::api_category;
+  const std::vector<rpc> rpcs = {
+      {"/inference.GRPCInferenceService/ServerLive", api_category::health},
+      {"/inference.GRPCInferenceService/ServerReady", api_category::health},
+      {"/inference.GRPCInferenceService/ModelReady", api_category::health},
+      {"/grpc.health.v1.Health/Check", api_category::health},
+      {"/inference.GRPCInferenceService/ServerMetadata", api_category::metadata},
+      {"/inference.GRPCInferenceService/ModelMetadata", api_category::metadata},
+      {"/inference.GRPCInferenceService/ModelInfer", api_category::inference},
+      {"/inference.GRPCInferenceService/ModelStreamInfer", api_category::inference},
+      {"/inference.GRPCInferenceService/ModelConfig", api_category::model_config},
+      {"/inference.GRPCInferenceService/ModelStatistics", api_category::statistics},
+      {"/inference.GRPCInferenceService/RepositoryIndex", api_category::model_repository},
+      {"/inference.GRPCInferenceService/RepositoryModelLoad", api_category::model_repository},
+      {"/inference.GRPCInferenceService/RepositoryModelUnload", api_category::model_repository},
+      {"/inference.GRPCInferenceService/SystemSharedMemoryStatus", api_category::shared_memory},
+      {"/inference.GRPCInferenceService/SystemSharedMemoryRegister", api_category::shared_memory},
+      {"/inference.GRPCInferenceService/SystemSharedMemoryUnregister", api_category::shared_memory},
+      {"/inference.GRPCInferenceService/CudaSharedMemoryStatus", api_category::shared_memory},
+      {"/inference.GRPCInferenceService/CudaSharedMemoryRegister", api_category::shared_memory},
+      {"/inference.GRPCInferenceService/CudaSharedMemoryUnregister", api_category::shared_memory},
+      {"/inference.GRPCInferenceService/LogSettings", api_category::logging},
+      {"/inference.GRPCInferenceService/TraceSetting", api_category::trace},
+  };
+  oip::model_repository models;
+  REQUIRE(models.add(oip::testing::make_simple()).ok());
+  oip::executor workers{oip::executor_options{1, 16}};
+  oip::inference_service service{models, workers};
+  for (std::size_t c = 0; c < oip::api_category_count; ++c) {
+    const auto restricted = static_cast<api_category>(c);
+    CAPTURE(oip::to_string(restricted));
+    oip::grpc::server_options options{"127.0.0.1", 0};
+    REQUIRE(options.restricted_protocol.add({{restricted}, "key", "value"}, "protocol").ok());
+    oip::grpc::server server{service, options};
+    const oip::result<std::uint16_t> port = server.start();
+    REQUIRE(port);
+    ::grpc::GenericStub generic{::grpc::CreateChannel("127.0.0.1:" + std::to_string(*port),
+                                                      ::grpc::InsecureChannelCredentials())};
+    // An empty message (every field at its default) to each, as a unary call on the wire.
+    const auto call = [&](const std::string& method, bool with_key) {
+      ::grpc::ClientContext context;
+      if (with_key) context.AddMetadata("key", "value");
+      ::grpc::Slice nothing{std::string{}};
+      const ::grpc::ByteBuffer request{&nothing, 1};
+      ::grpc::ByteBuffer reply;
+      std::promise<::grpc::Status> done;
+      generic.UnaryCall(&context, method, ::grpc::StubOptions{}, &request, &reply,
+                        [&done](::grpc::Status s) { done.set_value(s); });
+      return done.get_future().get();
+    };
+    for (const rpc& r : rpcs) {
+      CAPTURE(r.method);
+      const ::grpc::Status without = call(r.method, false);
+      CHECK((without.error_code() == ::grpc::StatusCode::PERMISSION_DENIED) ==
+            (r.category == restricted));
+      CHECK(call(r.method, true).error_code() != ::grpc::StatusCode::PERMISSION_DENIED);
+    }
+    server.stop(std::chrono::seconds{1});
+  }
+}
