@@ -1208,3 +1208,59 @@ TEST_CASE("every RPC of each restricted category is refused without its entry, a
     server.stop(std::chrono::seconds{1});
   }
 }
+
+TEST_CASE("a stream cancelled while replies are pending frees them all (CVE-2025-23322's class)") {
+  oip::model_repository models;
+  REQUIRE(models.add(oip::testing::make_simple()).ok());
+  // A decoupled model that answers each request with 200 responses, as fast as it may.
+  oip::model_config burst_config;
+  burst_config.name = "burst";
+  burst_config.decoupled = true;
+  burst_config.inputs = {{"IN", oip::datatype::int32, {1}, {}}};
+  burst_config.outputs = {{"OUT", oip::datatype::int32, {1}, {}}};
+  REQUIRE(models
+              .add(oip::make_model(burst_config,
+                                   [](oip::inference_call& call) -> oip::result<oip::model_output> {
+                                     for (std::int32_t i = 0; i < 200; ++i) {
+                                       const oip::status sent = call.send(oip::model_output{
+                                           {*oip::tensor::from_values<std::int32_t>(
+                                               "OUT", {1}, std::span<const std::int32_t>(&i, 1))},
+                                           {}});
+                                       if (!sent.ok()) return sent;
+                                     }
+                                     return oip::status{oip::errc::unavailable, "not reached"};
+                                   }))
+              .ok());
+  oip::executor workers{oip::executor_options{4, 256}};
+  oip::inference_service service{models, workers};
+  oip::grpc::server server{service, {"127.0.0.1", 0}};
+  const oip::result<std::uint16_t> port = server.start();
+  REQUIRE(port);
+  auto stub = inference::GRPCInferenceService::NewStub(::grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(*port), ::grpc::InsecureChannelCredentials()));
+
+  oip::inference_request one;
+  const std::int32_t value = 1;
+  one.inputs.push_back(*oip::tensor::from_values<std::int32_t>(
+      "IN", {1}, std::span<const std::int32_t>(&value, 1)));
+  inference::ModelInferRequest burst;
+  REQUIRE(oip::grpc::encode_request(one, "burst", "", contents_form::raw, burst).ok());
+  for (int round = 0; round < 20; ++round) {
+    CAPTURE(round);
+    ::grpc::ClientContext context;
+    auto stream = stub->ModelStreamInfer(&context);
+    for (int i = 0; i < 4; ++i) REQUIRE(stream->Write(burst));
+    for (int i = 0; i < 8; ++i) REQUIRE(stream->Write(simple_request(contents_form::raw)));
+    inference::ModelStreamInferResponse reply;
+    REQUIRE(stream->Read(&reply));  // replies are flowing, most still to come
+    context.TryCancel();
+    while (stream->Read(&reply)) {
+    }
+    CHECK(stream->Finish().error_code() == ::grpc::StatusCode::CANCELLED);
+  }
+  // Every request ended and let go of its memory; the server goes on.
+  CHECK(oip::testing::wait_until([&] { return service.memory().held() == 0; }));
+  ::grpc::ClientContext context;
+  inference::ModelInferResponse response;
+  CHECK(stub->ModelInfer(&context, simple_request(contents_form::raw), &response).ok());
+}
