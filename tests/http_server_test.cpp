@@ -695,3 +695,43 @@ TEST_CASE("the memory budget: a reply counts until it is written") {
   REQUIRE(passes.has_value());
   CHECK(passes->status == 200);
 }
+
+TEST_CASE("a body in a million one-byte chunks, and chunks with long extensions, are read whole") {
+  // CVE-2025-23310/23311: a server that recursed or allocated per chunk ran out of stack or
+  // memory. Each chunk here costs a few bytes of framing, read as it comes.
+  fixture f;
+  const std::string body = simple_body + std::string(1'000'000 - simple_body.size(), ' ');
+  std::string request =
+      "POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  request.reserve(request.size() + body.size() * 6 + 8);
+  for (const char c : body) {
+    request += "1\r\n";
+    request += c;
+    request += "\r\n";
+  }
+  request += "0\r\n\r\n";
+  connection c{f.port};
+  REQUIRE(c.send(request));
+  const std::optional<reply> r = c.read_reply();
+  REQUIRE(r.has_value());
+  CHECK(r->status == 200);
+
+  // 2,000 chunks, each with 1,000 bytes of extensions: 2 MB of framing for a small body.
+  std::string extended =
+      "POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string extension = ";ext=" + std::string(995, 'e');
+  const std::size_t step = simple_body.size() / 2000 + 1;
+  std::size_t chunks = 0;
+  for (std::size_t at = 0; at < simple_body.size(); at += step, ++chunks) {
+    const std::string piece = simple_body.substr(at, step);
+    char size[16];
+    std::snprintf(size, sizeof size, "%zx", piece.size());
+    extended += std::string{size} + extension + "\r\n" + piece + "\r\n";
+  }
+  for (; chunks < 2000; ++chunks) extended += "1" + extension + "\r\n \r\n";
+  extended += "0\r\n\r\n";
+  REQUIRE(c.send(extended));
+  const std::optional<reply> e = c.read_reply();
+  REQUIRE(e.has_value());
+  CHECK(e->status == 200);
+}
