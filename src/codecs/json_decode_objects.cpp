@@ -1,6 +1,7 @@
 // JSON decoding of the protocol's objects other than inference bodies: metadata, health, the
 // extensions' requests (repository, shared memory, logging, trace settings) and error replies.
 
+#include "codecs/detail/base64.hpp"
 #include "codecs/detail/json_read.hpp"
 
 #include <oip/json.hpp>
@@ -215,37 +216,6 @@ result<repository_index_request> decode_repository_index_request(std::string_vie
   return out;
 }
 
-namespace {
-// Standard base64 with its padding, as Python's base64.b64encode writes it; nullopt otherwise.
-std::optional<std::string> from_base64(std::string_view text) {
-  const auto value_of = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  if (text.size() % 4 != 0) return std::nullopt;
-  std::string out;
-  out.reserve(text.size() / 4 * 3);
-  for (std::size_t i = 0; i < text.size(); i += 4) {
-    const bool last = i + 4 == text.size();
-    const int padding = last ? (text[i + 3] == '=') + (text[i + 2] == '=') : 0;
-    std::uint32_t bits = 0;
-    for (int j = 0; j < 4 - padding; ++j) {
-      const int v = value_of(text[i + static_cast<std::size_t>(j)]);
-      if (v < 0) return std::nullopt;
-      bits = bits << 6U | static_cast<std::uint32_t>(v);
-    }
-    bits <<= 6U * static_cast<unsigned>(padding);
-    out.push_back(static_cast<char>(bits >> 16U));
-    if (padding < 2) out.push_back(static_cast<char>(bits >> 8U & 0xFFU));
-    if (padding < 1) out.push_back(static_cast<char>(bits & 0xFFU));
-  }
-  return out;
-}
-}  // namespace
 
 result<parameters> decode_repository_load_request(std::string_view json, const limits& bounds) {
   parameters out;
@@ -265,7 +235,7 @@ result<parameters> decode_repository_load_request(std::string_view json, const l
       continue;
     }
     const auto* text = std::get_if<std::string>(&value);
-    std::optional<std::string> bytes = text != nullptr ? from_base64(*text) : std::nullopt;
+    std::optional<std::string> bytes = text != nullptr ? detail::from_base64(*text) : std::nullopt;
     if (!bytes) {
       return status{errc::invalid_argument,
                     fmt::format("unable to parse parameter '{}' of the model load request: "

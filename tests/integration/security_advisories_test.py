@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Triton's security advisories of 2024-2026, each as a request to oip-serve over its real
 sockets (docs/reliability.md has the table): a client setting the log or trace file, shared-memory
-offsets that overflow, zero-sized dimensions in every input of every reference model (HTTP and
+offsets that overflow, a `file:` load parameter past 2 GiB, zero-sized dimensions in every input of every reference model (HTTP and
 gRPC), deep recursion, large JSON bodies, and requests naming 100,000 outputs or one output twice.
 Each must be refused with a 4xx (gRPC: a client's error code), and the server must go on.
 
@@ -104,6 +104,20 @@ def shared_memory_overflow(s):
     client_error(s.request("POST", "/v2/models/simple/infer", body)[0])
 
 
+def huge_file_load_parameter(s):
+    """CVE-2024-53880: a `file:` load parameter past 2 GiB of base64 meets the body limit (413)
+    before a byte of it is read (the decoder's size arithmetic: tests/base64_test.cpp)."""
+    connection = http.client.HTTPConnection("127.0.0.1", s.http, timeout=30)
+    try:
+        connection.putrequest("POST", "/v2/repository/models/simple/load")
+        connection.putheader("Content-Length", str(3 << 30))
+        connection.endheaders()
+        reply = connection.getresponse()
+        assert reply.status == 413, reply.status
+    finally:
+        connection.close()
+
+
 def zero_sized_dimensions(s):
     """CVE-2025-23321/23325: every input of every model, each dimension in turn 0, over HTTP
     (JSON) and gRPC (raw contents): a result or a client's error, never a fault."""
@@ -200,7 +214,8 @@ def many_outputs(s):
 
 def main():
     s = server(sys.argv[1])
-    checks = [files_set_by_clients, shared_memory_overflow, zero_sized_dimensions,
+    checks = [files_set_by_clients, shared_memory_overflow, huge_file_load_parameter,
+              zero_sized_dimensions,
               deep_recursion, large_json_bodies, many_outputs]
     failed = 0
     try:
