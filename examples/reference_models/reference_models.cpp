@@ -229,7 +229,11 @@ oip::model_config sequence_config(std::string name, std::int64_t max_batch_size,
   c.inputs = {{"INPUT", datatype::int32, {1}, {}}};
   c.outputs = {{"OUTPUT", datatype::int32, {1}, {}}};
   c.sequence_batching = true;
+  // A shared server's bounds: one client can hold at most this many sequences, each until it
+  // has been idle `max_idle` (at most 10 s here), before others get a 503 for a START.
   c.sequence.max_idle = max_idle;
+  c.sequence.max_active = 256;
+  c.sequence.max_waiting = 1024;
   c.sequence.start_input = "START";
   c.sequence.ready_input = "READY";
   return c;
@@ -297,7 +301,7 @@ std::shared_ptr<oip::model> simple_string_dyna_sequence() {
 
 // sequence_accumulator: INT32 [1] → the sequence's running sum (any id type, no batching).
 std::shared_ptr<oip::model> sequence_accumulator() {
-  oip::model_config c = sequence_config("sequence_accumulator", 0, std::chrono::seconds{60});
+  oip::model_config c = sequence_config("sequence_accumulator", 0, std::chrono::seconds{10});
   c.sequence.end_input = "END";
   return std::make_shared<sequence_model>(
       std::move(c), [](std::int32_t input, oip::sequence_step& step) -> result<std::int32_t> {
