@@ -376,8 +376,8 @@ bool minimal_tensor(od::object input, bool build_tensors, std::vector<oip::tenso
       std::uint64_t count = 1;
       for (std::size_t i = 0; i < rank; ++i) count *= static_cast<std::uint64_t>(dims[i]);
       std::int32_t scratch[64];
-      oip::result<oip::mutable_buffer> storage =
-          oip::mutable_buffer::allocate_for_overwrite(build_tensors ? count * sizeof(std::int32_t) : 0);
+      oip::result<oip::mutable_buffer> storage = oip::mutable_buffer::allocate_for_overwrite(
+          build_tensors ? count * sizeof(std::int32_t) : 0);
       auto* out = build_tensors ? reinterpret_cast<std::int32_t*>(storage->data()) : scratch;
       std::uint64_t n = 0;
       for (auto element : value.get_array().value_unsafe()) {
@@ -440,7 +440,8 @@ void binary_decode(benchmark::State& state) {
   const std::string json = R"({"inputs":[{"name":"INPUT0","shape":[)" + std::to_string(bytes) +
                            R"(],"datatype":"UINT8","parameters":{"binary_data_size":)" +
                            std::to_string(bytes) + "}}]}";
-  oip::result<oip::mutable_buffer> storage = oip::mutable_buffer::allocate_for_overwrite(json.size() + bytes);
+  oip::result<oip::mutable_buffer> storage =
+      oip::mutable_buffer::allocate_for_overwrite(json.size() + bytes);
   std::memcpy(storage->data(), json.data(), json.size());
   std::memset(storage->data() + json.size(), 1, bytes);
   const oip::buffer body{std::move(*storage)};

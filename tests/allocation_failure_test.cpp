@@ -74,9 +74,7 @@ void* operator new(std::size_t size, std::align_val_t a) {
 }
 void* operator new[](std::size_t size, std::align_val_t a) { return operator new(size, a); }
 void* operator new(std::size_t size, const std::nothrow_t&) noexcept { return allocate(size, 0); }
-void* operator new[](std::size_t size, const std::nothrow_t&) noexcept {
-  return allocate(size, 0);
-}
+void* operator new[](std::size_t size, const std::nothrow_t&) noexcept { return allocate(size, 0); }
 void* operator new(std::size_t size, std::align_val_t a, const std::nothrow_t&) noexcept {
   return allocate(size, static_cast<std::size_t>(a));
 }
@@ -162,7 +160,8 @@ struct servers {
 
   // The server still answers: a simple request over each transport.
   void check_serving() {
-    const std::optional<http_reply> r = http_exchange(http_port, post("/v2/models/simple/infer", simple_body));
+    const std::optional<http_reply> r =
+        http_exchange(http_port, post("/v2/models/simple/infer", simple_body));
     REQUIRE(r.has_value());
     CHECK(r->status == 200);
     ::grpc::ClientContext context;
@@ -177,8 +176,10 @@ struct servers {
     r.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT0", {1, 16}, a));
     r.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT1", {1, 16}, a));
     inference::ModelInferRequest message;
-    REQUIRE(oip::grpc::encode_request(r, "simple", "", oip::grpc::contents_form::raw, message).ok());
-    if (padding != 0) (*message.mutable_parameters())["padding"].set_string_param(std::string(padding, 'x'));
+    REQUIRE(
+        oip::grpc::encode_request(r, "simple", "", oip::grpc::contents_form::raw, message).ok());
+    if (padding != 0)
+      (*message.mutable_parameters())["padding"].set_string_param(std::string(padding, 'x'));
     return message;
   }
 };
@@ -228,9 +229,9 @@ TEST_CASE("HTTP: a JSON reply that cannot be written is a 503") {
   std::string body = header;
   const float value = 1.5F;  // "1.5," in JSON
   for (std::size_t i = 0; i < count; ++i) body.append(reinterpret_cast<const char*>(&value), 4);
-  const std::string request = post("/v2/models/scores/infer", body,
-                                   "Inference-Header-Content-Length: " +
-                                       std::to_string(header.size()) + "\r\n");
+  const std::string request =
+      post("/v2/models/scores/infer", body,
+           "Inference-Header-Content-Length: " + std::to_string(header.size()) + "\r\n");
   const std::size_t failures = failed.load();
   std::optional<http_reply> r;
   {
@@ -246,7 +247,8 @@ TEST_CASE("HTTP: a JSON reply that cannot be written is a 503") {
   CHECK(again->status == 200);
 }
 
-TEST_CASE("gRPC: a message that cannot be parsed for want of memory is refused, unary or streamed") {
+TEST_CASE(
+    "gRPC: a message that cannot be parsed for want of memory is refused, unary or streamed") {
   servers s;
   const inference::ModelInferRequest large = servers::simple_message(std::size_t{1} << 20U);
   ::grpc::Status unary;

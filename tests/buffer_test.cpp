@@ -50,9 +50,8 @@ TEST_CASE("allocate never hands out what the memory held before (CVE-2024-0103's
     }
     oip::result<oip::mutable_buffer> fresh = oip::mutable_buffer::allocate(size);
     REQUIRE(fresh);
-    CHECK(std::all_of(fresh->data(), fresh->data() + size, [](std::byte b) {
-      return b == std::byte{0};
-    }));
+    CHECK(std::all_of(fresh->data(), fresh->data() + size,
+                      [](std::byte b) { return b == std::byte{0}; }));
   }
 }
 

@@ -1104,7 +1104,8 @@ TEST_CASE("the memory budget: a message that would pass it is UNAVAILABLE, unary
   // The same request with 100 KiB of parameters: over the budget of 64 KiB.
   inference::ModelInferRequest small = simple_request(contents_form::raw);
   inference::ModelInferRequest large = small;
-  (*large.mutable_parameters())["padding"].set_string_param(std::string(std::size_t{100} << 10U, 'x'));
+  (*large.mutable_parameters())["padding"].set_string_param(
+      std::string(std::size_t{100} << 10U, 'x'));
   {
     ::grpc::ClientContext context;
     inference::ModelInferResponse response;
@@ -1241,8 +1242,8 @@ TEST_CASE("a stream cancelled while replies are pending frees them all (CVE-2025
 
   oip::inference_request one;
   const std::int32_t value = 1;
-  one.inputs.push_back(*oip::tensor::from_values<std::int32_t>(
-      "IN", {1}, std::span<const std::int32_t>(&value, 1)));
+  one.inputs.push_back(
+      *oip::tensor::from_values<std::int32_t>("IN", {1}, std::span<const std::int32_t>(&value, 1)));
   inference::ModelInferRequest burst;
   REQUIRE(oip::grpc::encode_request(one, "burst", "", contents_form::raw, burst).ok());
   for (int round = 0; round < 20; ++round) {

@@ -679,7 +679,8 @@ TEST_CASE("the memory budget: a reply counts until it is written") {
   // The request's bytes and its reply's: 16 MiB of 20 while the reply waits for its reader.
   REQUIRE(oip::testing::wait_until([&] { return memory.held() >= 2 * tensor_bytes; }));
   connection refused{f.port};
-  REQUIRE(refused.send(post("/v2/models/simple/infer", simple_body + std::string(std::size_t{5} << 20U, ' '))));
+  REQUIRE(refused.send(
+      post("/v2/models/simple/infer", simple_body + std::string(std::size_t{5} << 20U, ' '))));
   const std::optional<reply> over = refused.read_reply();
   REQUIRE(over.has_value());
   CHECK(over->status == 503);
@@ -690,7 +691,8 @@ TEST_CASE("the memory budget: a reply counts until it is written") {
   CHECK(echoed->body.size() >= tensor_bytes);
   CHECK(oip::testing::wait_until([&] { return memory.held() == 0; }));
   connection after{f.port};
-  REQUIRE(after.send(post("/v2/models/simple/infer", simple_body + std::string(std::size_t{5} << 20U, ' '))));
+  REQUIRE(after.send(
+      post("/v2/models/simple/infer", simple_body + std::string(std::size_t{5} << 20U, ' '))));
   const std::optional<reply> passes = after.read_reply();
   REQUIRE(passes.has_value());
   CHECK(passes->status == 200);

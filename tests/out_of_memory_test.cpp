@@ -4,8 +4,8 @@
 // the sanitizers' included; tests/allocation_failure_test.cpp fails the allocator itself, and
 // tests/integration/oip_serve_options_test.py runs oip-serve under a small RLIMIT_AS.
 
-#include "serving_support.hpp"
 #include "served.hpp"
+#include "serving_support.hpp"
 
 #include <oip/in_process_client.hpp>
 #include <oip/inference_service.hpp>
@@ -34,8 +34,8 @@ oip::model_config one_int_config(std::string name, bool decoupled = false) {
 oip::inference_request one_int_request() {
   oip::inference_request r;
   const std::int32_t one = 1;
-  r.inputs.push_back(*oip::tensor::from_values<std::int32_t>(
-      "IN", {1}, std::span<const std::int32_t>(&one, 1)));
+  r.inputs.push_back(
+      *oip::tensor::from_values<std::int32_t>("IN", {1}, std::span<const std::int32_t>(&one, 1)));
   return r;
 }
 
@@ -49,9 +49,7 @@ oip::model_output one_int_output() {
 // A sink whose first response cannot be written, as an encoder out of memory.
 struct failing_sink final : oip::reply_sink {
   std::promise<oip::status> ended;
-  void on_response(oip::inference_response, oip::response_flag) override {
-    throw std::bad_alloc{};
-  }
+  void on_response(oip::inference_response, oip::response_flag) override { throw std::bad_alloc{}; }
   void on_complete(const oip::status& outcome) override { ended.set_value(outcome); }
 };
 
@@ -59,11 +57,12 @@ struct failing_sink final : oip::reply_sink {
 
 TEST_CASE("a model that throws std::bad_alloc fails its request with a 503; the next one runs") {
   std::atomic<bool> fail{true};
-  oip::testing::served s{{oip::make_model(
-      one_int_config("greedy"), [&](const oip::inference_request&) -> oip::result<oip::model_output> {
-        if (fail.load()) throw std::bad_alloc{};
-        return one_int_output();
-      })}};
+  oip::testing::served s{
+      {oip::make_model(one_int_config("greedy"),
+                       [&](const oip::inference_request&) -> oip::result<oip::model_output> {
+                         if (fail.load()) throw std::bad_alloc{};
+                         return one_int_output();
+                       })}};
   oip::result<oip::inference_response> failed = s.infer("greedy", one_int_request());
   REQUIRE_FALSE(failed);
   CHECK(failed.error().code() == oip::errc::unavailable);
@@ -98,14 +97,16 @@ TEST_CASE("a decoder out of memory refuses its request with a 503") {
       [](const oip::model_config&) -> oip::result<oip::inference_request> {
         throw std::bad_alloc{};
       },
-      oip::reply_to([&](oip::result<oip::inference_response> r) { answered.set_value(std::move(r)); }));
+      oip::reply_to(
+          [&](oip::result<oip::inference_response> r) { answered.set_value(std::move(r)); }));
   oip::result<oip::inference_response> r = answered.get_future().get();
   REQUIRE_FALSE(r);
   CHECK(r.error().code() == oip::errc::unavailable);
   CHECK(r.error().message().find("out of memory decoding the request") != std::string::npos);
 }
 
-TEST_CASE("a decoupled model's send that meets out of memory fails with a 503; the stream goes on") {
+TEST_CASE(
+    "a decoupled model's send that meets out of memory fails with a 503; the stream goes on") {
   std::promise<oip::status> first_send;
   oip::testing::served s{{oip::make_model(
       one_int_config("stream", true),

@@ -143,9 +143,9 @@ oip::result<oip::trace_settings> trace_settings_from(const options& o) {
     const std::filesystem::path parent = std::filesystem::path{file}.parent_path();
     const std::string directory = parent.empty() ? std::string{"."} : parent.string();
     if (::access(directory.c_str(), W_OK | X_OK) != 0) {
-      return oip::status{oip::errc::invalid_argument,
-                         "--trace-file " + file + ": cannot create files in " + directory + ": " +
-                             std::strerror(errno)};
+      return oip::status{oip::errc::invalid_argument, "--trace-file " + file +
+                                                          ": cannot create files in " + directory +
+                                                          ": " + std::strerror(errno)};
     }
   }
   oip::tracer reader{o.server.trace};

@@ -216,7 +216,6 @@ result<repository_index_request> decode_repository_index_request(std::string_vie
   return out;
 }
 
-
 result<parameters> decode_repository_load_request(std::string_view json, const limits& bounds) {
   parameters out;
   if (is_blank(json)) return out;

@@ -21,7 +21,8 @@ namespace oip::detail {
 // --- the document and its errors -----------------------------------------------------------------
 
 status malformed(const document_context& doc, error_code error, const char* where) {
-  if (error == error_code::MEMALLOC) return out_of_memory(fmt::format("parsing the {} JSON", doc.what));
+  if (error == error_code::MEMALLOC)
+    return out_of_memory(fmt::format("parsing the {} JSON", doc.what));
   const std::size_t offset =
       where != nullptr && where >= doc.begin ? static_cast<std::size_t>(where - doc.begin) : 0;
   // Triton writes BYTES output as it is, UTF-8 or not, which makes JSON no parser takes.

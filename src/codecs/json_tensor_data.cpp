@@ -330,7 +330,8 @@ status decode_data(const tensor_context& t, od::value data, std::size_t depth,
   // Each leaf takes at least one byte of JSON: more elements than JSON bytes cannot match, so
   // count them without allocating.
   const std::uint64_t capacity = expected <= json_size ? expected : 0;
-  result<mutable_buffer> storage = mutable_buffer::allocate_for_overwrite(capacity * element_size(t.type));
+  result<mutable_buffer> storage =
+      mutable_buffer::allocate_for_overwrite(capacity * element_size(t.type));
   if (!storage) return std::move(storage).error();
   leaf_sink sink{storage->data(), capacity, 0};
   if (status s = decode_leaves(t, data, depth, sink); !s.ok()) return s;

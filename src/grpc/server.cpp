@@ -595,8 +595,8 @@ result<std::uint16_t> server::start() {
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              std::max(options.max_concurrent_streams, 1));
   const auto milliseconds = [](std::chrono::milliseconds d) {
-    return static_cast<int>(std::min<std::chrono::milliseconds::rep>(
-        d.count(), std::numeric_limits<int>::max()));
+    return static_cast<int>(
+        std::min<std::chrono::milliseconds::rep>(d.count(), std::numeric_limits<int>::max()));
   };
   if (options.max_connection_idle.count() > 0) {
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,

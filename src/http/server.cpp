@@ -329,8 +329,9 @@ class session : public std::enable_shared_from_this<session> {
       server_->handler.handle(
           std::move(request),
           [self = shared_from_this()](http_response reply) {
-            net::post(self->stream_.get_executor(),
-                      [self, reply = std::move(reply)]() mutable { self->write(std::move(reply)); });
+            net::post(self->stream_.get_executor(), [self, reply = std::move(reply)]() mutable {
+              self->write(std::move(reply));
+            });
           },
           cancel);
     } catch (const std::exception&) {
@@ -378,7 +379,8 @@ class session : public std::enable_shared_from_this<session> {
       if (!http_1_0_) header_ += "Transfer-Encoding: chunked\r\n";
     } else {
       header_ += fmt::format("Content-Length: {}\r\n", reply_.body_size());
-      held_.add(reply_.body_size());  // until written: the next request is refused if it would not fit
+      held_.add(
+          reply_.body_size());  // until written: the next request is refused if it would not fit
     }
     if (!keep_alive_) {
       header_ += "Connection: close\r\n";

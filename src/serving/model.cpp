@@ -87,7 +87,8 @@ void detail::execute_guarded(model& m, inference_call call) noexcept {
     m.execute(std::move(call));
     slot->armed = false;
   } catch (const std::bad_alloc&) {
-    report_status([&] { return out_of_memory(fmt::format("running model '{}'", m.config().name)); });
+    report_status(
+        [&] { return out_of_memory(fmt::format("running model '{}'", m.config().name)); });
   } catch (const std::exception& e) {
     report(e.what());
   } catch (...) {

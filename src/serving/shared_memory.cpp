@@ -48,7 +48,8 @@ struct mapping {
                                 std::strerror(errno))};
     }
     const auto object_size = static_cast<std::uint64_t>(now.st_size);
-    const std::uint64_t end = object_offset + offset + size;  // no overflow: checked at registration
+    const std::uint64_t end =
+        object_offset + offset + size;  // no overflow: checked at registration
     if (end <= object_size) return {};
     return status{errc::invalid_argument,
                   fmt::format("shared memory region '{}' is no longer backed: its object is now "
@@ -209,8 +210,8 @@ status shared_memory_registry::register_region(std::string name, std::string key
                                 "its limit of {} regions; unregister one first",
                                 region, state_->caps.max_regions)};
     }
-    if (byte_size > state_->caps.max_mapped_bytes - std::min(state_->mapped_bytes,
-                                                             state_->caps.max_mapped_bytes)) {
+    if (byte_size > state_->caps.max_mapped_bytes -
+                        std::min(state_->mapped_bytes, state_->caps.max_mapped_bytes)) {
       return status{errc::failed_precondition,
                     fmt::format("failed to register shared memory region '{}': its {} bytes would "
                                 "take the regions past their limit of {} bytes mapped",

@@ -13,7 +13,8 @@ namespace oip::detail {
 
 // The bytes that `encoded` characters of padded base64 decode to at most (padding takes up to two
 // off), or nullopt when `encoded` is not a whole number of 4-character groups.
-[[nodiscard]] constexpr std::optional<std::size_t> base64_decoded_size(std::size_t encoded) noexcept {
+[[nodiscard]] constexpr std::optional<std::size_t> base64_decoded_size(
+    std::size_t encoded) noexcept {
   if (encoded % 4 != 0) return std::nullopt;
   return encoded / 4 * 3;  // never overflows: a quarter of the size, times three
 }
