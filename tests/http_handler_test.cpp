@@ -1,6 +1,7 @@
 // The endpoint handler: every route, validation in Triton's wording, classification, binary and
 // raw requests, compression, cancellation, statistics and configuration, the in-process client.
 
+#include "gzip.hpp"
 #include "serving_support.hpp"
 #include "test_support.hpp"
 
@@ -22,6 +23,7 @@
 #include <zlib.h>
 
 using oip::http_response;
+using oip::testing::gzip;
 
 namespace {
 
@@ -72,21 +74,6 @@ void check_error(const http_response& r, int status, const std::string& message)
   CHECK(r.header("Content-Type") == "application/json");
   const oip::status decoded = oip::decode_error(r.body(), r.status);
   CHECK_MESSAGE(decoded.message() == message, decoded.message());
-}
-
-std::string gzip(const std::string& text, int window_bits = 31) {
-  z_stream s{};
-  REQUIRE(deflateInit2(&s, Z_DEFAULT_COMPRESSION, Z_DEFLATED, window_bits, 8, Z_DEFAULT_STRATEGY) ==
-          Z_OK);
-  std::string out(deflateBound(&s, text.size()), '\0');
-  s.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-  s.avail_in = static_cast<uInt>(text.size());
-  s.next_out = reinterpret_cast<Bytef*>(out.data());
-  s.avail_out = static_cast<uInt>(out.size());
-  REQUIRE(deflate(&s, Z_FINISH) == Z_STREAM_END);
-  out.resize(s.total_out);
-  deflateEnd(&s);
-  return out;
 }
 
 std::string gunzip(const std::string& data, int window_bits = 31) {

@@ -2,6 +2,7 @@
 // 100-continue, limits (413, 431), timeouts for slow clients, malformed requests, HEAD,
 // scatter/gather binary replies, cancellation on disconnect, graceful stop.
 
+#include "gzip.hpp"
 #include "serving_support.hpp"
 #include "trace_support.hpp"
 #include "wait.hpp"
@@ -41,8 +42,14 @@ struct reply {
 // A blocking loopback client that reads replies one at a time (pipelined ones stay buffered).
 class connection {
  public:
-  explicit connection(std::uint16_t port) : fd_{::socket(AF_INET, SOCK_STREAM, 0)} {
+  // `receive_buffer`: the socket's receive buffer in bytes, set before connecting (which bounds
+  // the window the server may fill); 0 leaves the system's.
+  explicit connection(std::uint16_t port, int receive_buffer = 0)
+      : fd_{::socket(AF_INET, SOCK_STREAM, 0)} {
     REQUIRE(fd_ >= 0);
+    if (receive_buffer > 0) {
+      ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
+    }
     timeval timeout{10, 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
     sockaddr_in address{};
@@ -647,6 +654,16 @@ TEST_CASE("the memory budget: a body that would pass it is a 503 before it is re
   REQUIRE(grown.has_value());
   CHECK(grown->status == 503);
 
+  // A gzip body of 1 KB that would decompress to 100 KiB: its decompressed bytes count too.
+  connection compressed{f.port};
+  REQUIRE(compressed.send(post("/v2/models/simple/infer",
+                               oip::testing::gzip(simple_body + std::string(100 << 10, ' ')),
+                               "Content-Encoding: gzip\r\n")));
+  const std::optional<reply> inflated = compressed.read_reply();
+  REQUIRE(inflated.has_value());
+  CHECK(inflated->status == 503);
+  CHECK(inflated->body.find("limit of 262144 bytes") != std::string::npos);
+
   // Small requests still fit beside the held one.
   connection small{f.port};
   REQUIRE(small.send(post("/v2/models/simple/infer", simple_body)));
@@ -667,20 +684,21 @@ TEST_CASE("the memory budget: a body that would pass it is a 503 before it is re
 }
 
 TEST_CASE("the memory budget: a reply counts until it is written") {
-  // A raw binary request of 8 MiB echoed back as 8 MiB: more than the sockets' buffers hold, so
-  // the reply stays unwritten while its client does not read.
-  constexpr std::size_t tensor_bytes = std::size_t{8} << 20U;
-  fixture f{std::size_t{16} << 20U, std::size_t{20} << 20U};
+  // A raw binary request of 12 MiB echoed back as 12 MiB, to a client with a receive buffer of
+  // 4 KiB: more than the server's send buffer holds (4 MiB at most by default), so the reply
+  // stays unwritten while its client does not read.
+  constexpr std::size_t tensor_bytes = std::size_t{12} << 20U;
+  fixture f{std::size_t{16} << 20U, std::size_t{30} << 20U};
   REQUIRE(f.repository.add(oip::testing::make_scores()).ok());
   const oip::memory_budget& memory = f.handler.service().memory();
-  connection reader{f.port};
+  connection reader{f.port, 4096};
   REQUIRE(reader.send(post("/v2/models/scores/infer", std::string(tensor_bytes, '\0'),
                            "Inference-Header-Content-Length: 0\r\n")));
-  // The request's bytes and its reply's: 16 MiB of 20 while the reply waits for its reader.
+  // The request's bytes and its reply's: 24 MiB of 30 while the reply waits for its reader.
   REQUIRE(oip::testing::wait_until([&] { return memory.held() >= 2 * tensor_bytes; }));
   connection refused{f.port};
   REQUIRE(refused.send(
-      post("/v2/models/simple/infer", simple_body + std::string(std::size_t{5} << 20U, ' '))));
+      post("/v2/models/simple/infer", simple_body + std::string(std::size_t{7} << 20U, ' '))));
   const std::optional<reply> over = refused.read_reply();
   REQUIRE(over.has_value());
   CHECK(over->status == 503);
@@ -692,7 +710,7 @@ TEST_CASE("the memory budget: a reply counts until it is written") {
   CHECK(oip::testing::wait_until([&] { return memory.held() == 0; }));
   connection after{f.port};
   REQUIRE(after.send(
-      post("/v2/models/simple/infer", simple_body + std::string(std::size_t{5} << 20U, ' '))));
+      post("/v2/models/simple/infer", simple_body + std::string(std::size_t{7} << 20U, ' '))));
   const std::optional<reply> passes = after.read_reply();
   REQUIRE(passes.has_value());
   CHECK(passes->status == 200);

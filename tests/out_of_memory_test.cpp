@@ -2,7 +2,7 @@
 // throws std::bad_alloc, a sink that cannot write a response, a decoder that cannot allocate, and
 // a decoupled model's send that meets it. The failures are injected, so this runs in every build,
 // the sanitizers' included; tests/allocation_failure_test.cpp fails the allocator itself, and
-// tests/integration/oip_serve_options_test.py runs oip-serve under a small RLIMIT_AS.
+// tests/integration/memory_limits_test.py runs oip-serve under a small RLIMIT_AS.
 
 #include "served.hpp"
 #include "serving_support.hpp"

@@ -44,7 +44,9 @@ struct limits {
   /// Shared-memory regions that clients may hold registered at once (where the host offers the
   /// extension), and their bytes mapped together: a registration past either is refused (400)
   /// until others are unregistered. 0 bytes (the default) means the machine's physical memory.
-  std::size_t max_shared_memory_regions = 1024;
+  /// Each region keeps its object's descriptor open, so the count stays well below the usual
+  /// RLIMIT_NOFILE of 1,024.
+  std::size_t max_shared_memory_regions = 128;
   std::uint64_t max_shared_memory_bytes = 0;
 
   /// The bound on a reply's JSON text (the tensors not sent as binary data), which the server

@@ -44,6 +44,10 @@ struct shared_memory_destination {
   std::string output;
   std::span<std::byte> room;
   std::shared_ptr<const void> mapping;
+  /// The region's object, open while `mapping` is held, and where `room` ends in it: checked
+  /// again before the output is written, since the client may shrink the object meanwhile.
+  int object = -1;
+  std::uint64_t object_end = 0;
 };
 
 /// Copies each output of `response` that a destination names into it; an output the response

@@ -231,7 +231,12 @@ class service_impl final : public raw_service {
     if (status s = allowed(context, api_category::inference); !s.ok()) return finish(context, s);
     result<memory_budget::lease> held = service_.memory().reserve(in->Length());
     if (!held) return finish(context, held.error());
-    auto* reactor = new infer_reactor{out, std::move(*held)};
+    infer_reactor* reactor = nullptr;
+    try {
+      reactor = new infer_reactor{out, std::move(*held)};
+    } catch (const std::bad_alloc&) {
+      return finish(context, out_of_memory("reading the request"));
+    }
     try {
       start_infer(*reactor, *in);
     } catch (const std::bad_alloc&) {

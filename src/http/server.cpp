@@ -366,7 +366,17 @@ class session : public std::enable_shared_from_this<session> {
     });
   }
 
+  // Out of memory while the reply's header is made: the connection ends (its client sees it
+  // close, not a reply that never comes), and the server goes on.
   void write(http_response reply) {
+    try {
+      write_reply(std::move(reply));
+    } catch (const std::exception&) {
+      close();
+    }
+  }
+
+  void write_reply(http_response reply) {
     if (trace_.sampled) trace_.sampled->stamp("HTTP_SEND_START");
     reply_ = std::move(reply);
     if (server_->stopping.load()) keep_alive_ = false;  // the last reply on this connection

@@ -106,15 +106,33 @@ std::string_view coding_name(content_coding coding) noexcept {
   return "identity";
 }
 
-result<buffer> decompress(const buffer& body, content_coding coding, std::size_t max_size) {
+result<buffer> decompress(const buffer& body, content_coding coding, std::size_t max_size,
+                          memory_budget::lease* held) {
   if (coding == content_coding::identity) return body;
+  memory_budget::lease unbudgeted;
+  memory_budget::lease& budget = held != nullptr ? *held : unbudgeted;
+  const std::size_t held_before = budget.bytes();
+  const bool budgeted = held != nullptr;
+  // The output's buffer, grown to `size` where the budget has room.
+  std::string out;
+  const auto grow = [&](std::size_t size) -> status {
+    if (budgeted) {
+      if (status room = budget.grow(size - out.size()); !room.ok()) return room;
+    }
+    out.resize(size);
+    return {};
+  };
+  // Grows geometrically up to the limit: memory follows the real output, not a claimed size.
+  if (status s =
+          grow(std::min<std::size_t>(std::max<std::size_t>(body.size() * 4, 4096), max_size + 1));
+      !s.ok()) {
+    return s;
+  }
   z_stream stream{};
   if (inflateInit2(&stream, window_bits(coding)) != Z_OK) {
+    budget.shrink_to(held_before);
     return status{errc::internal, "zlib could not start inflating"};
   }
-  // Grows geometrically up to the limit: memory follows the real output, not a claimed size.
-  std::string out;
-  out.resize(std::min<std::size_t>(std::max<std::size_t>(body.size() * 4, 4096), max_size + 1));
   stream.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(body.data()));
   std::size_t consumed = 0;  // zlib counts in 32 bits: the body goes in in slices
   std::size_t produced = 0;
@@ -127,7 +145,11 @@ result<buffer> decompress(const buffer& body, content_coding coding, std::size_t
     }
     if (produced == out.size()) {
       if (out.size() > max_size) break;
-      out.resize(std::min(out.size() * 2, max_size + 1));
+      if (status room = grow(std::min(out.size() * 2, max_size + 1)); !room.ok()) {
+        inflateEnd(&stream);
+        budget.shrink_to(held_before);
+        return room;
+      }
     }
     stream.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
     stream.avail_out = static_cast<uInt>(std::min(out.size() - produced, zlib_slice));
@@ -149,6 +171,8 @@ result<buffer> decompress(const buffer& body, content_coding coding, std::size_t
     if (rc == Z_BUF_ERROR && stream.avail_in == 0 && consumed == body.size()) break;  // truncated
   }
   inflateEnd(&stream);
+  // What is kept is the result alone: the work buffer goes when this returns.
+  budget.shrink_to(held_before);
   if (produced > max_size) {
     return status{
         errc::payload_too_large,
@@ -159,6 +183,9 @@ result<buffer> decompress(const buffer& body, content_coding coding, std::size_t
         errc::invalid_argument,
         fmt::format("the request body is not valid {} data{}", coding_name(coding),
                     trailing_data ? ": bytes follow the end of the compressed data" : "")};
+  }
+  if (budgeted) {
+    if (status room = budget.grow(produced + 64); !room.ok()) return room;
   }
   result<mutable_buffer> decoded = mutable_buffer::allocate_for_overwrite(produced, 64);
   if (!decoded) return std::move(decoded).error();

@@ -34,10 +34,8 @@ struct executor::state {
       // caught it) must not end the worker, and with it the process.
       try {
         job();
-      } catch (const std::exception& e) {
-        log(log_level::error, fmt::format("a worker's job failed: {}", e.what()));
-      } catch (...) {
-        log(log_level::error, "a worker's job failed with an unknown exception");
+      } catch (...) {  // the line names no exception: making its text could throw in turn
+        log(log_level::error, "a worker's job failed with an exception; the worker goes on");
       }
     }
   }

@@ -147,12 +147,18 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     return json_reply(200, encode(*all));
   }
 
-  // The request's body with its Content-Encoding undone, within the body limit.
-  result<buffer> plain_body(const http_request& request) const {
+  // The request's body with its Content-Encoding undone, within the body limit. With `held`
+  // (the request's share of the memory budget, kept until it ends), the decompressed bytes
+  // count against the budget: the transport counted the body only as it came.
+  result<buffer> plain_body(const http_request& request,
+                            memory_budget::lease* held = nullptr) const {
     result<detail::content_coding> coding =
         detail::parse_content_encoding(request.header("Content-Encoding").value_or(""));
     if (!coding) return std::move(coding).error();
-    return detail::decompress(request.body, *coding, options.bounds.max_body_bytes);
+    if (held != nullptr && *coding != detail::content_coding::identity) {
+      *held = service.memory().open();
+    }
+    return detail::decompress(request.body, *coding, options.bounds.max_body_bytes, held);
   }
 
   http_response repository_index_reply(const http_request& request) const {
@@ -267,6 +273,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
   struct one_reply : reply_sink {
     transport_trace* trace = nullptr;
     completion done;
+    memory_budget::lease held;  // a decompressed body's bytes, until the request ends
     std::optional<inference_response> response;
     bool admitted = false;
     std::size_t responses = 0;
@@ -310,6 +317,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     sink->coding = reply_coding;
     sink->trace = request.trace;
     sink->done = std::move(done);
+    memory_budget::lease* held = &sink->held;
     service.infer(
         {.model = name, .version = version, .cancel = cancel, .trace = request.trace},
         [&](const model_config& config) -> result<inference_request> {
@@ -319,7 +327,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
                           "HTTP end point doesn't support models with decoupled transaction "
                           "policy"};
           }
-          result<buffer> body = plain_body(request);
+          result<buffer> body = plain_body(request, held);
           if (!body) return std::move(body).error();
           std::optional<std::size_t> header_length;
           if (const auto value = request.header(header_length_field)) {
@@ -374,6 +382,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
   struct generate_stream_sink final : reply_sink {
     transport_trace* trace = nullptr;
     completion done;
+    memory_budget::lease held;  // a decompressed body's bytes, until the request ends
     std::size_t max_json_bytes = 0;
     bool admitted = false;
     bool started = false;
@@ -433,23 +442,26 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
                 cancellation& cancel) {
     const std::size_t max_json_bytes = options.bounds.json_response_bound(request.body.size());
     std::shared_ptr<reply_sink> sink;
+    memory_budget::lease* held = nullptr;
     if (stream) {
       auto events = std::make_shared<generate_stream_sink>();
       events->max_json_bytes = max_json_bytes;
       events->trace = request.trace;
       events->done = std::move(done);
+      held = &events->held;
       sink = std::move(events);
     } else {
       auto one = std::make_shared<generate_reply_sink>();
       one->max_json_bytes = max_json_bytes;
       one->trace = request.trace;
       one->done = std::move(done);
+      held = &one->held;
       sink = std::move(one);
     }
     service.infer(
         {.model = name, .version = version, .cancel = cancel, .trace = request.trace},
         [&](const model_config& config) -> result<inference_request> {
-          result<buffer> body = plain_body(request);
+          result<buffer> body = plain_body(request, held);
           if (!body) return std::move(body).error();
           return decode_generate_request(*body, config, options.bounds);
         },

@@ -321,8 +321,9 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
             pending);
     } catch (const std::bad_alloc&) {
       const status s = out_of_memory("admitting the request");
-      if (pending) return fail(pending, s, failure_reason::other);
-      if (sink) sink->on_complete(s);
+      // The sink is still here until the pending request takes it.
+      if (sink) return sink->on_complete(s);
+      if (pending) fail(pending, s, failure_reason::other);
     }
   }
 
@@ -332,7 +333,8 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     const model_config& config = lease.get().config();
     const auto refuse = [&](const status& s) {
       record_failure(lease, received, s, request.id.value_or(""));
-      sink->on_complete(s);
+      const std::shared_ptr<reply_sink> answering = std::move(sink);  // answered once, whatever
+      answering->on_complete(s);
     };
     if (!request.shared_memory_inputs.empty()) {
       if (status s = read_shared_memory_inputs(request, regions.get(), options.bounds, config.name);
@@ -360,6 +362,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     }
 
     pending = std::make_shared<pending_inference>();
+    pending->lease = std::move(lease);  // first: a failure from here on is the pending request's
     pending->id = request.id;
     pending->asked = request.outputs;
     pending->sink = std::move(sink);
@@ -378,7 +381,6 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     }
     pending->decoupled = config.decoupled;
     pending->max_unsent = options.bounds.max_unsent_responses;
-    pending->lease = std::move(lease);
     pending->counted_pending = true;
     pending->lease.statistics().request_queued();
     const bool batched = config.dynamic_batching && config.max_batch_size > 0;
@@ -412,10 +414,21 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     // The executor takes copyable jobs: a sequence's turn travels in a shared box (none for the
     // usual request, which holds no turn).
     std::shared_ptr<sequence_turn> held_turn;
-    if (turn) held_turn = std::make_shared<sequence_turn>(std::move(turn));
-    status submitted = workers.submit([self = shared_from_this(), pending, request, held_turn] {
-      self->run(pending, std::move(*request), held_turn ? std::move(*held_turn) : sequence_turn{});
-    });
+    status submitted;
+    try {
+      if (turn) held_turn = std::make_shared<sequence_turn>(std::move(turn));
+      submitted = workers.submit([self = shared_from_this(), pending, request, held_turn] {
+        try {
+          self->run(pending, std::move(*request),
+                    held_turn ? std::move(*held_turn) : sequence_turn{});
+        } catch (const std::bad_alloc&) {
+          fail(pending, out_of_memory("starting the request"), failure_reason::other);
+          if (held_turn && *held_turn) held_turn->cancel_sequence();
+        }
+      });
+    } catch (const std::bad_alloc&) {
+      submitted = out_of_memory("queueing the request");
+    }
     if (submitted.ok()) return;
     fail(pending, submitted, refusal_reason(submitted));
     // A request of a sequence that cannot run ends its sequence, as a cancelled one does.
@@ -533,8 +546,22 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   // Hands a batch to a worker; the batcher learns when it completed.
   void run_batch(const std::shared_ptr<batch_queue>& queue, std::vector<batch_item> batch) {
     auto items = std::make_shared<std::vector<batch_item>>(std::move(batch));
-    status submitted = workers.submit(
-        [self = shared_from_this(), queue, items] { self->execute_batch(queue, *items); });
+    status submitted;
+    try {
+      submitted = workers.submit([self = shared_from_this(), queue, items] {
+        try {
+          self->execute_batch(queue, *items);
+        } catch (const std::bad_alloc&) {
+          // Before any model ran (that part cannot throw): every request of the batch fails.
+          for (const batch_item& item : *items) {
+            fail(item.pending, out_of_memory("forming the batch"), failure_reason::other);
+          }
+          queue->finished();
+        }
+      });
+    } catch (const std::bad_alloc&) {
+      submitted = out_of_memory("queueing the batch");
+    }
     if (submitted.ok()) return;
     for (const batch_item& item : *items) fail(item.pending, submitted, failure_reason::rejected);
     queue->finished();
@@ -552,7 +579,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
       if (item.pending->cancel.cancelled()) {
         fail_cancelled(item.pending);
       } else {
-        items->push_back(std::move(item));
+        items->push_back(item);  // a copy: the batch stays whole for run_batch's failure path
       }
     }
     if (items->empty()) {
@@ -884,40 +911,63 @@ status inference_service::unload(std::string model) {
   return state_->control.unload_and_wait(std::move(model));
 }
 
+namespace {
+
+// Ends a request refused before it went on. The sink is let go of first: out of memory in what
+// follows finds none, and never answers the request twice.
+void refuse_with(std::shared_ptr<reply_sink>& sink, const status& why) {
+  const std::shared_ptr<reply_sink> answering = std::move(sink);
+  answering->on_complete(why);
+}
+
+}  // namespace
+
 void inference_service::infer_decoding(arrival request, decoder decode,
                                        std::shared_ptr<reply_sink> sink) {
-  result<model_lease> lease = state_->repository.acquire(request.model, request.version);
-  if (!lease) {
-    log_request_failure(lease.error(), fmt::format("model '{}'", request.model), request.id);
-    return sink->on_complete(lease.error());
-  }
-  result<inference_request> decoded = [&]() -> result<inference_request> {
-    try {
-      return decode.call(decode.function, lease->get().config());
-    } catch (const std::bad_alloc&) {
-      return out_of_memory("decoding the request");
+  try {
+    result<model_lease> lease = state_->repository.acquire(request.model, request.version);
+    if (!lease) {
+      log_request_failure(lease.error(), fmt::format("model '{}'", request.model), request.id);
+      return refuse_with(sink, lease.error());
     }
-  }();
-  if (!decoded) {
-    record_failure(*lease, request.received, decoded.error(), request.id);
-    return sink->on_complete(decoded.error());
+    result<inference_request> decoded = [&]() -> result<inference_request> {
+      try {
+        return decode.call(decode.function, lease->get().config());
+      } catch (const std::bad_alloc&) {
+        return out_of_memory("decoding the request");
+      }
+    }();
+    if (!decoded) {
+      record_failure(*lease, request.received, decoded.error(), request.id);
+      return refuse_with(sink, decoded.error());
+    }
+    infer_decoded(std::move(request), std::move(*lease), std::move(*decoded), std::move(sink));
+  } catch (const std::bad_alloc&) {
+    if (sink) sink->on_complete(out_of_memory("receiving the request"));
   }
-  infer_decoded(std::move(request), std::move(*lease), std::move(*decoded), std::move(sink));
 }
 
 void inference_service::infer(arrival request, inference_request decoded,
                               std::shared_ptr<reply_sink> sink) {
-  result<model_lease> lease = state_->repository.acquire(request.model, request.version);
-  if (!lease) {
-    log_request_failure(lease.error(), fmt::format("model '{}'", request.model), request.id);
-    return sink->on_complete(lease.error());
+  try {
+    result<model_lease> lease = state_->repository.acquire(request.model, request.version);
+    if (!lease) {
+      log_request_failure(lease.error(), fmt::format("model '{}'", request.model), request.id);
+      return refuse_with(sink, lease.error());
+    }
+    infer_decoded(std::move(request), std::move(*lease), std::move(decoded), std::move(sink));
+  } catch (const std::bad_alloc&) {
+    if (sink) sink->on_complete(out_of_memory("receiving the request"));
   }
-  infer_decoded(std::move(request), std::move(*lease), std::move(decoded), std::move(sink));
 }
 
 void inference_service::infer_decoded(arrival request, model_lease lease, inference_request decoded,
                                       std::shared_ptr<reply_sink> sink) {
-  sink->on_admitted();
+  try {
+    sink->on_admitted();
+  } catch (const std::bad_alloc&) {
+    return refuse_with(sink, out_of_memory("admitting the request"));
+  }
   state_->infer(std::move(lease), std::move(decoded), std::move(request.cancel), std::move(sink),
                 request.received, request.trace);
 }

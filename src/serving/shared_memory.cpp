@@ -38,25 +38,27 @@ struct mapping {
     if (fd >= 0) close(fd);
   }
 
-  // 400 when the object no longer holds [offset, offset + size) of the region.
-  [[nodiscard]] status check_held(std::string_view region, std::uint64_t offset,
-                                  std::uint64_t size) const {
-    struct stat now {};
-    if (fstat(fd, &now) != 0) {
-      return status{errc::invalid_argument,
-                    fmt::format("shared memory region '{}' cannot be checked: {}", region,
-                                std::strerror(errno))};
-    }
-    const auto object_size = static_cast<std::uint64_t>(now.st_size);
-    const std::uint64_t end =
-        object_offset + offset + size;  // no overflow: checked at registration
-    if (end <= object_size) return {};
-    return status{errc::invalid_argument,
-                  fmt::format("shared memory region '{}' is no longer backed: its object is now "
-                              "{} bytes, and the range asked for ends at byte {}",
-                              region, object_size, end)};
+  // Where [offset, offset + size) of the region ends in the object (no overflow: the region's
+  // range was checked at registration, and this one against the region).
+  [[nodiscard]] std::uint64_t end_of(std::uint64_t offset, std::uint64_t size) const noexcept {
+    return object_offset + offset + size;
   }
 };
+
+// 400 when the object `fd` of `region` no longer reaches byte `end`.
+status check_backed(int fd, std::string_view region, std::uint64_t end) {
+  struct stat now {};
+  if (fstat(fd, &now) != 0) {
+    return status{errc::invalid_argument,
+                  fmt::format("{} cannot be checked: {}", region, std::strerror(errno))};
+  }
+  const auto object_size = static_cast<std::uint64_t>(now.st_size);
+  if (end <= object_size) return {};
+  return status{errc::invalid_argument,
+                fmt::format("{} is no longer backed: its object is now {} bytes, and the range "
+                            "asked for ends at byte {}",
+                            region, object_size, end)};
+}
 
 struct registered {
   shared_memory_region info;
@@ -83,17 +85,18 @@ result<std::shared_ptr<mapping>> map_region(const shared_memory_region& region) 
   }
   if (region.byte_size == 0) return cannot("byte_size must be at least 1");
   if (region.offset > UINT64_MAX - region.byte_size) return cannot("offset + byte_size overflows");
+  auto map = std::make_shared<mapping>();  // first: it closes the descriptor, whatever follows
   const int fd = shm_open(region.key.c_str(), O_RDWR | O_CLOEXEC, 0);
   if (fd < 0) {
     return status{errc::invalid_argument,
                   fmt::format("Unable to open shared memory region: '{}' ({})", region.key,
                               std::strerror(errno))};
   }
+  map->fd = fd;
   struct stat file {};
   const bool sized = fstat(fd, &file) == 0;
   const auto object_size = sized ? static_cast<std::uint64_t>(file.st_size) : 0;
   if (!sized || region.offset + region.byte_size > object_size) {
-    close(fd);
     return cannot(
         fmt::format("invalid args: offset {} + byte_size {} is past the end of '{}' ({} "
                     "bytes)",
@@ -101,8 +104,6 @@ result<std::shared_ptr<mapping>> map_region(const shared_memory_region& region) 
   }
   const auto page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
   const std::uint64_t start = region.offset / page * page;
-  auto map = std::make_shared<mapping>();
-  map->fd = fd;  // closed with the mapping
   map->object_offset = region.offset;
   map->length = static_cast<std::size_t>(region.offset - start + region.byte_size);
   map->base =
@@ -181,7 +182,11 @@ struct shared_memory_registry::state {
                                 name, offset, byte_size, info.byte_size)};
     }
     const std::shared_ptr<mapping>& map = found->second.map;
-    if (status held = map->check_held(name, offset, byte_size); !held.ok()) return held;
+    if (status held = check_backed(map->fd, fmt::format("shared memory region '{}'", name),
+                                   map->end_of(offset, byte_size));
+        !held.ok()) {
+      return held;
+    }
     return std::pair{map, map->data + offset};
   }
 };
@@ -395,8 +400,13 @@ result<std::vector<shared_memory_destination>> shared_memory_registry::destinati
     auto located = state_->locate(output.place.region, output.place.offset, output.place.byte_size);
     if (!located) return std::move(located).error();
     auto& [map, at] = *located;
-    out.push_back(
-        {output.name, {at, static_cast<std::size_t>(output.place.byte_size)}, std::move(map)});
+    const int object = map->fd;
+    const std::uint64_t end = map->end_of(output.place.offset, output.place.byte_size);
+    out.push_back({output.name,
+                   {at, static_cast<std::size_t>(output.place.byte_size)},
+                   std::move(map),
+                   object,
+                   end});
   }
   return out;
 }
@@ -426,6 +436,14 @@ status write_outputs(const std::vector<shared_memory_destination>& places,
                       fmt::format("shared memory size specified with the request for output '{}' "
                                   "({} bytes) should be at least {} bytes to hold the results",
                                   place.output, place.room.size(), data.size())};
+      }
+      if (place.object >= 0) {
+        if (status held = check_backed(
+                place.object, fmt::format("the shared memory region of output '{}'", place.output),
+                place.object_end);
+            !held.ok()) {
+          return held;
+        }
       }
       // memmove: an identity model's output may be a view of an input in the same region.
       if (!data.empty()) std::memmove(place.room.data(), data.data(), data.size());

@@ -192,7 +192,7 @@ struct json_array_file {
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return errno;
     struct stat made {};
-    if (::fstat(fd, &made) == 0) created = {made.st_dev, made.st_ino};
+    created = ::fstat(fd, &made) == 0 ? file_identity{made.st_dev, made.st_ino} : file_identity{};
     file = ::fdopen(fd, "w");
     if (file == nullptr) {
       const int error = errno;
@@ -281,8 +281,9 @@ struct tracer::state {
       const int error = numbered_file.create(path);
       if (error == EEXIST) continue;
       if (error != 0) return log_cannot_create(path, error);
+      if (host.max_files == 0) return;  // no bound: nothing to remember
       numbered_created.push_back({path, numbered_file.created});
-      while (host.max_files != 0 && numbered_created.size() > host.max_files) {
+      while (numbered_created.size() > host.max_files) {
         remove_created(numbered_created.front().first, numbered_created.front().second);
         numbered_created.pop_front();
       }

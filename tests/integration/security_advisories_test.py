@@ -11,6 +11,7 @@ Usage: security_advisories_test.py PATH/TO/oip-serve
 import http.client
 import json
 import os
+from multiprocessing import shared_memory
 import re
 import signal
 import subprocess
@@ -97,11 +98,23 @@ def shared_memory_overflow(s):
         body = json.dumps({"key": "/oip_no_such_object", "offset": offset, "byte_size": size})
         status, reply = s.request("POST", "/v2/systemsharedmemory/region/r/register", body)
         client_error(status)
-    body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "INT32",
-                                   "parameters": {"shared_memory_region": "r",
-                                                  "shared_memory_offset": 2**64 - 1,
-                                                  "shared_memory_byte_size": 64}}]})
-    client_error(s.request("POST", "/v2/models/simple/infer", body)[0])
+    # On use: a registered region, and ranges in it that overflow or pass its end.
+    region = shared_memory.SharedMemory(create=True, size=4096)
+    try:
+        body = json.dumps({"key": "/" + region.name, "offset": 0, "byte_size": 4096})
+        status, reply = s.request("POST", "/v2/systemsharedmemory/region/r/register", body)
+        assert status == 200, reply
+        for offset, size in ((2**64 - 1, 64), (4095, 64), (64, 2**64 - 64)):
+            body = json.dumps({"inputs": [
+                {"name": name, "shape": [1, 16], "datatype": "INT32",
+                 "parameters": {"shared_memory_region": "r", "shared_memory_offset": offset,
+                                "shared_memory_byte_size": size}}
+                for name in ("INPUT0", "INPUT1")]})
+            client_error(s.request("POST", "/v2/models/simple/infer", body)[0])
+        assert s.request("POST", "/v2/systemsharedmemory/region/r/unregister")[0] == 200
+    finally:
+        region.close()
+        region.unlink()
 
 
 def huge_file_load_parameter(s):
@@ -116,6 +129,12 @@ def huge_file_load_parameter(s):
         assert reply.status == 413, reply.status
     finally:
         connection.close()
+
+
+ELEMENT_BYTES = {"BOOL": 1, "INT8": 1, "UINT8": 1, "INT16": 2, "UINT16": 2, "FP16": 2, "BF16": 2,
+                 "INT32": 4, "UINT32": 4, "FP32": 4, "INT64": 8, "UINT64": 8, "FP64": 8,
+                 "BYTES": 4}  # BYTES: an empty string is its 4-byte length
+JSON_ZERO = {"BOOL": False, "BYTES": ""}
 
 
 def zero_sized_dimensions(s):
@@ -141,14 +160,14 @@ def zero_sized_dimensions(s):
                     tensors.append((i["name"], i["datatype"], shape))
                 body = json.dumps({"inputs": [
                     {"name": n, "datatype": t, "shape": shape,
-                     "data": [] if 0 in shape else ([""] if t == "BYTES" else [0]) * _count(shape)}
+                     "data": [JSON_ZERO.get(t, 0)] * _count(shape)}
                     for n, t, shape in tensors]})
                 status, reply = s.request("POST", f"/v2/models/{name}/infer", body)
                 assert status == 200 or 400 <= status < 500, (name, tensors, status, reply)
                 request = service_pb2.ModelInferRequest(model_name=name)
                 for n, t, shape in tensors:
                     request.inputs.add(name=n, datatype=t, shape=shape)
-                    request.raw_input_contents.append(b"" if 0 in shape else b"\0" * 64)
+                    request.raw_input_contents.append(b"\0" * (ELEMENT_BYTES[t] * _count(shape)))
                 try:
                     s.stub.ModelInfer(request, timeout=30)
                 except grpc.RpcError as e:

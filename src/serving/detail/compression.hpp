@@ -2,6 +2,7 @@
 // Internal: HTTP Content-Encoding and Accept-Encoding with zlib (gzip and deflate).
 
 #include <oip/buffer.hpp>
+#include <oip/memory_budget.hpp>
 #include <oip/status.hpp>
 
 #include <cstddef>
@@ -26,8 +27,10 @@ enum class content_coding { identity, gzip, deflate };
 
 /// Decompresses `body`; a 400 for corrupt data and a 413 as soon as the output passes
 /// `max_size` (a zip bomb never gets further). The result has simdjson's padding after it.
+/// With `held`, the output's bytes are taken from its memory budget as they grow (a 503 where
+/// they do not fit); it keeps those of the result.
 [[nodiscard]] result<buffer> decompress(const buffer& body, content_coding coding,
-                                        std::size_t max_size);
+                                        std::size_t max_size, memory_budget::lease* held = nullptr);
 
 /// Compresses `parts` in order into one body.
 [[nodiscard]] result<std::string> compress(std::span<const std::string_view> parts,
