@@ -146,7 +146,7 @@ struct fixture {
   oip::executor workers{{2, 64}};
   std::shared_ptr<oip::testing::waiter> waiter = std::make_shared<oip::testing::waiter>();
   oip::http_handler handler;
-  oip::http::server server{handler, http_options()};
+  oip::http::server server;
   std::uint16_t port = 0;
 
   static oip::server_options options(std::size_t max_body_bytes = std::size_t{1} << 20U,
@@ -156,21 +156,24 @@ struct fixture {
     o.bounds.max_inflight_bytes = max_inflight_bytes;
     return o;
   }
-  static oip::http::server_options http_options() {
+  static oip::http::server_options http_options(std::chrono::milliseconds body_timeout = 300ms) {
     oip::http::server_options o;
     o.address = "127.0.0.1";
     o.port = 0;
     o.max_header_bytes = 4096;
     o.max_header_count = 20;
     o.header_timeout = 2s;
-    o.body_timeout = 300ms;
+    o.body_timeout = body_timeout;
     o.idle_timeout = 2s;
     return o;
   }
 
+  // `body_timeout` also bounds a reply's write (300 ms: the timeout tests wait for it).
   explicit fixture(std::size_t max_body_bytes = std::size_t{1} << 20U,
-                   std::size_t max_inflight_bytes = 0)
-      : handler{repository, workers, options(max_body_bytes, max_inflight_bytes)} {
+                   std::size_t max_inflight_bytes = 0,
+                   std::chrono::milliseconds body_timeout = 300ms)
+      : handler{repository, workers, options(max_body_bytes, max_inflight_bytes)},
+        server{handler, http_options(body_timeout)} {
     REQUIRE(repository.add(oip::testing::make_simple()).ok());
     REQUIRE(repository.add(waiter).ok());
     oip::result<std::uint16_t> started = server.start();
@@ -688,7 +691,8 @@ TEST_CASE("the memory budget: a reply counts until it is written") {
   // 4 KiB: more than the server's send buffer holds (4 MiB at most by default), so the reply
   // stays unwritten while its client does not read.
   constexpr std::size_t tensor_bytes = std::size_t{12} << 20U;
-  fixture f{std::size_t{16} << 20U, std::size_t{30} << 20U};
+  // The reply waits for its reader while another client is refused: 30 s to write it.
+  fixture f{std::size_t{16} << 20U, std::size_t{30} << 20U, 30s};
   REQUIRE(f.repository.add(oip::testing::make_scores()).ok());
   const oip::memory_budget& memory = f.handler.service().memory();
   connection reader{f.port, 4096};
@@ -718,8 +722,9 @@ TEST_CASE("the memory budget: a reply counts until it is written") {
 
 TEST_CASE("a body in a million one-byte chunks, and chunks with long extensions, are read whole") {
   // CVE-2025-23310/23311: a server that recursed or allocated per chunk ran out of stack or
-  // memory. Each chunk here costs a few bytes of framing, read as it comes.
-  fixture f;
+  // memory. Each chunk here costs a few bytes of framing, read as it comes. The body timeout
+  // bounds each read, which takes a thousand chunks or more here: 10 s for slow builds (TSan).
+  fixture f{std::size_t{1} << 20U, 0, 10s};
   const std::string body = simple_body + std::string(1'000'000 - simple_body.size(), ' ');
   std::string request =
       "POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
