@@ -1265,3 +1265,41 @@ TEST_CASE("a stream cancelled while replies are pending frees them all (CVE-2025
   inference::ModelInferResponse response;
   CHECK(stub->ModelInfer(&context, simple_request(contents_form::raw), &response).ok());
 }
+
+TEST_CASE("gRPC connection bounds: concurrent calls per connection, idle connections closed") {
+  oip::model_repository models;
+  REQUIRE(models.add(oip::testing::make_simple()).ok());
+  oip::executor workers{oip::executor_options{2, 16}};
+  oip::inference_service service{models, workers};
+  oip::grpc::server server{service,
+                           {.address = "127.0.0.1",
+                            .port = 0,
+                            .max_concurrent_streams = 1,
+                            .max_connection_idle = std::chrono::milliseconds{300}}};
+  const oip::result<std::uint16_t> port = server.start();
+  REQUIRE(port);
+  const auto channel = ::grpc::CreateChannel("127.0.0.1:" + std::to_string(*port),
+                                             ::grpc::InsecureChannelCredentials());
+  auto stub = inference::GRPCInferenceService::NewStub(channel);
+  {
+    // One stream open takes the connection's one call: another waits, here past its deadline.
+    ::grpc::ClientContext streaming;
+    auto stream = stub->ModelStreamInfer(&streaming);
+    REQUIRE(stream->Write(simple_request(contents_form::raw)));
+    inference::ModelStreamInferResponse reply;
+    REQUIRE(stream->Read(&reply));
+    ::grpc::ClientContext waiting;
+    waiting.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds{300});
+    inference::ModelInferResponse response;
+    CHECK(stub->ModelInfer(&waiting, simple_request(contents_form::raw), &response).error_code() ==
+          ::grpc::StatusCode::DEADLINE_EXCEEDED);
+    stream->WritesDone();
+    CHECK(stream->Finish().ok());
+  }
+  ::grpc::ClientContext after;
+  inference::ModelInferResponse response;
+  CHECK(stub->ModelInfer(&after, simple_request(contents_form::raw), &response).ok());
+  // Without calls, the server closes the connection: the channel goes idle.
+  CHECK(oip::testing::wait_until([&] { return channel->GetState(false) == GRPC_CHANNEL_IDLE; },
+                                 std::chrono::seconds{10}));
+}
