@@ -4,6 +4,7 @@
 #include <string>
 
 #include <doctest/doctest.h>
+
 #include <zlib.h>
 
 namespace oip::testing {
