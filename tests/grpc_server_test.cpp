@@ -598,9 +598,7 @@ TEST_CASE("system shared memory over gRPC: register, infer through regions, stat
   options.shared_memory = true;
   oip::inference_service service{models, workers, options};
   REQUIRE(models.add(oip::testing::make_simple()).ok());
-  // grpc's own quota (by default the budget) set well above it: the service's budget refuses.
-  oip::grpc::server server{service,
-                           {.address = "127.0.0.1", .port = 0, .memory_quota_bytes = 64 << 20}};
+  oip::grpc::server server{service, {"127.0.0.1", 0}};
   oip::result<std::uint16_t> port = server.start();
   REQUIRE(port);
   auto stub = inference::GRPCInferenceService::NewStub(::grpc::CreateChannel(
