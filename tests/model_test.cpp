@@ -58,8 +58,11 @@ class noting_threads : public oip::model {
       const std::lock_guard lock{mutex_};
       threads_.push_back(std::this_thread::get_id());
     }
+    std::this_thread::sleep_for(delay_.load());
     simple_->execute(std::move(call));
   }
+  /// How long each call takes from now on, beyond `simple`'s own microseconds.
+  void take(std::chrono::microseconds delay) { delay_.store(delay); }
   [[nodiscard]] std::vector<std::thread::id> threads() const {
     const std::lock_guard lock{mutex_};
     return threads_;
@@ -70,6 +73,7 @@ class noting_threads : public oip::model {
   std::shared_ptr<oip::model> simple_ = oip::testing::make_simple();
   mutable std::mutex mutex_;
   std::vector<std::thread::id> threads_;
+  std::atomic<std::chrono::microseconds> delay_{std::chrono::microseconds{0}};
 };
 
 oip::model_config simple_named(std::string name, bool inline_execution) {
@@ -91,7 +95,10 @@ TEST_CASE("a model with inline_execution runs on the thread that sends its reque
   oip::model_config stateful_config = simple_named("stateful", true);
   stateful_config.sequence_batching = true;
   auto stateful = std::make_shared<noting_threads>(stateful_config);
-  oip::testing::served s{{on_caller, on_worker, batched, stateful}};
+  // No model runs inline for being quick: the flag alone decides here.
+  oip::server_options flag_only;
+  flag_only.inline_below = std::chrono::microseconds{0};
+  oip::testing::served s{{on_caller, on_worker, batched, stateful}, flag_only};
   REQUIRE(s.failures.empty());
 
   constexpr int rounds = 3;
@@ -123,6 +130,49 @@ TEST_CASE("a model with inline_execution runs on the thread that sends its reque
   CHECK(stats[0].success.count == rounds);
   CHECK(stats[0].queue.count == rounds);
   CHECK(stats[0].pending_requests == 0);
+}
+
+TEST_CASE("a model whose calls are quick runs on the receiving thread, and leaves it when slow") {
+  auto quick = std::make_shared<noting_threads>(simple_named("quick", false));
+  auto slow = std::make_shared<noting_threads>(simple_named("slow", false));
+  slow->take(std::chrono::milliseconds{20});
+  // A bound that sanitizer builds' `simple` stays well under, and 20 ms well above.
+  oip::server_options options;
+  options.inline_below = std::chrono::milliseconds{2};
+  oip::testing::served s{{quick, slow}, options};
+  REQUIRE(s.failures.empty());
+  const std::thread::id here = std::this_thread::get_id();
+  const auto ran_here = [&](noting_threads& m) { return m.threads().back() == here; };
+
+  // The first call is measured on a worker; from then on the quick model runs here, answered
+  // before `send` returns.
+  REQUIRE(s.infer("quick", oip::testing::simple_request()));
+  CHECK_FALSE(ran_here(*quick));
+  for (int round = 0; round < 3; ++round) {
+    std::future<oip::result<oip::inference_response>> reply =
+        s.send("quick", oip::testing::simple_request());
+    REQUIRE(reply.wait_for(std::chrono::seconds{0}) == std::future_status::ready);
+    REQUIRE(reply.get());
+    CHECK(ran_here(*quick));
+    REQUIRE(s.infer("slow", oip::testing::simple_request()));
+    CHECK_FALSE(ran_here(*slow));
+  }
+  // Turned slow: its next call still runs here (its past was quick), the ones after it do not.
+  quick->take(std::chrono::milliseconds{20});
+  REQUIRE(s.infer("quick", oip::testing::simple_request()));
+  CHECK(ran_here(*quick));
+  REQUIRE(s.infer("quick", oip::testing::simple_request()));
+  CHECK_FALSE(ran_here(*quick));
+  // Quick again: measured on the workers, it comes back once its average has fallen.
+  quick->take(std::chrono::microseconds{0});
+  for (int round = 0; round < 40 && !ran_here(*quick); ++round) {
+    REQUIRE(s.infer("quick", oip::testing::simple_request()));
+  }
+  CHECK(ran_here(*quick));
+  const std::optional<std::uint64_t> recent =
+      s.models.find("quick", {})->statistics().recent_execute_call_ns();
+  REQUIRE(recent);
+  CHECK(*recent < std::uint64_t{2'000'000});
 }
 
 TEST_CASE("a model that throws answers 500 with its message; the others keep serving") {

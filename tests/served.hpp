@@ -17,7 +17,8 @@
 namespace oip::testing {
 
 struct served {
-  explicit served(const std::vector<std::shared_ptr<model>>& list) {
+  explicit served(const std::vector<std::shared_ptr<model>>& list, server_options options = {})
+      : service{models, workers, std::move(options)} {
     for (const std::shared_ptr<model>& m : list) {
       if (status s = models.add(m); !s.ok()) failures.push_back(s);
     }

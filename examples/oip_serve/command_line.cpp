@@ -40,10 +40,12 @@ A value that is not one the option takes is an error (exit code 2).
                          GPU or CPU utilisation metrics, and reads every figure at each scrape
   --threads N            model worker threads (default: hardware threads)
   --io-threads N         HTTP I/O threads (default 2)
-  --inline-execution B   run simple*, identity_*, simple_string and simple_identity, when on
-                         the CPU, on the thread that received the request, not a worker
-                         (default false): no worker to wake, lower latency for these
-                         microsecond models (oip::model_config::inline_execution)
+  --inline-below-us N    run a model whose calls have lately taken under N microseconds on
+                         the thread that received the request, not a worker (default 10; 0:
+                         never): no worker to wake (oip::server_options::inline_below)
+  --inline-execution B   always run simple*, identity_*, simple_string and simple_identity, when
+                         on the CPU, on the thread that received the request (default false:
+                         as --inline-below-us decides) (oip::model_config::inline_execution)
   --queue N              requests waiting for a worker before 503 (default 1024)
   --max-connections N    open HTTP connections; one more is answered 503 (default 1024)
   --max-body-bytes N     largest HTTP body or gRPC message (default 268435456)
@@ -212,6 +214,7 @@ po::options_description known_options() {
                              "threads",
                              "io-threads",
                              "inline-execution",
+                             "inline-below-us",
                              "queue",
                              "max-connections",
                              "max-body-bytes",
@@ -272,6 +275,9 @@ void read_servers(reader& in, options& o) {
   in.number("max-body-bytes", o.server.bounds.max_body_bytes, 1);
   in.number("max-inflight-bytes", o.server.bounds.max_inflight_bytes, 0);
   in.number("max-response-bytes", o.server.bounds.max_response_bytes, 0);
+  std::uint64_t inline_below_us = static_cast<std::uint64_t>(o.server.inline_below.count());
+  in.number("inline-below-us", inline_below_us, 0, 1'000'000);
+  o.server.inline_below = std::chrono::microseconds{inline_below_us};
   in.string("server-name", o.server.name);
   in.boolean("allow-shared-memory", o.server.shared_memory);
 }

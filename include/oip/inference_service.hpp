@@ -51,6 +51,15 @@ struct server_options {
   limits bounds;
   bool compress_responses = true;
   std::size_t compression_threshold = 1024;  ///< smaller HTTP replies are never compressed
+  /// A model whose `execute` calls have lately returned within this
+  /// (`model_statistics::recent_execute_call_ns`) runs on the thread that received its request, as
+  /// with `model_config::inline_execution`, instead of waiting for an executor worker to wake:
+  /// the hand-off costs more than such a model's whole call. Its first request, and any while it
+  /// is slower, go to the executor, where its time is measured as well. Sequences, dynamically
+  /// batched requests and decoupled models always go to the executor. Zero: only models with
+  /// `inline_execution` run inline. A model that is usually quick but sometimes blocks for long
+  /// holds up the other connections of that thread when it does: give it `inline_below` 0.
+  std::chrono::microseconds inline_below{10};
   /// Offer Triton's system shared-memory extension: clients register regions of POSIX shared
   /// memory by name, and inputs and outputs pass through them. Off by default: a client that
   /// registers a region maps any shared-memory object it can name that this process may open,

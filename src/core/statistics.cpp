@@ -76,6 +76,15 @@ void model_statistics::add_failure(std::uint64_t nanoseconds, failure_reason why
   figures_.failures[static_cast<std::size_t>(why)] += 1;
 }
 
+void model_statistics::add_execute_call(std::uint64_t nanoseconds) noexcept {
+  // An exponential average with weight 1/8 for the new call. Calls that race may lose one
+  // another's update: the figure is a hint for choosing a thread, not a count.
+  const std::uint64_t recent = recent_call_ns_.load(std::memory_order_relaxed);
+  const std::uint64_t next =
+      recent == no_call ? nanoseconds : recent - recent / 8 + nanoseconds / 8;
+  recent_call_ns_.store(std::min(next, no_call - 1), std::memory_order_relaxed);
+}
+
 model_statistics::figures model_statistics::read() const {
   const std::lock_guard lock{mutex_};
   return figures_;

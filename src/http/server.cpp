@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -27,6 +28,15 @@ namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
+// Each I/O thread runs an io_context of its own and owns its connections: a connection's
+// handlers all run on one thread, so they need no strand, and the executor type is concrete, not
+// type-erased.
+using executor_type = net::io_context::executor_type;
+using socket_type = net::basic_stream_socket<tcp, executor_type>;
+using acceptor_type = net::basic_socket_acceptor<tcp, executor_type>;
+using timer_type =
+    net::basic_waitable_timer<std::chrono::steady_clock,
+                              net::wait_traits<std::chrono::steady_clock>, executor_type>;
 
 std::string_view reason_phrase(int status) noexcept {
   const std::string_view reason = bhttp::obsolete_reason(static_cast<bhttp::status>(status));
@@ -54,10 +64,19 @@ constexpr std::chrono::seconds linger_pause{2};
 
 class session;
 
+// One I/O thread's event loop. The hint tells Asio that one thread runs it; other threads still
+// post to it (a worker's reply), so it keeps its locks.
+struct io_loop {
+  net::io_context io{1};
+  // Keeps the thread running while a request is with the executor and no socket operation is
+  // pending (after stop closed the acceptor, say): its reply still has to be written.
+  std::optional<net::executor_work_guard<executor_type>> work;
+};
+
 // Owned by the server alone: handlers and sessions point to it without owning it, so that
-// destroying the io_context (which destroys every pending handler and the sessions they hold)
-// frees everything. Members are declared so that the io_context goes first and the session
-// registry outlives it.
+// destroying the io_contexts (which destroys every pending handler and the sessions they hold)
+// frees everything. Members are declared so that the io_contexts go first and the session
+// registry outlives them.
 struct detail::server_state {
   http_handler& handler;
   server_options options;
@@ -69,15 +88,20 @@ struct detail::server_state {
   std::condition_variable drained;
   std::unordered_map<session*, std::weak_ptr<session>> sessions;
 
-  net::io_context io{static_cast<int>(std::max<std::size_t>(options.io_threads, 1))};
-  // Accepting and closing both run on the acceptor's strand: with several I/O threads, stop()'s
-  // close would otherwise race the next async_accept that an accept handler starts.
-  tcp::acceptor acceptor{net::make_strand(io)};
-  // Keeps the I/O threads running while a request is with the executor and no socket operation
-  // is pending (after stop closed the acceptor, say): its reply still has to be written.
-  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::vector<std::unique_ptr<io_loop>> loops = make_loops(options.io_threads);
+  // On the first loop, which also closes it at stop; connections go to the loops in turn.
+  acceptor_type acceptor{loops.front()->io.get_executor()};
+  std::size_t next_loop = 0;
 
   server_state(http_handler& h, server_options o) : handler{h}, options{std::move(o)} {}
+
+  static std::vector<std::unique_ptr<io_loop>> make_loops(std::size_t count) {
+    std::vector<std::unique_ptr<io_loop>> made;
+    for (std::size_t i = 0; i < std::max<std::size_t>(count, 1); ++i) {
+      made.push_back(std::make_unique<io_loop>());
+    }
+    return made;
+  }
 
   void accept();
   void on_session_end(session* s) {
@@ -92,15 +116,16 @@ struct detail::server_state {
 // in order.
 class session : public std::enable_shared_from_this<session> {
  public:
-  session(tcp::socket socket, detail::server_state* server)
+  session(socket_type socket, detail::server_state* server)
       : registration_{server, this},
-        stream_{std::move(socket)},
-        probe_{stream_.get_executor()},
+        socket_{std::move(socket)},
+        deadline_timer_{socket_.get_executor()},
+        probe_{socket_.get_executor()},
         server_{server},
         buffer_{server->options.max_header_bytes + read_ahead_bytes} {}
 
   void start() {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_header(); });
+    net::post(socket_.get_executor(), [self = shared_from_this()] { self->read_header(); });
   }
 
   // A connection over `max_connections`: a 503 that says so, written at once (the socket's send
@@ -116,14 +141,14 @@ class session : public std::enable_shared_from_this<session> {
         "Content-Length: {}\r\nConnection: close\r\n\r\n{}",
         body.size(), body);
     beast::error_code ignored;
-    stream_.socket().non_blocking(true, ignored);
-    stream_.socket().write_some(net::buffer(reply), ignored);
+    socket_.non_blocking(true, ignored);
+    socket_.write_some(net::buffer(reply), ignored);
     close();
   }
 
   // Called on stop: an idle connection closes now, a busy one after its reply.
   void close_if_idle() {
-    net::post(stream_.get_executor(), [self = shared_from_this()] {
+    net::post(socket_.get_executor(), [self = shared_from_this()] {
       if (!self->busy_) self->close();
     });
   }
@@ -131,7 +156,7 @@ class session : public std::enable_shared_from_this<session> {
   // Called when stop's grace period is over: the running request is cancelled and the connection
   // closed; the session ends once the model returns.
   void abort() {
-    net::post(stream_.get_executor(), [self = shared_from_this()] {
+    net::post(socket_.get_executor(), [self = shared_from_this()] {
       self->current_.cancel();
       self->close();
     });
@@ -143,6 +168,41 @@ class session : public std::enable_shared_from_this<session> {
     return server_->handler.options().bounds.max_body_bytes;
   }
 
+  // The connection's time limit (the headers', the body's, the reply's, the idle time's). One
+  // timer wait per connection follows it lazily: moving the deadline later touches no timer, and
+  // the wait, when it fires early, waits again for what is left. A deadline for every read and
+  // write would cost a timer wait and its cancellation per operation.
+  void expires_after(std::chrono::steady_clock::duration limit) {
+    paused_ = false;
+    deadline_ = std::chrono::steady_clock::now() + limit;
+    if (deadline_ < armed_) arm(deadline_);
+  }
+
+  // While the model has the request: no time limit (a stop's grace period bounds it).
+  void expires_never() { paused_ = true; }
+
+  void arm(std::chrono::steady_clock::time_point at) {
+    armed_ = at;
+    deadline_timer_.expires_at(at);
+    deadline_timer_.async_wait([weak = weak_from_this()](beast::error_code ec) {
+      if (ec) return;  // replaced by a nearer deadline, or the connection ended
+      if (auto self = weak.lock()) self->on_deadline_timer();
+    });
+  }
+
+  void on_deadline_timer() {
+    if (closed_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now < armed_) return;  // a wait that a nearer deadline replaced after it had fired
+    if (paused_) return arm(now + longest_timeout());
+    if (now < deadline_) return arm(deadline_);
+    close();  // the operation waiting completes with an error and ends the session
+  }
+
+  std::chrono::steady_clock::duration longest_timeout() const noexcept {
+    return std::max({options().header_timeout, options().body_timeout, options().idle_timeout});
+  }
+
   void read_header() {
     if (server_->stopping.load()) return close();
     parser_.emplace();
@@ -150,9 +210,9 @@ class session : public std::enable_shared_from_this<session> {
     parser_->body_limit(body_limit());
     body_ = {};
     chunked_.clear();
-    stream_.expires_after(requests_ == 0 ? options().header_timeout : options().idle_timeout);
+    expires_after(requests_ == 0 ? options().header_timeout : options().idle_timeout);
     bhttp::async_read_header(
-        stream_, buffer_, *parser_,
+        socket_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
   }
 
@@ -186,8 +246,8 @@ class session : public std::enable_shared_from_this<session> {
     }
     if (beast::iequals(request[bhttp::field::expect], "100-continue")) {
       static constexpr std::string_view go_on = "HTTP/1.1 100 Continue\r\n\r\n";
-      stream_.expires_after(options().body_timeout);
-      net::async_write(stream_, net::buffer(go_on.data(), go_on.size()),
+      expires_after(options().body_timeout);
+      net::async_write(socket_, net::buffer(go_on.data(), go_on.size()),
                        [self = shared_from_this()](beast::error_code e, std::size_t) {
                          if (e) return self->close();
                          self->read_body();
@@ -262,9 +322,9 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   void continue_body() {
-    stream_.expires_after(options().body_timeout);
+    expires_after(options().body_timeout);
     bhttp::async_read(
-        stream_, buffer_, *parser_,
+        socket_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_body(ec); });
   }
 
@@ -323,13 +383,20 @@ class session : public std::enable_shared_from_this<session> {
 
     cancellation cancel;
     current_ = cancel;
-    watch_for_disconnect(cancel, requests_);
-    stream_.expires_never();
+    expires_never();
+    in_handler_ = true;
     try {
       server_->handler.handle(
           std::move(request),
           [self = shared_from_this()](http_response reply) {
-            net::post(self->stream_.get_executor(), [self, reply = std::move(reply)]() mutable {
+            // A reply made on this connection's thread while the handler is still called (a
+            // quick model, or an error) is written once the handler returns: no post, no
+            // watch for a disconnect.
+            if (self->socket_.get_executor().running_in_this_thread() && self->in_handler_) {
+              self->ready_.emplace(std::move(reply));
+              return;
+            }
+            net::post(self->socket_.get_executor(), [self, reply = std::move(reply)]() mutable {
               self->write(std::move(reply));
             });
           },
@@ -337,8 +404,17 @@ class session : public std::enable_shared_from_this<session> {
     } catch (const std::exception&) {
       // The handler answers out of memory itself; this is passing its reply here failing, and
       // whether a reply was posted is unknown: the connection ends, the server goes on.
-      close();
+      in_handler_ = false;
+      ready_.reset();
+      return close();
     }
+    in_handler_ = false;
+    if (ready_) {
+      http_response reply = std::move(*ready_);
+      ready_.reset();
+      return write(std::move(reply));
+    }
+    watch_for_disconnect(cancel, requests_);
   }
 
   // A client that goes away while its model runs cancels the request. The socket turning
@@ -346,12 +422,12 @@ class session : public std::enable_shared_from_this<session> {
   // tells a close or reset (cancel), a pipelined request (data: the client is there), or nothing
   // yet, in which case the watch resumes after a short pause.
   void watch_for_disconnect(cancellation cancel, std::size_t request) {
-    stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this(), cancel,
-                                                         request](beast::error_code ec) mutable {
+    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this(), cancel,
+                                                request](beast::error_code ec) mutable {
       if (ec || !self->busy_ || self->requests_ != request) return;
       char byte = 0;
       const ssize_t peeked =
-          ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+          ::recv(self->socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
       if (peeked > 0) return;  // more requests: the client is there
       if (peeked < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
         self->probe_.expires_after(std::chrono::milliseconds{20});
@@ -380,15 +456,16 @@ class session : public std::enable_shared_from_this<session> {
     if (trace_.sampled) trace_.sampled->stamp("HTTP_SEND_START");
     reply_ = std::move(reply);
     if (server_->stopping.load()) keep_alive_ = false;  // the last reply on this connection
-    header_ = fmt::format("HTTP/1.1 {} {}\r\n", reply_.status, reason_phrase(reply_.status));
-    for (const http_header& h : reply_.headers)
-      header_ += fmt::format("{}: {}\r\n", h.name, h.value);
+    header_.clear();  // keeps its capacity for the connection's next reply
+    auto out = std::back_inserter(header_);
+    fmt::format_to(out, "HTTP/1.1 {} {}\r\n", reply_.status, reason_phrase(reply_.status));
+    for (const http_header& h : reply_.headers) fmt::format_to(out, "{}: {}\r\n", h.name, h.value);
     if (reply_.stream) {
       // An HTTP/1.0 client knows no chunks: its body ends when the connection closes.
       if (http_1_0_) keep_alive_ = false;
       if (!http_1_0_) header_ += "Transfer-Encoding: chunked\r\n";
     } else {
-      header_ += fmt::format("Content-Length: {}\r\n", reply_.body_size());
+      fmt::format_to(out, "Content-Length: {}\r\n", reply_.body_size());
       held_.add(
           reply_.body_size());  // until written: the next request is refused if it would not fit
     }
@@ -399,14 +476,13 @@ class session : public std::enable_shared_from_this<session> {
     }
     header_ += "\r\n";
     // Scatter/gather: the status line and headers, the JSON, then each tensor's own bytes.
-    std::vector<net::const_buffer> buffers;
-    buffers.reserve(2 + reply_.tail.size());
-    buffers.emplace_back(header_.data(), header_.size());
+    buffers_.clear();
+    buffers_.emplace_back(header_.data(), header_.size());
     if (!head_only_) {
-      buffers.emplace_back(reply_.head.data(), reply_.head.size());
-      for (const buffer& b : reply_.tail) buffers.emplace_back(b.data(), b.size());
+      buffers_.emplace_back(reply_.head.data(), reply_.head.size());
+      for (const buffer& b : reply_.tail) buffers_.emplace_back(b.data(), b.size());
     }
-    stream_.expires_after(options().body_timeout);
+    expires_after(options().body_timeout);
     if (reply_.stream) {
       if (head_only_) reply_.stream->abandon();
       // The header goes out with the body's first part (a write of its own would be a second
@@ -417,7 +493,7 @@ class session : public std::enable_shared_from_this<session> {
       return write_part(std::move(first));
     }
     net::async_write(
-        stream_, buffers,
+        socket_, buffers_,
         [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_write(ec); });
   }
 
@@ -430,8 +506,8 @@ class session : public std::enable_shared_from_this<session> {
     if (reply_.head.empty()) return next_part();
     const std::size_t request_bytes = held_.bytes();
     held_.add(reply_.head.size());
-    stream_.expires_after(options().body_timeout);
-    net::async_write(stream_, net::buffer(reply_.head),
+    expires_after(options().body_timeout);
+    net::async_write(socket_, net::buffer(reply_.head),
                      [self = shared_from_this(), request_bytes](beast::error_code ec, std::size_t) {
                        self->held_.shrink_to(request_bytes);
                        if (ec) {
@@ -445,12 +521,12 @@ class session : public std::enable_shared_from_this<session> {
 
   void next_part() {
     reply_.stream->next([self = shared_from_this()](std::optional<std::string> part) {
-      net::post(self->stream_.get_executor(), [self, part = std::move(part)]() mutable {
+      net::post(self->socket_.get_executor(), [self, part = std::move(part)]() mutable {
         if (part) return self->write_part(std::move(*part));
         // The last chunk (and the header, for a body of no part); the stream is done with.
         if (!self->http_1_0_ && !self->head_only_) self->reply_.head += "0\r\n\r\n";
         if (self->reply_.head.empty()) return self->on_write({});
-        net::async_write(self->stream_, net::buffer(self->reply_.head),
+        net::async_write(self->socket_, net::buffer(self->reply_.head),
                          [self](beast::error_code ec, std::size_t) { self->on_write(ec); });
       });
     });
@@ -475,16 +551,16 @@ class session : public std::enable_shared_from_this<session> {
   // body (Python's requests sends it whole before it reads) would get the reset, not the reply.
   void linger() {
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    socket_.shutdown(tcp::socket::shutdown_send, ignored);
     drain(std::chrono::steady_clock::now() + linger_time);
   }
 
   void drain(std::chrono::steady_clock::time_point until) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= until || server_->stopping.load()) return close();
-    stream_.expires_after(std::min<std::chrono::steady_clock::duration>(until - now, linger_pause));
+    expires_after(std::min<std::chrono::steady_clock::duration>(until - now, linger_pause));
     buffer_.clear();
-    stream_.async_read_some(buffer_.prepare(buffer_.max_size()),
+    socket_.async_read_some(buffer_.prepare(buffer_.max_size()),
                             [self = shared_from_this(), until](beast::error_code ec, std::size_t) {
                               if (ec) return self->close();  // the client closed, or went quiet
                               self->drain(until);
@@ -531,9 +607,11 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   void close() {
+    closed_ = true;
+    deadline_timer_.cancel();
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-    stream_.socket().close(ignored);
+    socket_.shutdown(tcp::socket::shutdown_send, ignored);
+    socket_.close(ignored);
   }
 
   // Tells the server that the session has ended once every other member is gone (members go in
@@ -549,8 +627,9 @@ class session : public std::enable_shared_from_this<session> {
     session* ended;
   };
   registration registration_;
-  beast::tcp_stream stream_;
-  net::steady_timer probe_;
+  socket_type socket_;
+  timer_type deadline_timer_;
+  timer_type probe_;
   cancellation current_;  // the request in flight, for abort()
   detail::server_state* server_;
   beast::flat_buffer buffer_;
@@ -562,7 +641,14 @@ class session : public std::enable_shared_from_this<session> {
   std::string header_;
   tracer::clock::time_point header_read_;
   transport_trace trace_;  // the request in flight's part in its trace
+  std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
+  std::chrono::steady_clock::time_point armed_ = std::chrono::steady_clock::time_point::max();
+  std::optional<http_response> ready_;  // a reply that came while the handler was still called
+  std::vector<net::const_buffer> buffers_;
   std::size_t requests_ = 0;
+  bool paused_ = false;
+  bool closed_ = false;
+  bool in_handler_ = false;
   bool busy_ = false;
   bool keep_alive_ = true;
   bool head_only_ = false;
@@ -570,33 +656,34 @@ class session : public std::enable_shared_from_this<session> {
 };
 
 void detail::server_state::accept() {
-  acceptor.async_accept(net::make_strand(io),
-                        [self = this](beast::error_code ec, tcp::socket socket) {
-                          if (ec == net::error::operation_aborted || self->stopping.load()) return;
-                          if (!ec) {
-                            // Replies leave in one go: with Nagle's algorithm the last segment
-                            // of a large reply waited for the client's delayed ACK (40 ms).
-                            beast::error_code ignored;
-                            socket.set_option(tcp::no_delay(true), ignored);
-                            // Made outside the lock: a session that ends, even in its
-                            // constructor, takes the lock to leave the set.
-                            auto s = std::make_shared<session>(std::move(socket), self);
-                            bool admitted = false;
-                            {
-                              const std::lock_guard lock{self->mutex};
-                              if (self->sessions.size() < self->options.max_connections) {
-                                self->sessions.emplace(s.get(), s);
-                                admitted = true;
-                              }
-                            }
-                            if (admitted) {
-                              s->start();
-                            } else {
-                              s->refuse_over_limit();
-                            }
-                          }
-                          self->accept();
-                        });
+  io_loop& next = *loops[next_loop];
+  next_loop = (next_loop + 1) % loops.size();
+  acceptor.async_accept(next.io, [self = this](beast::error_code ec, socket_type socket) {
+    if (ec == net::error::operation_aborted || self->stopping.load()) return;
+    if (!ec) {
+      // Replies leave in one go: with Nagle's algorithm the last segment
+      // of a large reply waited for the client's delayed ACK (40 ms).
+      beast::error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
+      // Made outside the lock: a session that ends, even in its
+      // constructor, takes the lock to leave the set.
+      auto s = std::make_shared<session>(std::move(socket), self);
+      bool admitted = false;
+      {
+        const std::lock_guard lock{self->mutex};
+        if (self->sessions.size() < self->options.max_connections) {
+          self->sessions.emplace(s.get(), s);
+          admitted = true;
+        }
+      }
+      if (admitted) {
+        s->start();
+      } else {
+        s->refuse_over_limit();
+      }
+    }
+    self->accept();
+  });
 }
 
 server::server(http_handler& handler, server_options options)
@@ -627,10 +714,10 @@ result<std::uint16_t> server::start() {
                               impl_->options.port, ec.message())};
   }
   impl_->port = impl_->acceptor.local_endpoint().port();
-  impl_->work.emplace(impl_->io.get_executor());
+  for (const auto& loop : impl_->loops) loop->work.emplace(loop->io.get_executor());
   impl_->accept();
-  for (std::size_t i = 0; i < std::max<std::size_t>(impl_->options.io_threads, 1); ++i) {
-    impl_->threads.emplace_back([io = &impl_->io] {
+  for (const auto& loop : impl_->loops) {
+    impl_->threads.emplace_back([io = &loop->io] {
       // A handler that throws (out of memory where nothing caught it) ends its own connection at
       // worst; the I/O thread, and the server, go on.
       for (;;) {
@@ -675,8 +762,10 @@ void server::stop(std::chrono::milliseconds grace) {
     impl_->drained.wait(lock, [&] { return impl_->sessions.empty(); });
   }
   lock.unlock();
-  impl_->work.reset();
-  impl_->io.stop();
+  for (const auto& loop : impl_->loops) {
+    loop->work.reset();
+    loop->io.stop();
+  }
   for (std::thread& t : impl_->threads) t.join();
   impl_->threads.clear();
 }

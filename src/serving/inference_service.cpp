@@ -384,7 +384,8 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     pending->counted_pending = true;
     pending->lease.statistics().request_queued();
     const bool batched = config.dynamic_batching && config.max_batch_size > 0;
-    if (config.inline_execution && !config.sequence_batching && !batched && !config.decoupled) {
+    if (!config.sequence_batching && !batched && !config.decoupled &&
+        (config.inline_execution || is_quick(pending->lease.statistics()))) {
       return run(pending, std::move(request), {});  // on this thread: no worker's wake-up
     }
     auto request_ptr = std::make_shared<inference_request>(std::move(request));
@@ -468,6 +469,17 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
                  self->complete(pending, std::move(outcome));
                },
                std::move(turn), std::move(sender)});
+    pending->lease.statistics().add_execute_call(
+        nanoseconds_between(pending->started, clock::now()));
+  }
+
+  // Whether a model's calls are short enough to run on the receiving thread (see
+  // `server_options::inline_below`).
+  [[nodiscard]] bool is_quick(const model_statistics& stats) const noexcept {
+    const std::optional<std::uint64_t> recent = stats.recent_execute_call_ns();
+    return recent && options.inline_below.count() > 0 &&
+           *recent <
+               static_cast<std::uint64_t>(std::chrono::nanoseconds{options.inline_below}.count());
   }
 
   // A decoupled model's response that is not its last: made and written as a last one is, then
