@@ -131,8 +131,8 @@ class OIP_EXPORT model_statistics {
     return pending_.load(std::memory_order_relaxed);
   }
 
-  /// Records how long one call of the model's `execute` held the thread that made it (until the
-  /// call returned, its reply made and handed over when the model finished within the call).
+  /// Records how long one call of the model's `execute` held the thread that made it: until the
+  /// model called `finish`, when it did within the call, else until the call returned.
   void add_execute_call(std::uint64_t nanoseconds) noexcept;
   /// How long the model's `execute` calls have lately held their thread: an average that weighs
   /// the last eight calls most, so that it follows a model that turns slower or faster. Empty

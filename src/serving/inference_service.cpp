@@ -466,11 +466,18 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
         m, inference_call{
                std::move(request), pending->lease.version(), pending->cancel,
                [self = shared_from_this(), pending](result<std::optional<model_output>> outcome) {
+                 pending->finished_at.store(clock::now().time_since_epoch().count(),
+                                            std::memory_order_relaxed);
                  self->complete(pending, std::move(outcome));
                },
                std::move(turn), std::move(sender)});
-    pending->lease.statistics().add_execute_call(
-        nanoseconds_between(pending->started, clock::now()));
+    // The model's own time: to its `finish` when it finished within the call (the reply's making
+    // and writing that follow are the transport's, on whichever thread), else to its return.
+    const clock::rep finished = pending->finished_at.load(std::memory_order_relaxed);
+    const clock::time_point returned = clock::now();
+    const clock::time_point held =
+        finished != 0 ? std::min(returned, clock::time_point{clock::duration{finished}}) : returned;
+    pending->lease.statistics().add_execute_call(nanoseconds_between(pending->started, held));
   }
 
   // Whether a model's calls are short enough to run on the receiving thread (see

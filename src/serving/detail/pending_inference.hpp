@@ -41,6 +41,9 @@ struct pending_inference {
   clock::time_point received;
   clock::time_point queued;
   clock::time_point started;
+  // When the model called `finish`, in `clock` ticks (0: not yet): what a call of `execute` is
+  // measured by when it finishes within the call (see `model_statistics::add_execute_call`).
+  std::atomic<clock::rep> finished_at{0};
   clock::time_point last_response;       // a decoupled model's previous response, under `replying`
   std::optional<tracer::sampled> trace;  // when the tracer sampled it
   std::shared_ptr<tracer> traces;        // set with trace
