@@ -405,6 +405,74 @@ TEST_CASE("a model run inline answers on gRPC's threads: unary, and streamed in 
   CHECK(stream->Finish().ok());
 }
 
+TEST_CASE("large outputs reach the client whole beside small ones, unary and streamed") {
+  fixture f;
+  // FP32 [n] in; out the input itself (large: its buffer goes to the socket as it is), its first
+  // four elements, and, between them, an output the request puts in nothing.
+  oip::model_config c;
+  c.name = "split";
+  c.inputs = {{"IN", oip::datatype::fp32, {-1}, {}}};
+  c.outputs = {{"WHOLE", oip::datatype::fp32, {-1}, {}},
+               {"NONE", oip::datatype::fp32, {0}, {}},
+               {"HEAD", oip::datatype::fp32, {4}, {}}};
+  REQUIRE(f.models
+              .add(oip::make_model(
+                  c,
+                  [](const oip::inference_request& r) -> oip::result<oip::model_output> {
+                    const oip::tensor& in = r.inputs[0];
+                    oip::result<oip::tensor> whole =
+                        oip::tensor::make("WHOLE", in.type(), in.shape(), in.data());
+                    oip::result<oip::tensor> none =
+                        oip::tensor::make("NONE", in.type(), {0}, oip::buffer{});
+                    oip::result<oip::tensor> head =
+                        oip::tensor::make("HEAD", in.type(), {4}, *in.data().slice(0, 16));
+                    if (!whole || !none || !head) return oip::status{oip::errc::internal, "make"};
+                    return oip::model_output{{*whole, *none, *head}, {}};
+                  }))
+              .ok());
+  constexpr std::size_t elements = std::size_t{1} << 18U;  // 1 MiB
+  std::vector<float> values(elements);
+  for (std::size_t i = 0; i < elements; ++i) values[i] = static_cast<float>(i % 10007) * 0.5F;
+  oip::inference_request r;
+  r.id = "big";
+  r.inputs.push_back(*oip::tensor::from_values<float>("IN", {static_cast<std::int64_t>(elements)},
+                                                      std::span<const float>(values)));
+  inference::ModelInferRequest request;
+  REQUIRE(oip::grpc::encode_request(r, "split", "", contents_form::raw, request).ok());
+  const std::string& sent = request.raw_input_contents(0);
+  const auto check_reply = [&](const inference::ModelInferResponse& response) {
+    CHECK(response.id() == "big");
+    REQUIRE(response.outputs_size() == 3);
+    CHECK(response.outputs(0).name() == "WHOLE");
+    CHECK(response.outputs(0).shape(0) == static_cast<std::int64_t>(elements));
+    REQUIRE(response.raw_output_contents_size() == 3);
+    CHECK(response.raw_output_contents(0) == sent);
+    CHECK(response.raw_output_contents(1).empty());
+    CHECK(response.raw_output_contents(2) == sent.substr(0, 16));
+  };
+  for (int round = 0; round < 2; ++round) {
+    ::grpc::ClientContext context;
+    inference::ModelInferResponse response;
+    REQUIRE(f.stub->ModelInfer(&context, request, &response).ok());
+    check_reply(response);
+  }
+  ::grpc::ClientContext context;
+  auto stream = f.stub->ModelStreamInfer(&context);
+  REQUIRE(stream->Write(request));
+  REQUIRE(stream->Write(request));
+  stream->WritesDone();
+  for (int i = 0; i < 2; ++i) {
+    inference::ModelStreamInferResponse reply;
+    REQUIRE(stream->Read(&reply));
+    CHECK(reply.error_message().empty());
+    check_reply(reply.infer_response());
+    const auto flag = reply.infer_response().parameters().find("triton_final_response");
+    REQUIRE(flag != reply.infer_response().parameters().end());
+    CHECK(flag->second.bool_param());
+  }
+  CHECK(stream->Finish().ok());
+}
+
 TEST_CASE("a stream keeps a sequence in order and stays open after an error") {
   fixture f;
   ::grpc::ClientContext context;

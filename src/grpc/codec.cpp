@@ -1,5 +1,6 @@
 #include "codecs/detail/sequence_controls.hpp"
 #include "core/detail/find_duplicate.hpp"
+#include "grpc/response_bytes.hpp"
 
 #include <oip/grpc/codec.hpp>
 #include <oip/json.hpp>
@@ -365,20 +366,26 @@ result<std::vector<tensor>> decode_tensors(
   return out;
 }
 
+// A tensor's name, datatype, shape and (unless its data are in shared memory) parameters.
+template <class TensorMessage>
+void encode_tensor_fields(const tensor& t, TensorMessage& message, bool in_shared_memory) {
+  message.set_name(t.name());
+  message.set_datatype(std::string{to_string(t.type())});
+  for (const std::int64_t d : t.shape()) message.add_shape(d);
+  if (!in_shared_memory) encode_parameters(t.parameters(), *message.mutable_parameters());
+}
+
 // A tensor in shared memory has its name, datatype and shape only, and an empty raw entry (so
 // that raw contents stay one per output, as Triton's clients read them).
 template <class TensorMessage>
 void encode_tensor(const tensor& t, bool raw, TensorMessage& message,
                    google::protobuf::RepeatedPtrField<std::string>& raw_out,
                    bool in_shared_memory = false) {
-  message.set_name(t.name());
-  message.set_datatype(std::string{to_string(t.type())});
-  for (const std::int64_t d : t.shape()) message.add_shape(d);
+  encode_tensor_fields(t, message, in_shared_memory);
   if (in_shared_memory) {
     if (raw) raw_out.Add();
     return;
   }
-  encode_parameters(t.parameters(), *message.mutable_parameters());
   if (raw) {
     raw_out.Add()->assign(reinterpret_cast<const char*>(t.data().data()), t.data().size());
   } else {
@@ -744,6 +751,18 @@ void encode_model_metadata(const model_metadata& metadata, inference::ModelMetad
   out.set_platform(metadata.platform);
   for (const tensor_metadata& t : metadata.inputs) to_message(t, *out.add_inputs());
   for (const tensor_metadata& t : metadata.outputs) to_message(t, *out.add_outputs());
+}
+
+status encode_response_without_raw_contents(const inference_response& response,
+                                            inference::ModelInferResponse& out) {
+  out.set_model_name(response.model_name);
+  out.set_model_version(response.model_version);
+  if (response.id) out.set_id(*response.id);
+  encode_parameters(response.parameters, *out.mutable_parameters());
+  for (const tensor& t : response.outputs) {
+    encode_tensor_fields(t, *out.add_outputs(), response.in_shared_memory(t.name()));
+  }
+  return {};
 }
 
 }  // namespace oip::grpc

@@ -6,6 +6,8 @@
 
 #include "grpc/infer_stream.hpp"
 
+#include "grpc/response_bytes.hpp"
+
 #include <oip/memory_budget.hpp>
 #include <oip/reply_sink.hpp>
 #include <oip/trace.hpp>
@@ -226,7 +228,7 @@ class stream_reactor final : public stream_reactor_base {
     std::uint64_t sequence = 0;
     std::shared_ptr<transport_trace> trace;  // while tracing is on
     inference::ModelInferResponse failed;    // the reply's fields for an error, flagged final
-    inference::ModelStreamInferResponse message;
+    ::grpc::ByteBuffer response_bytes;       // the response made, until it is put in
     status encoded{errc::internal, "the model completed the request without a response"};
     bool decoupled = false;
     bool empty_final = false;  // the request asked for an empty final response
@@ -234,12 +236,13 @@ class stream_reactor final : public stream_reactor_base {
     response_backlog* backlog() noexcept override { return decoupled ? &shared->backlog : nullptr; }
 
     void on_response(inference_response response, response_flag flag) override {
-      inference::ModelInferResponse& answer = *message.mutable_infer_response();
-      encoded = encode_response(response, answer);
-      mark_final(answer, flag == response_flag::final_response || !decoupled);
+      encoded = serialize_response(
+          response, response_bytes,
+          {.in_stream = true,
+           .final_response = flag == response_flag::final_response || !decoupled});
       if (!decoupled) return;  // put in with the request's end
       ::grpc::ByteBuffer bytes = serialized(encoded);
-      message.Clear();
+      response_bytes.Clear();
       encoded = status{};
       if (flag == response_flag::final_response) {
         // Written with the request's end, which follows at once, and its trace.
@@ -283,10 +286,10 @@ class stream_reactor final : public stream_reactor_base {
 
    private:
     // The message made so far, or `s` in its place when it is an error (or it cannot be sent).
-    ::grpc::ByteBuffer serialized(status s) {
+    ::grpc::ByteBuffer serialized(const status& s) {
+      if (!s.ok()) return error_reply(s, failed);
       ::grpc::ByteBuffer bytes;
-      if (s.ok()) s = serialize(message, bytes);
-      if (!s.ok()) bytes = error_reply(s, failed);
+      bytes.Swap(&response_bytes);
       return bytes;
     }
     std::optional<::grpc::ByteBuffer> last_;

@@ -10,6 +10,7 @@
 
 #include "grpc/infer_stream.hpp"
 #include "grpc/messages.hpp"
+#include "grpc/response_bytes.hpp"
 
 #include <oip/grpc/codec.hpp>
 #include <oip/grpc/grpc_service.grpc.pb.h>
@@ -84,9 +85,7 @@ class infer_reactor final : public ServerUnaryReactor, public reply_sink {
 
   // Decoupled models are refused before they run: one response, the final one, comes here.
   void on_response(inference_response response, response_flag /*flag*/) override {
-    inference::ModelInferResponse message;
-    encoded_ = encode_response(response, message);
-    if (encoded_.ok()) encoded_ = serialize(message, *out_);
+    encoded_ = serialize_response(response, *out_);
     if (encoded_.ok()) held_.add(out_->Length());  // until written
     answered_ = true;
   }
