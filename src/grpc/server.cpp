@@ -67,20 +67,19 @@ void finish_empty(ServerUnaryReactor* reactor, status s, ::grpc::ByteBuffer& out
   reactor->Finish(to_grpc(s));
 }
 
-// A reply sink that grpc++ owns (a reactor, which lives until its call is done, after
-// `on_complete`), handed to the service without a share in its ownership.
-std::shared_ptr<reply_sink> borrowed(reply_sink* sink) {
-  return std::shared_ptr<reply_sink>{std::shared_ptr<void>{}, sink};
-}
-
 // --- ModelInfer ----------------------------------------------------------------------------------
 
-class infer_reactor final : public ServerUnaryReactor, public reply_sink {
+// One ModelInfer call: the service's reply sink, filled on whichever thread completes the
+// request. A call that the service answers before `ModelInfer` returns (a quick model run inline,
+// or an error) is finished on grpc++'s default reactor, which costs grpc++ less than a reactor of
+// our own; one that completes later gets an `infer_reactor`, which also hears the client's
+// cancellation, and is finished from there.
+class infer_call final : public reply_sink {
  public:
-  infer_reactor(::grpc::ByteBuffer* out, memory_budget::lease held)
+  infer_call(::grpc::ByteBuffer* out, memory_budget::lease held)
       : out_{out}, held_{std::move(held)} {}
 
-  [[nodiscard]] const cancellation& cancel() const noexcept { return cancel_; }
+  [[nodiscard]] cancellation& cancel() noexcept { return cancel_; }
   [[nodiscard]] transport_trace& trace() noexcept { return trace_; }
 
   // Decoupled models are refused before they run: one response, the final one, comes here.
@@ -96,18 +95,24 @@ class infer_reactor final : public ServerUnaryReactor, public reply_sink {
                     : status{errc::internal, "the model completed the request without a response"};
     }
     if (trace_.sampled) trace_.sampled->stamp("INFER_RESPONSE_COMPLETE");
-    send(to_grpc(s));
+    ServerUnaryReactor* finisher = nullptr;
+    {
+      const std::lock_guard lock{mutex_};
+      outcome_ = to_grpc(s);
+      finisher = reactor_;
+    }
+    if (finisher != nullptr) send(*finisher);
   }
 
-  // Finishes the call; a sampled request's trace is completed once grpc++ is done with it.
-  void send(const ::grpc::Status& outcome) {
+  // Called by `ModelInfer` once the service has the request: the reactor that finishes the call.
+  ServerUnaryReactor* reactor(CallbackServerContext* context, std::shared_ptr<infer_call> self);
+
+  void send(ServerUnaryReactor& reactor) {
     if (trace_.sampled) trace_.sampled->stamp("GRPC_SEND_START");
-    Finish(outcome);
+    reactor.Finish(*outcome_);
   }
-  void OnCancel() override { cancel_.cancel(); }
-  void OnDone() override {
+  void sent() {
     if (trace_.sampled) trace_.sampled->stamp("GRPC_SEND_END");
-    delete this;  // and with it the trace, which is written
   }
 
  private:
@@ -117,7 +122,41 @@ class infer_reactor final : public ServerUnaryReactor, public reply_sink {
   bool answered_ = false;
   cancellation cancel_;
   transport_trace trace_;
+  std::mutex mutex_;  // guards the hand-over between the completion and `reactor`
+  std::optional<::grpc::Status> outcome_;
+  ServerUnaryReactor* reactor_ = nullptr;
 };
+
+// A call's own reactor, for requests that complete after `ModelInfer` returned or are traced.
+class infer_reactor final : public ServerUnaryReactor {
+ public:
+  explicit infer_reactor(std::shared_ptr<infer_call> call) : call_{std::move(call)} {}
+  void OnCancel() override { call_->cancel().cancel(); }
+  void OnDone() override {
+    call_->sent();
+    delete this;  // and with it the call, whose trace is written once no one else holds it
+  }
+
+ private:
+  std::shared_ptr<infer_call> call_;
+};
+
+ServerUnaryReactor* infer_call::reactor(CallbackServerContext* context,
+                                        std::shared_ptr<infer_call> self) {
+  std::unique_lock lock{mutex_};
+  if (outcome_ && !trace_.sampled) {
+    lock.unlock();
+    ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(*outcome_);
+    return reactor;
+  }
+  auto* own = new infer_reactor{std::move(self)};
+  reactor_ = own;
+  const bool done = outcome_.has_value();
+  lock.unlock();
+  if (done) send(*own);
+  return own;
+}
 
 // --- the service ---------------------------------------------------------------------------------
 
@@ -230,46 +269,37 @@ class service_impl final : public raw_service {
     if (status s = allowed(context, api_category::inference); !s.ok()) return finish(context, s);
     result<memory_budget::lease> held = service_.memory().reserve(in->Length());
     if (!held) return finish(context, held.error());
-    infer_reactor* reactor = nullptr;
+    std::shared_ptr<infer_call> call;
     try {
-      reactor = new infer_reactor{out, std::move(*held)};
+      call = std::make_shared<infer_call>(out, std::move(*held));
+      if (status s = start_infer(call, *in); !s.ok()) return finish(context, s);
+      return call->reactor(context, call);
     } catch (const std::bad_alloc&) {
+      // The service answers out of memory once it holds the request; this is before then, or
+      // making the reactor, which the service's answer then waits for in vain: its call is
+      // answered here, and the service's completion finds no reactor to finish.
       return finish(context, out_of_memory("reading the request"));
     }
-    try {
-      start_infer(*reactor, *in);
-    } catch (const std::bad_alloc&) {
-      // The service answers out of memory once it holds the request; this is before then.
-      reactor->Finish(to_grpc(out_of_memory("reading the request")));
-    }
-    return reactor;
   }
 
-  void start_infer(infer_reactor& call, const ByteBuffer& in) {
-    infer_reactor* reactor = &call;
+  // The request to the service, or what is wrong with it before the service has it.
+  status start_infer(const std::shared_ptr<infer_call>& call, const ByteBuffer& in) {
     const auto called = tracer::clock::now();
     inference::ModelInferRequest message;
-    status parsed = parse(in, message);
-    if (!parsed.ok()) {
-      reactor->Finish(to_grpc(parsed));
-      return;
-    }
+    if (status parsed = parse(in, message); !parsed.ok()) return parsed;
     result<std::optional<std::uint64_t>> version = parse_model_version(message.model_version());
-    if (!version) {
-      reactor->Finish(to_grpc(version.error()));
-      return;
-    }
+    if (!version) return version.error();
     // grpc++ calls this with the message read: its wait and read are what parsing it takes.
     const auto received = inference_service::clock::now();
-    reactor->trace().read = {trace_stamp{"GRPC_WAITREAD_START", called},
-                             trace_stamp{"GRPC_WAITREAD_END", received}};
+    call->trace().read = {trace_stamp{"GRPC_WAITREAD_START", called},
+                          trace_stamp{"GRPC_WAITREAD_END", received}};
     service_.infer(
         {.model = message.model_name(),
          .version = *version,
-         .cancel = reactor->cancel(),
+         .cancel = call->cancel(),
          .received = received,
          .id = message.id(),
-         .trace = &reactor->trace()},
+         .trace = &call->trace()},
         [&](const model_config& config) -> result<inference_request> {
           if (config.decoupled) {
             return status{errc::not_implemented,
@@ -278,7 +308,8 @@ class service_impl final : public raw_service {
           }
           return decode_infer_message(message, service_.options().bounds);
         },
-        borrowed(reactor));
+        call);
+    return {};
   }
 
   ::grpc::ServerBidiReactor<ByteBuffer, ByteBuffer>* ModelStreamInfer(
