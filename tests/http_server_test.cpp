@@ -443,6 +443,70 @@ TEST_CASE("a client that sends half a body is cut off by the body timeout") {
   CHECK(r->status == 200);
 }
 
+TEST_CASE("each phase of a connection keeps its own time limit; a running model has none") {
+  oip::model_repository repository;
+  oip::executor workers{{2, 64}};
+  auto waiter = std::make_shared<oip::testing::waiter>();
+  REQUIRE(repository.add(oip::testing::make_simple()).ok());
+  REQUIRE(repository.add(waiter).ok());
+  oip::http_handler handler{repository, workers};
+  oip::http::server_options o;
+  o.address = "127.0.0.1";
+  o.port = 0;
+  o.header_timeout = 600ms;
+  o.body_timeout = 300ms;
+  o.idle_timeout = 600ms;
+  oip::http::server server{handler, o};
+  const oip::result<std::uint16_t> port = server.start();
+  REQUIRE(port);
+  using clock = std::chrono::steady_clock;
+  const std::string request = post("/v2/models/simple/infer", simple_body);
+
+  // Requests closer together than the idle time keep a connection open for several of them.
+  connection kept{*port};
+  for (int i = 0; i < 8; ++i) {
+    REQUIRE(kept.send(request));
+    const std::optional<reply> r = kept.read_reply();
+    REQUIRE(r.has_value());
+    CHECK(r->status == 200);
+    std::this_thread::sleep_for(150ms);
+  }
+  // Then idle: closed once the idle time has passed, not before.
+  auto start = clock::now();
+  CHECK(kept.closed_by_server());
+  CHECK(clock::now() - start >= 450ms);
+  CHECK(clock::now() - start < 3s);
+
+  // A body that stops halfway on a kept-alive connection: the body's shorter limit, not the idle
+  // time the connection was waiting under.
+  connection halfway{*port};
+  REQUIRE(halfway.send(request));
+  REQUIRE(halfway.read_reply().has_value());
+  REQUIRE(
+      halfway.send("POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\n"
+                   "Content-Length: 100\r\n\r\n{\"in"));
+  start = clock::now();
+  CHECK(halfway.closed_by_server());
+  CHECK(clock::now() - start >= 250ms);
+  CHECK(clock::now() - start < 500ms);  // the idle time's 600 ms would be too late
+
+  // A model that runs past every limit (the request's own `timeout`, 1.5 s, ends it) still
+  // answers on its connection, which then serves the next request.
+  connection slow{*port};
+  REQUIRE(slow.send(post(
+      "/v2/models/waiter/infer",
+      R"({"parameters":{"timeout":1500000},"inputs":[{"name":"IN","shape":[1],"datatype":"INT32","data":[1]}]})")));
+  start = clock::now();
+  const std::optional<reply> late = slow.read_reply();
+  REQUIRE(late.has_value());
+  CHECK(late->status != 200);
+  CHECK(clock::now() - start >= 1400ms);
+  REQUIRE(slow.send(request));
+  const std::optional<reply> next = slow.read_reply();
+  REQUIRE(next.has_value());
+  CHECK(next->status == 200);
+}
+
 TEST_CASE("HEAD gets headers only; binary replies carry their header length") {
   fixture f;
   connection c{f.port};
