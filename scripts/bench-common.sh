@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by scripts/bench-http and scripts/bench-grpc: waiting for a server, a process's CPU
 # time, and the ratio summary.
 
