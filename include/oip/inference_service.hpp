@@ -58,7 +58,7 @@ struct server_options {
   /// is slower, go to the executor, where its time is measured as well. Sequences, dynamically
   /// batched requests and decoupled models always go to the executor. Zero: only models with
   /// `inline_execution` run inline. A model that is usually quick but sometimes blocks for long
-  /// holds up the other connections of that thread when it does: give it `inline_below` 0.
+  /// holds up the other connections of that thread when it does: set 0 where such models are.
   std::chrono::microseconds inline_below{10};
   /// Offer Triton's system shared-memory extension: clients register regions of POSIX shared
   /// memory by name, and inputs and outputs pass through them. Off by default: a client that

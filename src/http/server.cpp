@@ -627,9 +627,10 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   // Tells the server that the session has ended once every other member is gone (members go in
-  // reverse order): the socket and the timer hold the io_context's strand, which the server
-  // destroys once no session is left. (Told from the destructor's body, a stop could destroy the
-  // strand while a worker thread, dropping the last reference, was still destroying the socket.)
+  // reverse order): the socket and the timers belong to an io_context, which the server destroys
+  // once no session is left. (Told from the destructor's body, a stop could destroy the
+  // io_context while a worker thread, dropping the last reference, was still destroying the
+  // socket.)
   struct registration {
     registration(detail::server_state* to, session* of) : server{to}, ended{of} {}
     registration(const registration&) = delete;

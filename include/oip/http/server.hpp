@@ -2,8 +2,10 @@
 /// \file
 /// The `oip::http` component: an HTTP/1.1 server (Boost.Beast) over the endpoint handler.
 /// Keep-alive, pipelined requests answered in order, Content-Length and chunked bodies,
-/// `Expect: 100-continue`, limits and timeouts, scatter/gather replies. Models run on the
-/// handler's executor, never on the I/O threads. Boost stays out of this header.
+/// `Expect: 100-continue`, limits and timeouts, scatter/gather replies. Each I/O thread runs an
+/// event loop of its own, which owns its connections. Models run on the handler's executor, or,
+/// when they are quick (`oip::server_options::inline_below`), on the I/O thread that read the
+/// request. Boost stays out of this header.
 
 #include <oip/export.hpp>
 #include <oip/http_handler.hpp>
@@ -24,6 +26,9 @@ struct server_state;
 struct server_options {
   std::string address = "0.0.0.0";
   std::uint16_t port = 8000;  ///< 0 picks a free port (see server::port)
+  /// Event loops, a thread each; connections are spread over them in turn. One per core the
+  /// server may use: more than the cores lowers the tail latency where other work takes the
+  /// cores too, at some throughput (docs/performance.md).
   std::size_t io_threads = 2;
   std::size_t max_connections = 1024;
   std::size_t max_header_bytes = std::size_t{16} << 10U;  ///< request line and headers (431 above)
