@@ -1,9 +1,12 @@
 #include "grpc/response_bytes.hpp"
 
 #include <cstdint>
+#include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <grpcpp/support/slice.h>
 
 namespace oip::grpc {
@@ -42,10 +45,11 @@ class slice_list {
 
   void share(const buffer& bytes) {
     flush();
-    auto* held = new buffer{bytes};  // released by grpc++ with the slice
-    slices_.emplace_back(
-        const_cast<std::byte*>(held->data()), held->size(),  // NOLINT: read only
-        [](void* owner) { delete static_cast<buffer*>(owner); }, held);
+    auto held = std::make_unique<buffer>(bytes);
+    ::grpc::Slice slice{const_cast<std::byte*>(held->data()), held->size(),  // NOLINT: read only
+                        [](void* owner) { delete static_cast<buffer*>(owner); }, held.get()};
+    held.release();  // NOLINT(bugprone-unused-return-value): the slice owns it now
+    slices_.push_back(std::move(slice));
   }
 
   ::grpc::ByteBuffer take() {
@@ -77,6 +81,12 @@ status serialize_response(const inference_response& response, ::grpc::ByteBuffer
   for (const tensor& t : response.outputs) {
     const std::size_t size = raw_size(response, t);
     inner += 1 + varint_size(size) + size;
+  }
+  // Protobuf's bound on a message, past which no client could read it.
+  if (inner + 16 > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+    return status{
+        errc::internal,
+        fmt::format("cannot serialize the inference.ModelInferResponse message ({} bytes)", inner)};
   }
   slice_list slices;
   std::string& pending = slices.pending();
