@@ -12,8 +12,9 @@ set(core_headers
   model_config parameters shape statistics status tensor trace_settings version)
 set(codecs_headers binary generate json)
 set(serving_headers
-  access classification executor http_handler in_process_client inference_service log memory_budget
-  metrics model oip reply_sink repository sequence shared_memory trace)
+  access classification client_options executor http_client_protocol http_handler in_process_client
+  inference_service log memory_budget metrics model oip reply_sink repository sequence shared_memory
+  trace)
 set(layers core codecs serving http grpc cuda xtensor)
 
 # The layer's rank: the components share the top rank.

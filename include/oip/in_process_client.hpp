@@ -5,6 +5,7 @@
 /// decode) in a few lines.
 
 #include <oip/export.hpp>
+#include <oip/http_client_protocol.hpp>
 #include <oip/http_handler.hpp>
 #include <oip/infer.hpp>
 #include <oip/json.hpp>
@@ -32,8 +33,7 @@ class OIP_EXPORT in_process_client {
   /// `regions`, when given, are the client's own mappings of the shared-memory regions that it
   /// registered with the server (by the same names): outputs that a request asks for in one are
   /// read from it.
-  explicit in_process_client(http_handler& handler, const shared_memory_registry* regions = nullptr)
-      : handler_{handler}, regions_{regions} {}
+  explicit in_process_client(http_handler& handler, const shared_memory_registry* regions = nullptr);
 
   /// POST /v2/models/<model>[/versions/<version>]/infer; inputs go as binary data when
   /// `format.binary_inputs` is set. An error reply becomes the error status, code included.
@@ -71,8 +71,11 @@ class OIP_EXPORT in_process_client {
                                    std::vector<http_header> headers = {});
 
  private:
+  http_reply send(const http_call& call);
+
   http_handler& handler_;
   const shared_memory_registry* regions_;
+  http_client_protocol protocol_;
 };
 
 }  // namespace oip

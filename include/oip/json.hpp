@@ -70,6 +70,10 @@ struct request_format {
   /// ("receiving FP16 data via JSON is not supported"). Off, they go as binary data whatever
   /// `binary_inputs` says, the other inputs staying in JSON.
   bool half_precision_as_json = false;
+  /// Ask for the outputs as binary data: the request's `binary_data_output` parameter is sent as
+  /// true unless the request sets it itself (a requested output's `binary_data` still decides for
+  /// that output).
+  bool binary_outputs = false;
 };
 
 // --- inference ---------------------------------------------------------------------------------
@@ -160,6 +164,12 @@ struct request_format {
 [[nodiscard]] OIP_EXPORT result<parameters> decode_repository_load_request(
     std::string_view json, const limits& bounds = {});
 
+/// The repository index's reply (the client side): each row's `name` (required), `version` (a
+/// string of digits, as Triton writes it; absent for a model the loader could load), `state` and
+/// `reason`; other keys are ignored. 400 otherwise.
+[[nodiscard]] OIP_EXPORT result<std::vector<model_index_entry>> decode_repository_index(
+    std::string_view json, const limits& bounds = {});
+
 // --- the system shared-memory extension -------------------------------------------------------
 
 /// The body of `POST /v2/systemsharedmemory/region/<name>/register`: `key`, `offset` and
@@ -172,6 +182,10 @@ struct request_format {
     std::string_view json, std::string name, const limits& bounds = {});
 /// The status routes' reply: `[{"name", "key", "offset", "byte_size"}, ...]`.
 [[nodiscard]] OIP_EXPORT std::string encode(const std::vector<shared_memory_region>& regions);
+/// Reads that reply (the client side): `name` and `byte_size` required, `key` and `offset`
+/// optional (Triton's CUDA regions have no key); other keys are ignored. 400 otherwise.
+[[nodiscard]] OIP_EXPORT result<std::vector<shared_memory_region>> decode_shared_memory_status(
+    std::string_view json, const limits& bounds = {});
 
 // --- the logging extension --------------------------------------------------------------------
 
@@ -195,6 +209,9 @@ struct request_format {
 /// (`["OFF"]` or `["TIMESTAMPS"]`), `trace_rate`, `trace_count`, `log_frequency`, `trace_file` and
 /// `trace_mode` ("triton") strings.
 [[nodiscard]] OIP_EXPORT std::string encode(const trace_settings& settings);
+/// That body as a client writes it: `trace_level` a list, every other setting its first value as a
+/// string, a cleared one `null`.
+[[nodiscard]] OIP_EXPORT std::string encode(const trace_settings_change& change);
 /// The body of `POST /v2[/models/<m>]/trace/setting`: each setting a string (`trace_level` a list
 /// of strings), or `null` to clear it; other keys are ignored. 400 for another JSON type.
 [[nodiscard]] OIP_EXPORT result<trace_settings_change> decode_trace_settings_change(

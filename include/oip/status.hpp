@@ -34,6 +34,8 @@ enum class errc : std::uint8_t {
   /// 400, gRPC FAILED_PRECONDITION: a request the server's settings do not allow (a model load
   /// where model control is off); not a 503, which would invite retries that cannot succeed
   failed_precondition,
+  /// 504, gRPC DEADLINE_EXCEEDED: a client's deadline passed before the reply came
+  deadline_exceeded,
 };
 
 /// The canonical gRPC status codes (the numbers are those of grpc::StatusCode).
@@ -81,6 +83,7 @@ inline constexpr errc_mapping errc_table[] = {
     {errc::unavailable, 503, grpc_code::unavailable, "unavailable"},
     {errc::forbidden, 403, grpc_code::permission_denied, "forbidden"},
     {errc::failed_precondition, 400, grpc_code::failed_precondition, "failed_precondition"},
+    {errc::deadline_exceeded, 504, grpc_code::deadline_exceeded, "deadline_exceeded"},
 };
 }  // namespace detail
 
@@ -98,6 +101,10 @@ inline constexpr errc_mapping errc_table[] = {
 [[nodiscard]] constexpr std::string_view to_string(errc code) noexcept {
   return detail::errc_table[static_cast<std::size_t>(code)].name;
 }
+
+/// Where a client's error came from: a server's reply over HTTP or gRPC, whose status code the
+/// error keeps as it was received (`status::received`), or nowhere (made here).
+enum class received_over : std::uint8_t { none, http, grpc };
 
 /// Success, or an error code with a message in Triton's wording.
 ///
@@ -122,10 +129,24 @@ class [[nodiscard]] status {
   /// message is replaced by U+FFFD).
   [[nodiscard]] OIP_EXPORT std::string to_json() const;
 
+  /// A client's error from a server's reply keeps the reply's own code, which `code()` maps onto
+  /// the nearest `errc` (an HTTP 429, a gRPC ABORTED have none of their own): an HTTP status, or a
+  /// gRPC code's number. `received()` says which, or `none` for an error made on this side.
+  [[nodiscard]] status received_as(received_over via, int code) && noexcept {
+    received_ = via;
+    received_code_ = code;
+    return std::move(*this);
+  }
+  [[nodiscard]] received_over received() const noexcept { return received_; }
+  /// The HTTP status or gRPC code as received; 0 when `received()` is `none`.
+  [[nodiscard]] int received_code() const noexcept { return received_code_; }
+
   friend bool operator==(const status&, const status&) = default;
 
  private:
   errc code_ = errc::ok;
+  received_over received_ = received_over::none;
+  int received_code_ = 0;
   std::string message_;
 };
 

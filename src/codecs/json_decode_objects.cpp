@@ -116,7 +116,113 @@ status read_tensor_metadata(const document_context& doc, od::value value,
   });
 }
 
+// A reply whose root is an array: read as the value of a wrapping object, since a document's
+// root is read as an object (the replies are small; the copy is of their JSON only).
+template <class OnElement>
+status decode_small_array(std::string_view text, std::string_view what, const limits& bounds,
+                          OnElement&& on_element) {
+  std::string wrapped;
+  wrapped.reserve(text.size() + 8);
+  wrapped.append(R"({"a":)").append(text).append("}");
+  bool seen = false;
+  status s = decode_small(wrapped, what, bounds, [&](auto& doc, auto&& fields) {
+    return fields([&](std::string_view /*key*/, od::value v) -> status {
+      seen = true;
+      od::json_type type;
+      if (error_code e = v.type().get(type)) return malformed_at(doc, e, v);
+      if (type != od::json_type::array) {
+        if (status walked = walk_value(doc, v, 1); !walked.ok()) return walked;
+        return status{errc::invalid_argument, fmt::format("the {} JSON is not an array", what)};
+      }
+      return for_each_element(doc, v, 1, [&](od::value element) {
+        od::json_type element_type;
+        if (error_code e = element.type().get(element_type)) return malformed_at(doc, e, element);
+        if (element_type != od::json_type::object) {
+          if (status walked = walk_value(doc, element, 2); !walked.ok()) return walked;
+          return status{errc::invalid_argument,
+                        fmt::format("the {} JSON has an element that is not an object", what)};
+        }
+        return on_element(doc, element);
+      });
+    });
+  });
+  if (s.ok() && !seen) return status{errc::invalid_argument, fmt::format("no {} JSON", what)};
+  return s;
+}
+
+// An unsigned integer, written as a number or (Triton's versions) as a string of digits.
+status read_unsigned(const document_context& doc, od::value value, std::string_view field,
+                     std::uint64_t& out) {
+  std::string_view token = token_of(doc, value);
+  if (token.size() >= 2 && token.front() == '"' && token.back() == '"') {
+    token = token.substr(1, token.size() - 2);
+  }
+  bool out_of_range = false;
+  if (token.empty() || !parse_integer(token, out, out_of_range)) {
+    if (status walked = walk_value(doc, value, 3); !walked.ok()) return walked;
+    return wrong_type(doc, field, "an unsigned integer");
+  }
+  return status{};
+}
+
 }  // namespace
+
+result<std::vector<model_index_entry>> decode_repository_index(std::string_view json,
+                                                               const limits& bounds) {
+  std::vector<model_index_entry> out;
+  status s = decode_small_array(
+      json, "repository index", bounds, [&](const document_context& doc, od::value row) {
+        model_index_entry entry;
+        bool has_name = false;
+        status read = for_each_field(doc, row, 2, [&](std::string_view key, od::value v) {
+          if (key == "name") {
+            has_name = true;
+            return read_string(doc, v, "name", entry.name);
+          }
+          if (key == "version") return read_unsigned(doc, v, "version", entry.version);
+          if (key == "state") return read_string(doc, v, "state", entry.state);
+          if (key == "reason") return read_string(doc, v, "reason", entry.reason);
+          return walk_value(doc, v, 3);
+        });
+        if (!read.ok()) return read;
+        if (!has_name) return missing_field(doc, "model", "name", out.size());
+        out.push_back(std::move(entry));
+        return status{};
+      });
+  if (!s.ok()) return s;
+  return out;
+}
+
+result<std::vector<shared_memory_region>> decode_shared_memory_status(std::string_view json,
+                                                                      const limits& bounds) {
+  std::vector<shared_memory_region> out;
+  status s = decode_small_array(
+      json, "shared memory status", bounds, [&](const document_context& doc, od::value row) {
+        shared_memory_region region;
+        bool has_name = false;
+        bool has_size = false;
+        status read = for_each_field(doc, row, 2, [&](std::string_view key, od::value v) {
+          if (key == "name") {
+            has_name = true;
+            return read_string(doc, v, "name", region.name);
+          }
+          if (key == "key") return read_string(doc, v, "key", region.key);
+          if (key == "offset") return read_unsigned(doc, v, "offset", region.offset);
+          if (key == "byte_size") {
+            has_size = true;
+            return read_unsigned(doc, v, "byte_size", region.byte_size);
+          }
+          return walk_value(doc, v, 3);
+        });
+        if (!read.ok()) return read;
+        if (!has_name) return missing_field(doc, "region", "name", out.size());
+        if (!has_size) return missing_field(doc, "region", "byte_size", out.size());
+        out.push_back(std::move(region));
+        return status{};
+      });
+  if (!s.ok()) return s;
+  return out;
+}
 
 result<server_metadata> decode_server_metadata(std::string_view json, const limits& bounds) {
   server_metadata out;

@@ -336,7 +336,14 @@ result<encoded_body> encode_request(const inference_request& request,
     out.string(*request.id);
     out.raw(',');
   }
-  if (!request.parameters.empty()) {
+  const bool add_binary_output =
+      format.binary_outputs && !request.parameters.contains("binary_data_output");
+  if (add_binary_output) {
+    parameters with_binary = request.parameters;
+    with_binary.set("binary_data_output", true);
+    write_parameters(out, with_binary, member::first);
+    out.raw(',');
+  } else if (!request.parameters.empty()) {
     write_parameters(out, request.parameters, member::first);
     out.raw(',');
   }
@@ -362,7 +369,8 @@ result<encoded_body> encode_request(const inference_request& request,
     out.raw('[');
     // Triton applies `binary_data_output` only to the outputs a request does not list: each listed
     // one says it itself, so that Triton and oip answer alike.
-    const bool* all_binary = request.parameters.get<bool>("binary_data_output");
+    const bool* asked_binary = request.parameters.get<bool>("binary_data_output");
+    const bool all_binary = add_binary_output || (asked_binary != nullptr && *asked_binary);
     for (std::size_t i = 0; i < request.outputs.size(); ++i) {
       if (i != 0) out.raw(',');
       out.raw('{');
@@ -370,7 +378,7 @@ result<encoded_body> encode_request(const inference_request& request,
       const requested_output& asked = request.outputs[i];
       out.string(asked.name);
       // An output placed in shared memory has no data in the reply: binary_data would be refused.
-      if (all_binary != nullptr && *all_binary && !asked.parameters.contains("binary_data") &&
+      if (all_binary && !asked.parameters.contains("binary_data") &&
           !asked.parameters.contains(parameter_names::shared_memory_region)) {
         parameters with_binary = asked.parameters;
         with_binary.set("binary_data", true);

@@ -335,6 +335,28 @@ std::string encode(const std::vector<statistics_snapshot>& statistics) {
   return out + "]}";
 }
 
+std::string encode(const trace_settings_change& change) {
+  std::string out = "{";
+  for (const auto& [name, values] : change.settings) {
+    if (out.size() > 1) out += ',';
+    out += quoted(name);
+    out += ':';
+    if (!values) {
+      out += "null";
+    } else if (name == "trace_level") {
+      out += '[';
+      for (std::size_t i = 0; i < values->size(); ++i) {
+        if (i != 0) out += ',';
+        out += quoted((*values)[i]);
+      }
+      out += ']';
+    } else {
+      out += quoted(values->empty() ? std::string_view{} : std::string_view{values->front()});
+    }
+  }
+  return out + "}";
+}
+
 std::string encode(const std::vector<model_index_entry>& index) {
   std::string out = "[";
   for (const model_index_entry& entry : index) {

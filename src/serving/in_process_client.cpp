@@ -2,38 +2,13 @@
 #include <oip/reply_sink.hpp>
 
 #include <algorithm>
-#include <cctype>
 #include <condition_variable>
 #include <mutex>
 
-#include <fmt/format.h>
 
 namespace oip {
 
 namespace {
-
-// A path segment: bytes other than RFC 3986's unreserved ones percent-encoded (the handler
-// decodes them), so that any model name reaches its route.
-std::string path_segment(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (std::isalnum(byte) != 0 || c == '-' || c == '.' || c == '_' || c == '~') {
-      out += c;
-    } else {
-      out += fmt::format("%{:02X}", byte);
-    }
-  }
-  return out;
-}
-
-std::string model_path(std::string_view model, std::optional<std::uint64_t> version) {
-  std::string path = "/v2/models/" + path_segment(model);
-  if (version) path += fmt::format("/versions/{}", *version);
-  return path;
-}
-
-status error_of(const http_response& reply) { return decode_error(reply.body(), reply.status); }
 
 // A reply is decoded within the larger of each of the server's limits and the default: a model's
 // outputs are not bounded by what its requests may take, and the reply comes from the process
@@ -49,7 +24,29 @@ limits reply_bounds(const limits& server) {
   return out;
 }
 
+client_options options_for(const http_handler& handler) {
+  client_options options;
+  options.reply_bounds = reply_bounds(handler.options().bounds);
+  return options;
+}
+
 }  // namespace
+
+in_process_client::in_process_client(http_handler& handler, const shared_memory_registry* regions)
+    : handler_{handler},
+      regions_{regions},
+      protocol_{options_for(handler)} {}
+
+http_reply in_process_client::send(const http_call& call) {
+  std::string body;
+  body.reserve(call.body_size());
+  body += call.head;
+  for (const buffer& b : call.tail) body += b.as_string_view();
+  http_response reply = send(call.method, call.target, std::move(body), call.headers);
+  return http_reply{.status = reply.status,
+                    .headers = std::move(reply.headers),
+                    .body = buffer::from_string(reply.body())};
+}
 
 status in_process_client::infer_stream(std::string_view model, inference_request request,
                                        std::function<void(inference_response)> on_response,
@@ -91,50 +88,34 @@ result<inference_response> in_process_client::infer(std::string_view model,
                                                     const inference_request& request,
                                                     const request_format& format,
                                                     std::optional<std::uint64_t> version) {
-  result<encoded_body> body = encode_request(request, format);
-  if (!body) return std::move(body).error();
+  result<http_call> call = protocol_.infer(model, request, format, version);
+  if (!call) return std::move(call).error();
   std::optional<shared_memory_outputs> placed;
   if (regions_ != nullptr) {
     result<shared_memory_outputs> asked = shared_memory_outputs::of(request, *regions_);
     if (!asked) return std::move(asked).error();
     placed = std::move(*asked);
   }
-  std::vector<http_header> headers;
-  if (body->uses_binary) {
-    headers.push_back({std::string{header_length_field}, std::to_string(body->json.size())});
-  }
-  const http_response reply =
-      send("POST", model_path(model, version) + "/infer", body->flatten(), std::move(headers));
-  if (reply.status != 200) return error_of(reply);
-  std::optional<std::size_t> header_length;
-  if (const auto value = reply.header(header_length_field)) {
-    result<std::size_t> parsed = parse_header_length(*value, reply.body_size());
-    if (!parsed) return std::move(parsed).error();
-    header_length = *parsed;
-  }
-  return decode_response(buffer::from_string(reply.body()), header_length,
-                         reply_bounds(handler_.options().bounds), placed ? &*placed : nullptr);
+  return protocol_.read_infer(send(*call), placed ? &*placed : nullptr);
 }
 
 result<server_metadata> in_process_client::metadata() {
-  const http_response reply = send("GET", "/v2");
-  if (reply.status != 200) return error_of(reply);
-  return decode_server_metadata(reply.head);
+  return protocol_.read_server_metadata(send(protocol_.server_metadata()));
 }
 
 result<model_metadata> in_process_client::metadata(std::string_view model,
                                                    std::optional<std::uint64_t> version) {
-  const http_response reply = send("GET", model_path(model, version));
-  if (reply.status != 200) return error_of(reply);
-  return decode_model_metadata(reply.head);
+  return protocol_.read_model_metadata(send(protocol_.model_metadata(model, version)));
 }
 
-bool in_process_client::live() { return send("GET", "/v2/health/live").status == 200; }
+bool in_process_client::live() { return http_client_protocol::read_health(send(protocol_.live())); }
 
-bool in_process_client::ready() { return send("GET", "/v2/health/ready").status == 200; }
+bool in_process_client::ready() {
+  return http_client_protocol::read_health(send(protocol_.ready()));
+}
 
 bool in_process_client::ready(std::string_view model, std::optional<std::uint64_t> version) {
-  return send("GET", model_path(model, version) + "/ready").status == 200;
+  return http_client_protocol::read_health(send(protocol_.model_ready(model, version)));
 }
 
 }  // namespace oip

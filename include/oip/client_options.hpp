@@ -1,0 +1,57 @@
+#pragma once
+/// \file
+/// How a network client (`oip::http::client`, `oip::grpc::client`) reaches its server: the same
+/// settings for both, so that switching transports changes one line. A setting that one transport
+/// has no use for is ignored by it (its comment says which).
+
+#include <oip/http_handler.hpp>
+#include <oip/limits.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace oip {
+
+/// A body's compression on the wire: HTTP's Content-Encoding, gRPC's message compression.
+enum class wire_compression : std::uint8_t { none, gzip, deflate };
+
+/// TLS for the gRPC client (PEM text, not file names); the HTTP client speaks plain HTTP.
+struct tls_settings {
+  bool enabled = false;
+  /// Empty: the system's roots.
+  std::string root_certificates;
+  /// A client certificate and its key, for servers that ask for one (mutual TLS).
+  std::string private_key;
+  std::string certificate_chain;
+};
+
+struct client_options {
+  /// Every call's deadline, from the moment it is made to its reply (a stream's: to its end); a
+  /// call past it ends with `errc::deadline_exceeded` and its connection is closed. Zero: none.
+  std::chrono::milliseconds timeout{0};
+  /// How long opening a connection may take (HTTP; gRPC connects within `timeout`).
+  std::chrono::milliseconds connect_timeout{5000};
+  /// Sent with every call: HTTP headers, or gRPC metadata (names in lower case there), for
+  /// restricted APIs (`oip/access.hpp`) and for authentication.
+  std::vector<http_header> headers;
+  /// How request bodies are compressed.
+  wire_compression request_compression = wire_compression::none;
+  /// Ask the server to compress its replies (HTTP: Accept-Encoding; gRPC: the server's choice
+  /// follows the request's).
+  wire_compression response_compression = wire_compression::none;
+  /// The most a reply may take: its body, its JSON, its elements. A larger reply is an error, not
+  /// an allocation.
+  limits reply_bounds = {};
+  /// HTTP: the most connections kept open to the server; calls beyond them wait for one.
+  std::size_t max_connections = 16;
+  /// gRPC: TLS, and keepalive pings every `keepalive_time` (zero: none) answered within
+  /// `keepalive_timeout`.
+  tls_settings tls;
+  std::chrono::milliseconds keepalive_time{0};
+  std::chrono::milliseconds keepalive_timeout{20000};
+};
+
+}  // namespace oip
