@@ -1,0 +1,353 @@
+// oip's network clients against oip-serve, run as its own process: every call of the clients over
+// each transport, with the same test body for both.
+
+#include "oip_serve_process.hpp"
+#include "shm_object.hpp"
+
+#include <oip/http/client.hpp>
+#ifdef OIP_TEST_GRPC_CLIENT
+#include <oip/grpc/client.hpp>
+#endif
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+namespace {
+
+using oip::testing::oip_serve_process;
+
+struct http_transport {
+  using client = oip::http::client;
+  static constexpr oip::received_over via = oip::received_over::http;
+  static constexpr int not_found = 404;
+  static std::string address(const oip_serve_process& server) { return server.http_address(); }
+};
+
+#ifdef OIP_TEST_GRPC_CLIENT
+struct grpc_transport {
+  using client = oip::grpc::client;
+  static constexpr oip::received_over via = oip::received_over::grpc;
+  static constexpr int not_found = 5;  // NOT_FOUND
+  static std::string address(const oip_serve_process& server) { return server.grpc_address(); }
+};
+#define OIP_CLIENT_TRANSPORTS http_transport, grpc_transport
+#else
+#define OIP_CLIENT_TRANSPORTS http_transport
+#endif
+
+// One server for the tests that need no special settings.
+oip_serve_process& shared_server() {
+  static oip_serve_process server{{"--models",
+                                   "simple,sequence_accumulator,identity_fp32,simple_string,"
+                                   "identity_bytes",
+                                   "--allow-shared-memory", "true"}};
+  return server;
+}
+
+oip::inference_request simple_request(std::int32_t base = 0) {
+  std::vector<std::int32_t> a(16);
+  std::vector<std::int32_t> b(16, 1);
+  for (std::int32_t i = 0; i < 16; ++i) a[static_cast<std::size_t>(i)] = base + i;
+  oip::inference_request request;
+  request.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT0", {1, 16}, a));
+  request.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT1", {1, 16}, b));
+  return request;
+}
+
+void check_simple(const oip::result<oip::inference_response>& response, std::int32_t base = 0) {
+  REQUIRE_MESSAGE(response.ok(), response.to_status().message());
+  REQUIRE(response->outputs.size() == 2);
+  const oip::tensor* sum = nullptr;
+  const oip::tensor* difference = nullptr;
+  for (const oip::tensor& t : response->outputs) {
+    if (t.name() == "OUTPUT0") sum = &t;
+    if (t.name() == "OUTPUT1") difference = &t;
+  }
+  REQUIRE(sum != nullptr);
+  REQUIRE(difference != nullptr);
+  CHECK(sum->shape() == oip::shape_type{1, 16});
+  for (std::size_t i = 0; i < 16; ++i) {
+    CHECK(sum->at<std::int32_t>(i) == base + static_cast<std::int32_t>(i) + 1);
+    CHECK(difference->at<std::int32_t>(i) == base + static_cast<std::int32_t>(i) - 1);
+  }
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("a client's inference, health and metadata calls", T, OIP_CLIENT_TRANSPORTS) {
+  typename T::client client{T::address(shared_server())};
+  CHECK(client.live());
+  CHECK(client.ready());
+  CHECK(client.ready("simple"));
+  CHECK_FALSE(client.ready("no_such_model"));
+
+  check_simple(client.infer("simple", simple_request()));
+  check_simple(client.infer("simple", simple_request(7), oip::request_format{}), 7);
+  check_simple(client.infer("simple", simple_request(9), oip::binary_format, 1), 9);
+
+  const oip::result<oip::server_metadata> server = client.metadata();
+  REQUIRE(server.ok());
+  CHECK(server->name == "oip");
+  CHECK(std::find(server->extensions.begin(), server->extensions.end(),
+                  "system_shared_memory") != server->extensions.end());
+  const oip::result<oip::model_metadata> model = client.metadata("simple");
+  REQUIRE(model.ok());
+  CHECK(model->name == "simple");
+  CHECK(model->inputs.size() == 2);
+
+  const oip::result<oip::inference_response> unknown = client.infer("no_such_model", simple_request());
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.error().code() == oip::errc::not_found);
+  CHECK(unknown.error().received() == T::via);
+  CHECK(unknown.error().received_code() == T::not_found);
+  CHECK(unknown.error().message().find("no_such_model") != std::string::npos);
+
+  oip::inference_request wrong = simple_request();
+  wrong.inputs.pop_back();
+  const oip::result<oip::inference_response> refused = client.infer("simple", wrong);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code() == oip::errc::invalid_argument);
+}
+
+TEST_CASE_TEMPLATE("strings, classification and sequences through a client", T,
+                   OIP_CLIENT_TRANSPORTS) {
+  typename T::client client{T::address(shared_server())};
+
+  oip::inference_request strings;
+  strings.inputs.push_back(
+      *oip::tensor::from_strings("INPUT0", {1, 3},
+                                 std::vector<std::string_view>{"a", "", "ünïcode"}));
+  const oip::result<oip::inference_response> echoed = client.infer("identity_bytes", strings);
+  REQUIRE_MESSAGE(echoed.ok(), echoed.to_status().message());
+  std::vector<std::string> got;
+  for (std::string_view s : echoed->outputs.at(0).strings()) got.emplace_back(s);
+  CHECK(got == std::vector<std::string>{"a", "", "ünïcode"});
+
+  oip::inference_request top = simple_request();
+  oip::requested_output asked{"OUTPUT0", {}};
+  asked.parameters.set("classification", std::int64_t{2});
+  top.outputs.push_back(asked);
+  const oip::result<oip::inference_response> classes = client.infer("simple", top);
+  REQUIRE_MESSAGE(classes.ok(), classes.to_status().message());
+  got.clear();
+  for (std::string_view s : classes->outputs.at(0).strings()) got.emplace_back(s);
+  CHECK(got == std::vector<std::string>{"16:15", "15:14"});
+
+  // sequence_accumulator answers the sequence's running sum.
+  std::int32_t total = 0;
+  for (std::int32_t step = 0; step < 4; ++step) {
+    const std::int32_t value = step + 1;
+    oip::inference_request r;
+    r.parameters.set("sequence_id", std::int64_t{4242});
+    if (step == 0) r.parameters.set("sequence_start", true);
+    if (step == 3) r.parameters.set("sequence_end", true);
+    r.inputs.push_back(*oip::tensor::from_values<std::int32_t>(
+        "INPUT", {1}, std::span<const std::int32_t>(&value, 1)));
+    const oip::result<oip::inference_response> out = client.infer("sequence_accumulator", r);
+    REQUIRE_MESSAGE(out.ok(), out.to_status().message());
+    total += value;
+    CHECK(out->outputs.at(0).template at<std::int32_t>(0) == total);
+  }
+}
+
+TEST_CASE_TEMPLATE("many calls in flight from many threads share a client", T,
+                   OIP_CLIENT_TRANSPORTS) {
+  oip::client_options options;
+  options.max_connections = 3;
+  typename T::client client{T::address(shared_server()), options};
+
+  std::vector<std::future<oip::result<oip::inference_response>>> pending;
+  for (std::int32_t i = 0; i < 64; ++i) pending.push_back(client.async_infer("simple", simple_request(i)));
+  for (std::int32_t i = 0; i < 64; ++i) check_simple(pending[static_cast<std::size_t>(i)].get(), i);
+
+  std::atomic<int> answered{0};
+  std::atomic<int> wrong{0};
+  std::promise<void> all_done;
+  for (std::int32_t i = 0; i < 32; ++i) {
+    client.async_infer("simple", simple_request(i),
+                       [&, i](oip::result<oip::inference_response> r) {
+                         if (!r.ok() || r->outputs.at(0).at<std::int32_t>(0) != i + 1) ++wrong;
+                         if (++answered == 32) all_done.set_value();
+                       });
+  }
+  all_done.get_future().get();
+  CHECK(wrong.load() == 0);
+
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (std::int32_t i = 0; i < 50; ++i) {
+        const oip::result<oip::inference_response> r = client.infer("simple", simple_request(t * 100 + i));
+        if (!r.ok() || r->outputs.at(1).at<std::int32_t>(0) != t * 100 + i - 1) ++failures;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  CHECK(failures.load() == 0);
+}
+
+TEST_CASE_TEMPLATE("configuration, statistics, logging and trace settings through a client", T,
+                   OIP_CLIENT_TRANSPORTS) {
+  typename T::client client{T::address(shared_server())};
+  check_simple(client.infer("simple", simple_request()));
+
+  const oip::result<std::string> config = client.model_config("simple");
+  REQUIRE_MESSAGE(config.ok(), config.to_status().message());
+  CHECK(config->find("\"simple\"") != std::string::npos);
+  CHECK(config->find("INPUT0") != std::string::npos);
+
+  const oip::result<std::string> stats = client.statistics("simple");
+  REQUIRE_MESSAGE(stats.ok(), stats.to_status().message());
+  CHECK(stats->find("inference_count") != std::string::npos);
+  const oip::result<std::string> all_stats = client.statistics();
+  REQUIRE(all_stats.ok());
+  CHECK(all_stats->find("sequence_accumulator") != std::string::npos);
+
+  const oip::result<oip::log_settings> logging = client.log_settings();
+  REQUIRE_MESSAGE(logging.ok(), logging.to_status().message());
+  oip::log_settings_update change;
+  change.verbose_level = 1;
+  const oip::result<oip::log_settings> changed = client.update_log_settings(change);
+  REQUIRE_MESSAGE(changed.ok(), changed.to_status().message());
+  CHECK(changed->verbose_level == 1);
+  change.verbose_level = logging->verbose_level;
+  CHECK(client.update_log_settings(change).ok());
+
+  const oip::result<oip::trace_settings_change> trace = client.trace_settings();
+  REQUIRE_MESSAGE(trace.ok(), trace.to_status().message());
+  oip::trace_settings_change rate;
+  rate.settings.push_back({"trace_rate", std::vector<std::string>{"7"}});
+  const oip::result<oip::trace_settings_change> after = client.update_trace_settings(rate, "simple");
+  REQUIRE_MESSAGE(after.ok(), after.to_status().message());
+  bool seen = false;
+  for (const auto& [name, values] : after->settings) {
+    if (name == "trace_rate") {
+      seen = true;
+      CHECK((values && values->size() == 1 && values->front() == "7"));
+    }
+  }
+  CHECK(seen);
+}
+
+TEST_CASE_TEMPLATE("load and unload through a client, in explicit model control", T,
+                   OIP_CLIENT_TRANSPORTS) {
+  oip_serve_process server{{"--models", "simple,simple_string", "--model-control-mode",
+                            "explicit", "--load-model", "simple"}};
+  typename T::client client{T::address(server)};
+  CHECK(client.ready("simple"));
+  CHECK_FALSE(client.ready("simple_string"));
+
+  const oip::result<std::vector<oip::model_index_entry>> index = client.repository_index();
+  REQUIRE_MESSAGE(index.ok(), index.to_status().message());
+  CHECK(index->size() == 2);
+
+  REQUIRE(client.load("simple_string").ok());
+  CHECK(client.ready("simple_string"));
+  const oip::result<std::vector<oip::model_index_entry>> ready = client.repository_index(true);
+  REQUIRE(ready.ok());
+  CHECK(ready->size() == 2);
+
+  REQUIRE(client.unload("simple").ok());
+  CHECK_FALSE(client.ready("simple"));
+  const oip::result<oip::inference_response> gone = client.infer("simple", simple_request());
+  CHECK_FALSE(gone.ok());
+
+  const oip::status unknown = client.load("no_such_model");
+  CHECK_FALSE(unknown.ok());
+  CHECK(unknown.received() == T::via);
+}
+
+TEST_CASE_TEMPLATE("inputs and outputs in a shared-memory region registered through a client", T,
+                   OIP_CLIENT_TRANSPORTS) {
+  typename T::client client{T::address(shared_server())};
+  oip::testing::shm_object region{std::string{"client_"} + (T::via == oip::received_over::http ? "h" : "g"), 256};
+
+  const oip::status registered =
+      client.register_system_shared_memory("client_region", region.key(), 0, 256);
+  REQUIRE_MESSAGE(registered.ok(), registered.message());
+  const oip::result<std::vector<oip::shared_memory_region>> listed =
+      client.system_shared_memory_status("client_region");
+  REQUIRE_MESSAGE(listed.ok(), listed.to_status().message());
+  REQUIRE(listed->size() == 1);
+  CHECK(listed->front().byte_size == 256);
+
+  // OUTPUT0 goes to bytes [64, 128) of the region; OUTPUT1 comes in the reply.
+  oip::inference_request request = simple_request(3);
+  oip::requested_output placed{"OUTPUT0", {}};
+  placed.parameters.set("shared_memory_region", std::string{"client_region"});
+  placed.parameters.set("shared_memory_offset", std::int64_t{64});
+  placed.parameters.set("shared_memory_byte_size", std::int64_t{64});
+  request.outputs.push_back(placed);
+  request.outputs.push_back({"OUTPUT1", {}});
+  const oip::result<oip::inference_response> response = client.infer("simple", request);
+  REQUIRE_MESSAGE(response.ok(), response.to_status().message());
+  for (const oip::tensor& t : response->outputs) {
+    if (t.name() == "OUTPUT0") CHECK(t.at<std::int32_t>(5) == 3 + 5 + 1);
+    if (t.name() == "OUTPUT1") CHECK(t.at<std::int32_t>(5) == 3 + 5 - 1);
+  }
+  CHECK(region.get<std::int32_t>(64 + 5 * 4, 1).at(0) == 3 + 5 + 1);
+
+  REQUIRE(client.unregister_system_shared_memory("client_region").ok());
+  const oip::result<std::vector<oip::shared_memory_region>> none =
+      client.system_shared_memory_status();
+  REQUIRE(none.ok());
+  CHECK(none->empty());
+  // A region that this process cannot map is refused before the server is asked.
+  CHECK_FALSE(client.register_system_shared_memory("missing", "/oip_no_such_object", 0, 16).ok());
+}
+
+TEST_CASE_TEMPLATE("compression both ways, and headers for a restricted API", T,
+                   OIP_CLIENT_TRANSPORTS) {
+  oip_serve_process server{{"--models", "simple", "--http-restricted-api",
+                            "inference:oip-key=secret", "--grpc-restricted-protocol",
+                            "inference:oip-key=secret"}};
+  {
+    typename T::client client{T::address(server)};
+    const oip::result<oip::inference_response> refused = client.infer("simple", simple_request());
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().code() == oip::errc::forbidden);
+    CHECK(client.ready());  // health is not restricted
+  }
+  oip::client_options options;
+  const bool http = T::via == oip::received_over::http;
+  options.headers.push_back({http ? "oip-key" : "triton-grpc-protocol-oip-key", "secret"});
+  options.request_compression = oip::wire_compression::gzip;
+  options.response_compression = oip::wire_compression::gzip;
+  typename T::client client{T::address(server), options};
+  check_simple(client.infer("simple", simple_request(11)), 11);
+  check_simple(client.infer("simple", simple_request(12), oip::request_format{}), 12);
+  options.request_compression = oip::wire_compression::deflate;
+  options.response_compression = oip::wire_compression::deflate;
+  typename T::client deflating{T::address(server), options};
+  check_simple(deflating.infer("simple", simple_request(13)), 13);
+}
+
+TEST_CASE_TEMPLATE("a server that is not there is an error, not a wait", T,
+                   OIP_CLIENT_TRANSPORTS) {
+  std::uint16_t closed_port = 0;
+  {
+    oip_serve_process gone{{"--models", "simple"}};
+    closed_port = T::via == oip::received_over::http ? gone.http_port : gone.grpc_port;
+  }
+  oip::client_options options;
+  options.timeout = std::chrono::milliseconds{2000};
+  typename T::client client{"127.0.0.1:" + std::to_string(closed_port), options};
+  const auto started = std::chrono::steady_clock::now();
+  const oip::result<oip::inference_response> r = client.infer("simple", simple_request());
+  REQUIRE_FALSE(r.ok());
+  CHECK((r.error().code() == oip::errc::unavailable ||
+         r.error().code() == oip::errc::deadline_exceeded));
+  CHECK(r.error().received() == (T::via == oip::received_over::grpc ? T::via
+                                                                     : oip::received_over::none));
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds{10});
+  CHECK_FALSE(client.live());
+}
