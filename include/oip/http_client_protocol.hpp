@@ -62,9 +62,6 @@ struct http_reply {
   }
 };
 
-/// The request format a network client uses unless told otherwise: binary data both ways.
-inline constexpr request_format binary_format{.binary_inputs = true, .binary_outputs = true};
-
 /// Makes calls and reads replies; holds the headers every call carries, the compression, and the
 /// bounds a reply is read within. Thread-safe (it is not changed after construction).
 class OIP_EXPORT http_client_protocol {

@@ -76,6 +76,10 @@ struct request_format {
   bool binary_outputs = false;
 };
 
+/// The request format that oip's network clients use unless told otherwise: binary data both
+/// ways.
+inline constexpr request_format binary_format{.binary_inputs = true, .binary_outputs = true};
+
 // --- inference ---------------------------------------------------------------------------------
 
 /// Decodes `$inference_request` from a body. `header_length` is the value of

@@ -1,0 +1,610 @@
+// The gRPC client: one channel, the generated stub's blocking calls for the small ones and its
+// callback API for inference, unary and streamed.
+
+#include <oip/grpc/client.hpp>
+#include <oip/grpc/codec.hpp>
+#include <oip/grpc/grpc_service.grpc.pb.h>
+#include <oip/shared_memory.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <climits>
+#include <condition_variable>
+#include <mutex>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include <google/protobuf/util/json_util.h>
+#include <grpcpp/grpcpp.h>
+
+namespace oip::grpc {
+
+namespace {
+
+using Service = inference::GRPCInferenceService;
+
+// The nearest errc for a gRPC code; the code itself is kept (`status::received_code`).
+errc errc_of(::grpc::StatusCode code) {
+  switch (code) {
+    case ::grpc::StatusCode::INVALID_ARGUMENT:
+    case ::grpc::StatusCode::OUT_OF_RANGE:
+      return errc::invalid_argument;
+    case ::grpc::StatusCode::NOT_FOUND:
+      return errc::not_found;
+    case ::grpc::StatusCode::DEADLINE_EXCEEDED:
+      return errc::deadline_exceeded;
+    case ::grpc::StatusCode::PERMISSION_DENIED:
+    case ::grpc::StatusCode::UNAUTHENTICATED:
+      return errc::forbidden;
+    case ::grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return errc::payload_too_large;
+    case ::grpc::StatusCode::FAILED_PRECONDITION:
+      return errc::failed_precondition;
+    case ::grpc::StatusCode::UNIMPLEMENTED:
+      return errc::not_implemented;
+    case ::grpc::StatusCode::UNAVAILABLE:
+    case ::grpc::StatusCode::CANCELLED:
+    case ::grpc::StatusCode::ABORTED:
+      return errc::unavailable;
+    default:
+      return errc::internal;
+  }
+}
+
+status status_of(const ::grpc::Status& s) {
+  if (s.ok()) return {};
+  return status{errc_of(s.error_code()), s.error_message()}.received_as(
+      received_over::grpc, static_cast<int>(s.error_code()));
+}
+
+grpc_compression_algorithm algorithm_of(wire_compression compression) {
+  switch (compression) {
+    case wire_compression::gzip:
+      return GRPC_COMPRESS_GZIP;
+    case wire_compression::deflate:
+      return GRPC_COMPRESS_DEFLATE;
+    case wire_compression::none:
+      break;
+  }
+  return GRPC_COMPRESS_NONE;
+}
+
+std::string version_text(std::optional<std::uint64_t> version) {
+  return version ? std::to_string(*version) : std::string{};
+}
+
+std::shared_ptr<::grpc::Channel> make_channel(const std::string& target,
+                                              const client_options& options) {
+  ::grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(static_cast<int>(
+      std::min<std::size_t>(options.reply_bounds.max_body_bytes, std::size_t{INT32_MAX})));
+  arguments.SetMaxSendMessageSize(-1);
+  if (options.keepalive_time.count() > 0) {
+    arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(options.keepalive_time.count()));
+    arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                     static_cast<int>(options.keepalive_timeout.count()));
+    arguments.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  }
+  if (options.request_compression != wire_compression::none) {
+    arguments.SetCompressionAlgorithm(algorithm_of(options.request_compression));
+  }
+  std::shared_ptr<::grpc::ChannelCredentials> credentials;
+  if (options.tls.enabled) {
+    ::grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = options.tls.root_certificates;
+    tls.pem_private_key = options.tls.private_key;
+    tls.pem_cert_chain = options.tls.certificate_chain;
+    credentials = ::grpc::SslCredentials(tls);
+  } else {
+    credentials = ::grpc::InsecureChannelCredentials();
+  }
+  return ::grpc::CreateCustomChannel(target, credentials, arguments);
+}
+
+std::string lower(std::string_view text) {
+  std::string out{text};
+  for (char& c : out) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return out;
+}
+
+}  // namespace
+
+namespace detail {
+
+class client_state {
+ public:
+  client_state(std::string target, client_options options)
+      : options_{std::move(options)},
+        channel_{make_channel(target, options_)},
+        stub_{Service::NewStub(channel_)} {}
+
+  // A context with the client's metadata, deadline and compression.
+  void prepare(::grpc::ClientContext& context) const {
+    for (const http_header& h : options_.headers) context.AddMetadata(lower(h.name), h.value);
+    if (options_.timeout.count() > 0) {
+      context.set_deadline(std::chrono::system_clock::now() + options_.timeout);
+    }
+    if (options_.request_compression != wire_compression::none) {
+      context.set_compression_algorithm(algorithm_of(options_.request_compression));
+    }
+  }
+
+  // A blocking call of the stub.
+  template <class Request, class Response, class Method>
+  status call(Method method, const Request& request, Response& response) {
+    ::grpc::ClientContext context;
+    prepare(context);
+    return status_of((stub_.get()->*method)(&context, request, &response));
+  }
+
+  [[nodiscard]] const client_options& options() const noexcept { return options_; }
+  [[nodiscard]] Service::Stub& stub() noexcept { return *stub_; }
+  [[nodiscard]] shared_memory_registry& regions() noexcept { return regions_; }
+  [[nodiscard]] bool has_regions() const noexcept { return any_region_.load(); }
+  void note_region() noexcept { any_region_.store(true); }
+
+  // Calls in flight, so that the client's end waits for their callbacks.
+  void begin_call() {
+    const std::lock_guard lock{mutex_};
+    ++in_flight_;
+  }
+  void end_call() {
+    const std::lock_guard lock{mutex_};
+    if (--in_flight_ == 0) idle_.notify_all();
+  }
+  void wait_for_calls() {
+    std::unique_lock lock{mutex_};
+    idle_.wait(lock, [this] { return in_flight_ == 0; });
+  }
+
+ private:
+  client_options options_;
+  std::shared_ptr<::grpc::Channel> channel_;
+  std::unique_ptr<Service::Stub> stub_;
+  shared_memory_registry regions_;
+  std::atomic<bool> any_region_{false};
+  std::mutex mutex_;
+  std::condition_variable idle_;
+  std::size_t in_flight_ = 0;
+};
+
+}  // namespace detail
+
+client::client(std::string host_port, client_options options)
+    : state_{std::make_shared<detail::client_state>(std::move(host_port), std::move(options))} {}
+
+client::~client() { state_->wait_for_calls(); }
+
+namespace {
+
+// The outputs of `request` that go to regions registered through this client, if any.
+result<std::shared_ptr<shared_memory_outputs>> placed_outputs(detail::client_state& state,
+                                                              const inference_request& request) {
+  if (!state.has_regions() || request.outputs.empty()) {
+    return std::shared_ptr<shared_memory_outputs>{};
+  }
+  result<shared_memory_outputs> asked = shared_memory_outputs::of(request, state.regions());
+  if (!asked) return std::move(asked).error();
+  if (asked->outputs.empty()) return std::shared_ptr<shared_memory_outputs>{};
+  return std::make_shared<shared_memory_outputs>(std::move(*asked));
+}
+
+contents_form form_of(const request_format& format) {
+  return format.binary_inputs ? contents_form::raw : contents_form::typed;
+}
+
+}  // namespace
+
+void client::async_infer(std::string_view model, const inference_request& request,
+                         infer_callback done, const request_format& format,
+                         std::optional<std::uint64_t> version) {
+  struct call {
+    ::grpc::ClientContext context;
+    inference::ModelInferRequest message;
+    inference::ModelInferResponse reply;
+    std::shared_ptr<shared_memory_outputs> placed;
+    infer_callback done;
+  };
+  auto pending = std::make_shared<call>();
+  if (status s = encode_request(request, model, version_text(version), form_of(format),
+                                pending->message);
+      !s.ok()) {
+    return done(std::move(s));
+  }
+  result<std::shared_ptr<shared_memory_outputs>> placed = placed_outputs(*state_, request);
+  if (!placed) return done(std::move(placed).error());
+  pending->placed = std::move(*placed);
+  pending->done = std::move(done);
+  state_->prepare(pending->context);
+  state_->begin_call();
+  state_->stub().async()->ModelInfer(
+      &pending->context, &pending->message, &pending->reply,
+      [pending, state = state_](const ::grpc::Status& outcome) {
+        infer_callback finish = std::move(pending->done);
+        if (!outcome.ok()) {
+          finish(status_of(outcome));
+        } else {
+          finish(decode_response(pending->reply, state->options().reply_bounds,
+                                 pending->placed.get()));
+        }
+        state->end_call();
+      });
+}
+
+std::future<result<inference_response>> client::async_infer(std::string_view model,
+                                                            const inference_request& request,
+                                                            const request_format& format,
+                                                            std::optional<std::uint64_t> version) {
+  auto promise = std::make_shared<std::promise<result<inference_response>>>();
+  std::future<result<inference_response>> future = promise->get_future();
+  async_infer(
+      model, request,
+      [promise](result<inference_response> response) { promise->set_value(std::move(response)); },
+      format, version);
+  return future;
+}
+
+result<inference_response> client::infer(std::string_view model, const inference_request& request,
+                                         const request_format& format,
+                                         std::optional<std::uint64_t> version) {
+  inference::ModelInferRequest message;
+  if (status s = encode_request(request, model, version_text(version), form_of(format), message);
+      !s.ok()) {
+    return s;
+  }
+  result<std::shared_ptr<shared_memory_outputs>> placed = placed_outputs(*state_, request);
+  if (!placed) return std::move(placed).error();
+  inference::ModelInferResponse reply;
+  if (status s = state_->call(&Service::Stub::ModelInfer, message, reply); !s.ok()) return s;
+  return decode_response(reply, state_->options().reply_bounds, placed->get());
+}
+
+namespace {
+
+// One request's responses over a stream, until its final response.
+class stream_reader final
+    : public ::grpc::ClientBidiReactor<inference::ModelInferRequest,
+                                       inference::ModelStreamInferResponse> {
+ public:
+  stream_reader(const client_options& options, std::function<void(inference_response)> deliver)
+      : options_{options}, deliver_{std::move(deliver)} {}
+
+  status run(Service::Stub& stub, ::grpc::ClientContext& context,
+             const inference::ModelInferRequest& request) {
+    stub.async()->ModelStreamInfer(&context, this);
+    StartWrite(&request);
+    StartRead(&reply_);
+    StartCall();
+    std::unique_lock lock{mutex_};
+    done_.wait(lock, [this] { return finished_; });
+    if (!outcome_.ok()) return outcome_;
+    if (!transport_.ok()) return status_of(transport_);
+    if (!ended_) {
+      return status{errc::unavailable, "the stream ended before the model's final response"};
+    }
+    return {};
+  }
+
+  void OnWriteDone(bool /*ok*/) override { StartWritesDone(); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // the server ended the stream; OnDone follows
+    if (!reply_.error_message().empty()) {
+      record(status{errc::internal, reply_.error_message()});
+      return;
+    }
+    const auto& params = reply_.infer_response().parameters();
+    const auto final_flag = params.find("triton_final_response");
+    const bool final = final_flag != params.end() && final_flag->second.bool_param();
+    if (!final || reply_.infer_response().outputs_size() != 0) {
+      result<inference_response> response =
+          decode_response(*reply_.mutable_infer_response(), options_.reply_bounds);
+      if (!response) {
+        record(std::move(response).error());
+        return;
+      }
+      deliver_(std::move(*response));
+    }
+    if (final) {
+      const std::lock_guard lock{mutex_};
+      ended_ = true;
+      return;  // the writes are done: the server ends the stream
+    }
+    StartRead(&reply_);
+  }
+
+  void OnDone(const ::grpc::Status& s) override {
+    const std::lock_guard lock{mutex_};
+    transport_ = s;
+    finished_ = true;
+    done_.notify_all();
+  }
+
+ private:
+  void record(status error) {
+    const std::lock_guard lock{mutex_};
+    if (outcome_.ok()) outcome_ = std::move(error);
+    ended_ = true;
+  }
+
+  const client_options& options_;
+  std::function<void(inference_response)> deliver_;
+  inference::ModelStreamInferResponse reply_;
+  std::mutex mutex_;
+  std::condition_variable done_;
+  bool finished_ = false;
+  bool ended_ = false;
+  status outcome_;
+  ::grpc::Status transport_;
+};
+
+}  // namespace
+
+status client::infer_stream(std::string_view model, inference_request request,
+                            std::function<void(inference_response)> on_response,
+                            std::optional<std::uint64_t> version) {
+  request.parameters.set("triton_enable_empty_final_response", true);
+  inference::ModelInferRequest message;
+  if (status s = encode_request(request, model, version_text(version), contents_form::raw, message);
+      !s.ok()) {
+    return s;
+  }
+  ::grpc::ClientContext context;
+  state_->prepare(context);
+  stream_reader reader{state_->options(), std::move(on_response)};
+  return reader.run(state_->stub(), context, message);
+}
+
+// --- the small calls ---------------------------------------------------------------------------
+
+result<server_metadata> client::metadata() {
+  inference::ServerMetadataResponse reply;
+  if (status s = state_->call(&Service::Stub::ServerMetadata, inference::ServerMetadataRequest{},
+                              reply);
+      !s.ok()) {
+    return s;
+  }
+  server_metadata out{reply.name(), reply.version(), {}};
+  for (const std::string& e : reply.extensions()) out.extensions.push_back(e);
+  return out;
+}
+
+result<model_metadata> client::metadata(std::string_view model,
+                                        std::optional<std::uint64_t> version) {
+  inference::ModelMetadataRequest request;
+  request.set_name(std::string{model});
+  request.set_version(version_text(version));
+  inference::ModelMetadataResponse reply;
+  if (status s = state_->call(&Service::Stub::ModelMetadata, request, reply); !s.ok()) return s;
+  model_metadata out;
+  out.name = reply.name();
+  out.platform = reply.platform();
+  for (const std::string& v : reply.versions()) out.versions.push_back(v);
+  const auto read = [](const auto& tensors, std::vector<tensor_metadata>& into) -> status {
+    for (const auto& t : tensors) {
+      result<datatype> type = parse_datatype(t.datatype());
+      if (!type) return std::move(type).error();
+      into.push_back({t.name(), *type, shape_type(t.shape().begin(), t.shape().end()), {}});
+    }
+    return {};
+  };
+  if (status s = read(reply.inputs(), out.inputs); !s.ok()) return s;
+  if (status s = read(reply.outputs(), out.outputs); !s.ok()) return s;
+  return out;
+}
+
+bool client::live() {
+  inference::ServerLiveResponse reply;
+  return state_->call(&Service::Stub::ServerLive, inference::ServerLiveRequest{}, reply).ok() &&
+         reply.live();
+}
+
+bool client::ready() {
+  inference::ServerReadyResponse reply;
+  return state_->call(&Service::Stub::ServerReady, inference::ServerReadyRequest{}, reply).ok() &&
+         reply.ready();
+}
+
+bool client::ready(std::string_view model, std::optional<std::uint64_t> version) {
+  inference::ModelReadyRequest request;
+  request.set_name(std::string{model});
+  request.set_version(version_text(version));
+  inference::ModelReadyResponse reply;
+  return state_->call(&Service::Stub::ModelReady, request, reply).ok() && reply.ready();
+}
+
+namespace {
+result<std::string> json_of(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  std::string out;
+  if (const auto s = google::protobuf::util::MessageToJsonString(message, &out, options); !s.ok()) {
+    return status{errc::internal, "the reply cannot be written as JSON"};
+  }
+  return out;
+}
+}  // namespace
+
+result<std::string> client::model_config(std::string_view model,
+                                         std::optional<std::uint64_t> version) {
+  inference::ModelConfigRequest request;
+  request.set_name(std::string{model});
+  request.set_version(version_text(version));
+  inference::ModelConfigResponse reply;
+  if (status s = state_->call(&Service::Stub::ModelConfig, request, reply); !s.ok()) return s;
+  return json_of(reply.config());
+}
+
+result<std::string> client::statistics(std::string_view model,
+                                       std::optional<std::uint64_t> version) {
+  inference::ModelStatisticsRequest request;
+  request.set_name(std::string{model});
+  request.set_version(version_text(version));
+  inference::ModelStatisticsResponse reply;
+  if (status s = state_->call(&Service::Stub::ModelStatistics, request, reply); !s.ok()) return s;
+  return json_of(reply);
+}
+
+result<std::vector<model_index_entry>> client::repository_index(bool ready_only) {
+  inference::RepositoryIndexRequest request;
+  request.set_ready(ready_only);
+  inference::RepositoryIndexResponse reply;
+  if (status s = state_->call(&Service::Stub::RepositoryIndex, request, reply); !s.ok()) return s;
+  std::vector<model_index_entry> out;
+  for (const auto& m : reply.models()) {
+    model_index_entry entry{m.name(), 0, m.state(), m.reason()};
+    if (!m.version().empty()) {
+      const auto [end, error] = std::from_chars(m.version().data(),
+                                                m.version().data() + m.version().size(),
+                                                entry.version);
+      if (error != std::errc{} || end != m.version().data() + m.version().size()) {
+        return status{errc::invalid_argument,
+                      fmt::format("the repository index gives model '{}' the version '{}', which "
+                                  "is not a number",
+                                  m.name(), m.version())};
+      }
+    }
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+status client::load(std::string_view model, const parameters& settings) {
+  inference::RepositoryModelLoadRequest request;
+  request.set_model_name(std::string{model});
+  if (status s = encode_load_parameters(settings, *request.mutable_parameters()); !s.ok()) return s;
+  inference::RepositoryModelLoadResponse reply;
+  return state_->call(&Service::Stub::RepositoryModelLoad, request, reply);
+}
+
+status client::unload(std::string_view model) {
+  inference::RepositoryModelUnloadRequest request;
+  request.set_model_name(std::string{model});
+  inference::RepositoryModelUnloadResponse reply;
+  return state_->call(&Service::Stub::RepositoryModelUnload, request, reply);
+}
+
+namespace {
+result<log_settings> read_log_settings(const inference::LogSettingsResponse& reply) {
+  log_settings out;
+  for (const auto& [name, value] : reply.settings()) {
+    if (name == "log_error") out.error = value.bool_param();
+    if (name == "log_warning") out.warning = value.bool_param();
+    if (name == "log_info") out.info = value.bool_param();
+    if (name == "log_verbose_level") out.verbose_level = value.uint32_param();
+    if (name == "log_format") {
+      result<log_format> format = parse_log_format(value.string_param());
+      if (!format) return std::move(format).error();
+      out.format = *format;
+    }
+  }
+  return out;
+}
+
+result<trace_settings_change> read_trace_settings(const inference::TraceSettingResponse& reply) {
+  trace_settings_change out;
+  for (const auto& [name, value] : reply.settings()) {
+    out.settings.emplace_back(name,
+                              std::vector<std::string>(value.value().begin(), value.value().end()));
+  }
+  return out;
+}
+}  // namespace
+
+result<log_settings> client::log_settings() {
+  inference::LogSettingsResponse reply;
+  if (status s = state_->call(&Service::Stub::LogSettings, inference::LogSettingsRequest{}, reply);
+      !s.ok()) {
+    return s;
+  }
+  return read_log_settings(reply);
+}
+
+result<log_settings> client::update_log_settings(const log_settings_update& change) {
+  inference::LogSettingsRequest request;
+  auto& settings = *request.mutable_settings();
+  if (change.error) settings["log_error"].set_bool_param(*change.error);
+  if (change.warning) settings["log_warning"].set_bool_param(*change.warning);
+  if (change.info) settings["log_info"].set_bool_param(*change.info);
+  if (change.verbose_level) settings["log_verbose_level"].set_uint32_param(*change.verbose_level);
+  if (change.format) settings["log_format"].set_string_param(std::string{to_string(*change.format)});
+  if (change.file) settings["log_file"].set_string_param(*change.file);
+  inference::LogSettingsResponse reply;
+  if (status s = state_->call(&Service::Stub::LogSettings, request, reply); !s.ok()) return s;
+  return read_log_settings(reply);
+}
+
+result<trace_settings_change> client::trace_settings(std::string_view model) {
+  return update_trace_settings({}, model);
+}
+
+result<trace_settings_change> client::update_trace_settings(const trace_settings_change& change,
+                                                            std::string_view model) {
+  inference::TraceSettingRequest request;
+  request.set_model_name(std::string{model});
+  for (const auto& [name, values] : change.settings) {
+    auto& setting = (*request.mutable_settings())[name];
+    if (values) {
+      for (const std::string& v : *values) setting.add_value(v);
+    }
+  }
+  inference::TraceSettingResponse reply;
+  if (status s = state_->call(&Service::Stub::TraceSetting, request, reply); !s.ok()) return s;
+  return read_trace_settings(reply);
+}
+
+status client::register_system_shared_memory(std::string name, std::string key,
+                                             std::uint64_t offset, std::uint64_t byte_size) {
+  if (status mapped = state_->regions().register_region(name, key, offset, byte_size);
+      !mapped.ok()) {
+    return mapped;
+  }
+  inference::SystemSharedMemoryRegisterRequest request;
+  request.set_name(name);
+  request.set_key(key);
+  request.set_offset(offset);
+  request.set_byte_size(byte_size);
+  inference::SystemSharedMemoryRegisterResponse reply;
+  status registered = state_->call(&Service::Stub::SystemSharedMemoryRegister, request, reply);
+  if (!registered.ok()) {
+    state_->regions().unregister(name);
+    return registered;
+  }
+  state_->note_region();
+  return registered;
+}
+
+status client::unregister_system_shared_memory(std::string_view name) {
+  inference::SystemSharedMemoryUnregisterRequest request;
+  request.set_name(std::string{name});
+  inference::SystemSharedMemoryUnregisterResponse reply;
+  status s = state_->call(&Service::Stub::SystemSharedMemoryUnregister, request, reply);
+  if (s.ok()) {
+    if (name.empty()) {
+      state_->regions().unregister_all();
+    } else {
+      state_->regions().unregister(name);
+    }
+  }
+  return s;
+}
+
+result<std::vector<shared_memory_region>> client::system_shared_memory_status(
+    std::string_view name) {
+  inference::SystemSharedMemoryStatusRequest request;
+  request.set_name(std::string{name});
+  inference::SystemSharedMemoryStatusResponse reply;
+  if (status s = state_->call(&Service::Stub::SystemSharedMemoryStatus, request, reply); !s.ok()) {
+    return s;
+  }
+  std::vector<shared_memory_region> out;
+  for (const auto& [region_name, region] : reply.regions()) {
+    out.push_back({region.name(), region.key(), region.offset(), region.byte_size()});
+  }
+  return out;
+}
+
+}  // namespace oip::grpc
