@@ -18,9 +18,9 @@ namespace oip::testing {
 class oip_serve_process {
  public:
   explicit oip_serve_process(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args{OIP_SERVE_PATH, "--address",     "127.0.0.1",
-                                  "--http-port",  "0",             "--grpc-port",
-                                  "0",            "--metrics-port", "0"};
+    std::vector<std::string> args{
+        OIP_SERVE_PATH,   "--address", "127.0.0.1", "--http-port", "0", "--grpc-port", "0",
+        "--metrics-port", "0"};
     args.insert(args.end(), extra.begin(), extra.end());
     int out[2];
     REQUIRE(pipe(out) == 0);

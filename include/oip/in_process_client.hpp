@@ -33,7 +33,8 @@ class OIP_EXPORT in_process_client {
   /// `regions`, when given, are the client's own mappings of the shared-memory regions that it
   /// registered with the server (by the same names): outputs that a request asks for in one are
   /// read from it.
-  explicit in_process_client(http_handler& handler, const shared_memory_registry* regions = nullptr);
+  explicit in_process_client(http_handler& handler,
+                             const shared_memory_registry* regions = nullptr);
 
   /// POST /v2/models/<model>[/versions/<version>]/infer; inputs go as binary data when
   /// `format.binary_inputs` is set. An error reply becomes the error status, code included.

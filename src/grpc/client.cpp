@@ -16,7 +16,6 @@
 #include <utility>
 
 #include <fmt/format.h>
-
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
@@ -30,27 +29,18 @@ using Service = inference::GRPCInferenceService;
 errc errc_of(::grpc::StatusCode code) {
   switch (code) {
     case ::grpc::StatusCode::INVALID_ARGUMENT:
-    case ::grpc::StatusCode::OUT_OF_RANGE:
-      return errc::invalid_argument;
-    case ::grpc::StatusCode::NOT_FOUND:
-      return errc::not_found;
-    case ::grpc::StatusCode::DEADLINE_EXCEEDED:
-      return errc::deadline_exceeded;
+    case ::grpc::StatusCode::OUT_OF_RANGE: return errc::invalid_argument;
+    case ::grpc::StatusCode::NOT_FOUND: return errc::not_found;
+    case ::grpc::StatusCode::DEADLINE_EXCEEDED: return errc::deadline_exceeded;
     case ::grpc::StatusCode::PERMISSION_DENIED:
-    case ::grpc::StatusCode::UNAUTHENTICATED:
-      return errc::forbidden;
-    case ::grpc::StatusCode::RESOURCE_EXHAUSTED:
-      return errc::payload_too_large;
-    case ::grpc::StatusCode::FAILED_PRECONDITION:
-      return errc::failed_precondition;
-    case ::grpc::StatusCode::UNIMPLEMENTED:
-      return errc::not_implemented;
+    case ::grpc::StatusCode::UNAUTHENTICATED: return errc::forbidden;
+    case ::grpc::StatusCode::RESOURCE_EXHAUSTED: return errc::payload_too_large;
+    case ::grpc::StatusCode::FAILED_PRECONDITION: return errc::failed_precondition;
+    case ::grpc::StatusCode::UNIMPLEMENTED: return errc::not_implemented;
     case ::grpc::StatusCode::UNAVAILABLE:
     case ::grpc::StatusCode::CANCELLED:
-    case ::grpc::StatusCode::ABORTED:
-      return errc::unavailable;
-    default:
-      return errc::internal;
+    case ::grpc::StatusCode::ABORTED: return errc::unavailable;
+    default: return errc::internal;
   }
 }
 
@@ -62,12 +52,9 @@ status status_of(const ::grpc::Status& s) {
 
 grpc_compression_algorithm algorithm_of(wire_compression compression) {
   switch (compression) {
-    case wire_compression::gzip:
-      return GRPC_COMPRESS_GZIP;
-    case wire_compression::deflate:
-      return GRPC_COMPRESS_DEFLATE;
-    case wire_compression::none:
-      break;
+    case wire_compression::gzip: return GRPC_COMPRESS_GZIP;
+    case wire_compression::deflate: return GRPC_COMPRESS_DEFLATE;
+    case wire_compression::none: break;
   }
   return GRPC_COMPRESS_NONE;
 }
@@ -209,8 +196,8 @@ void client::async_infer(std::string_view model, const inference_request& reques
     infer_callback done;
   };
   auto pending = std::make_shared<call>();
-  if (status s = encode_request(request, model, version_text(version), form_of(format),
-                                pending->message);
+  if (status s =
+          encode_request(request, model, version_text(version), form_of(format), pending->message);
       !s.ok()) {
     return done(std::move(s));
   }
@@ -265,9 +252,8 @@ result<inference_response> client::infer(std::string_view model, const inference
 namespace {
 
 // One request's responses over a stream, until its final response.
-class stream_reader final
-    : public ::grpc::ClientBidiReactor<inference::ModelInferRequest,
-                                       inference::ModelStreamInferResponse> {
+class stream_reader final : public ::grpc::ClientBidiReactor<inference::ModelInferRequest,
+                                                             inference::ModelStreamInferResponse> {
  public:
   stream_reader(const client_options& options, std::function<void(inference_response)> deliver)
       : options_{options}, deliver_{std::move(deliver)} {}
@@ -362,8 +348,8 @@ status client::infer_stream(std::string_view model, inference_request request,
 
 result<server_metadata> client::metadata() {
   inference::ServerMetadataResponse reply;
-  if (status s = state_->call(&Service::Stub::ServerMetadata, inference::ServerMetadataRequest{},
-                              reply);
+  if (status s =
+          state_->call(&Service::Stub::ServerMetadata, inference::ServerMetadataRequest{}, reply);
       !s.ok()) {
     return s;
   }
@@ -457,9 +443,8 @@ result<std::vector<model_index_entry>> client::repository_index(bool ready_only)
   for (const auto& m : reply.models()) {
     model_index_entry entry{m.name(), 0, m.state(), m.reason()};
     if (!m.version().empty()) {
-      const auto [end, error] = std::from_chars(m.version().data(),
-                                                m.version().data() + m.version().size(),
-                                                entry.version);
+      const auto [end, error] = std::from_chars(
+          m.version().data(), m.version().data() + m.version().size(), entry.version);
       if (error != std::errc{} || end != m.version().data() + m.version().size()) {
         return status{errc::invalid_argument,
                       fmt::format("the repository index gives model '{}' the version '{}', which "
@@ -530,7 +515,8 @@ result<log_settings> client::update_log_settings(const log_settings_update& chan
   if (change.warning) settings["log_warning"].set_bool_param(*change.warning);
   if (change.info) settings["log_info"].set_bool_param(*change.info);
   if (change.verbose_level) settings["log_verbose_level"].set_uint32_param(*change.verbose_level);
-  if (change.format) settings["log_format"].set_string_param(std::string{to_string(*change.format)});
+  if (change.format)
+    settings["log_format"].set_string_param(std::string{to_string(*change.format)});
   if (change.file) settings["log_file"].set_string_param(*change.file);
   inference::LogSettingsResponse reply;
   if (status s = state_->call(&Service::Stub::LogSettings, request, reply); !s.ok()) return s;

@@ -12,11 +12,10 @@
 #include <thread>
 #include <utility>
 
-#include <fmt/format.h>
-
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <fmt/format.h>
 
 namespace oip::http {
 
@@ -26,9 +25,9 @@ namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
 using executor_type = asio::io_context::executor_type;
 using socket_type = asio::basic_stream_socket<tcp, executor_type>;
-using timer_type = asio::basic_waitable_timer<std::chrono::steady_clock,
-                                              asio::wait_traits<std::chrono::steady_clock>,
-                                              executor_type>;
+using timer_type =
+    asio::basic_waitable_timer<std::chrono::steady_clock,
+                               asio::wait_traits<std::chrono::steady_clock>, executor_type>;
 
 namespace {
 
@@ -182,17 +181,17 @@ class exchange : public std::enable_shared_from_this<exchange> {
   void connect() {
     if (state_.endpoints()) return connect_to(*state_.endpoints());
     auto resolver = std::make_shared<tcp::resolver>(state_.io());
-    resolver->async_resolve(state_.address().host, state_.address().port,
-                            [self = shared_from_this(), resolver](
-                                beast::error_code ec, const tcp::resolver::results_type& found) {
-                              if (ec) {
-                                return self->fail_connect(
-                                    fmt::format("cannot resolve '{}': {}",
-                                                self->state_.host_port(), ec.message()));
-                              }
-                              self->state_.endpoints() = found;
-                              self->connect_to(found);
-                            });
+    resolver->async_resolve(
+        state_.address().host, state_.address().port,
+        [self = shared_from_this(), resolver](beast::error_code ec,
+                                              const tcp::resolver::results_type& found) {
+          if (ec) {
+            return self->fail_connect(
+                fmt::format("cannot resolve '{}': {}", self->state_.host_port(), ec.message()));
+          }
+          self->state_.endpoints() = found;
+          self->connect_to(found);
+        });
   }
 
   void connect_to(const tcp::resolver::results_type& endpoints) {
@@ -204,23 +203,22 @@ class exchange : public std::enable_shared_from_this<exchange> {
       beast::error_code ignored;
       if (self->conn_) self->conn_->socket.close(ignored);
     });
-    asio::async_connect(conn_->socket, endpoints,
-                        [self = shared_from_this(), connect_timer](beast::error_code ec,
-                                                                   const tcp::endpoint&) {
-                          connect_timer->cancel();
-                          if (ec) {
-                            return self->fail_connect(
-                                self->connect_timed_out_
-                                    ? fmt::format("cannot connect to {} within {} ms",
-                                                  self->state_.host_port(),
-                                                  self->state_.options().connect_timeout.count())
-                                    : fmt::format("cannot connect to {}: {}",
-                                                  self->state_.host_port(), ec.message()));
-                          }
-                          beast::error_code ignored;
-                          self->conn_->socket.set_option(tcp::no_delay{true}, ignored);
-                          self->write();
-                        });
+    asio::async_connect(
+        conn_->socket, endpoints,
+        [self = shared_from_this(), connect_timer](beast::error_code ec, const tcp::endpoint&) {
+          connect_timer->cancel();
+          if (ec) {
+            return self->fail_connect(
+                self->connect_timed_out_
+                    ? fmt::format("cannot connect to {} within {} ms", self->state_.host_port(),
+                                  self->state_.options().connect_timeout.count())
+                    : fmt::format("cannot connect to {}: {}", self->state_.host_port(),
+                                  ec.message()));
+          }
+          beast::error_code ignored;
+          self->conn_->socket.set_option(tcp::no_delay{true}, ignored);
+          self->write();
+        });
   }
 
   void fail_connect(std::string message) {
@@ -259,10 +257,9 @@ class exchange : public std::enable_shared_from_this<exchange> {
     parser_.emplace();
     parser_->header_limit(max_reply_header_bytes);
     parser_->body_limit(state_.options().reply_bounds.max_body_bytes);
-    bhttp::async_read(conn_->socket, conn_->buffer, *parser_,
-                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                        self->on_read(ec);
-                      });
+    bhttp::async_read(
+        conn_->socket, conn_->buffer, *parser_,
+        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
   }
 
   void on_read(beast::error_code ec) {
@@ -299,10 +296,10 @@ class exchange : public std::enable_shared_from_this<exchange> {
                                        state_.host_port(), state_.options().timeout.count())});
     }
     if (ec == bhttp::error::body_limit) {
-      return finish(status{errc::payload_too_large,
-                           fmt::format("the reply from {} is larger than the limit of {} bytes",
-                                       state_.host_port(),
-                                       state_.options().reply_bounds.max_body_bytes)});
+      return finish(
+          status{errc::payload_too_large,
+                 fmt::format("the reply from {} is larger than the limit of {} bytes",
+                             state_.host_port(), state_.options().reply_bounds.max_body_bytes)});
     }
     if (ec == bhttp::error::header_limit) {
       return finish(status{errc::header_fields_too_large,
@@ -314,10 +311,10 @@ class exchange : public std::enable_shared_from_this<exchange> {
       return finish(status{errc::internal, fmt::format("the reply from {} is not valid HTTP: {}",
                                                        state_.host_port(), ec.message())});
     }
-    finish(unavailable(fmt::format("{} {}: {} ({})", doing == "sending the request"
-                                                         ? "cannot send the request to"
-                                                         : "no complete reply from",
-                                   state_.host_port(), ec.message(), doing)));
+    finish(unavailable(fmt::format(
+        "{} {}: {} ({})",
+        doing == "sending the request" ? "cannot send the request to" : "no complete reply from",
+        state_.host_port(), ec.message(), doing)));
   }
 
   void on_deadline() {
@@ -421,9 +418,8 @@ namespace {
 result<http_reply> wait_for(detail::client_state& state, http_call call) {
   std::promise<result<http_reply>> promise;
   std::future<result<http_reply>> future = promise.get_future();
-  state.start(std::move(call), [&promise](result<http_reply> reply) {
-    promise.set_value(std::move(reply));
-  });
+  state.start(std::move(call),
+              [&promise](result<http_reply> reply) { promise.set_value(std::move(reply)); });
   return future.get();
 }
 
@@ -451,13 +447,14 @@ void client::async_infer(std::string_view model, const inference_request& reques
   if (state_->has_regions() && !request.outputs.empty()) {
     result<shared_memory_outputs> asked = shared_memory_outputs::of(request, state_->regions());
     if (!asked) return done(std::move(asked).error());
-    if (!asked->outputs.empty()) placed = std::make_shared<shared_memory_outputs>(std::move(*asked));
+    if (!asked->outputs.empty())
+      placed = std::make_shared<shared_memory_outputs>(std::move(*asked));
   }
-  state_->start(std::move(*call), [state = state_, placed, done = std::move(done)](
-                                      result<http_reply> reply) {
-    if (!reply) return done(std::move(reply).error());
-    done(state->protocol().read_infer(std::move(*reply), placed.get()));
-  });
+  state_->start(std::move(*call),
+                [state = state_, placed, done = std::move(done)](result<http_reply> reply) {
+                  if (!reply) return done(std::move(reply).error());
+                  done(state->protocol().read_infer(std::move(*reply), placed.get()));
+                });
 }
 
 std::future<result<inference_response>> client::async_infer(std::string_view model,
@@ -474,8 +471,8 @@ std::future<result<inference_response>> client::async_infer(std::string_view mod
 }
 
 result<inference_response> client::infer(std::string_view model, const inference_request& request,
-                                          const request_format& format,
-                                          std::optional<std::uint64_t> version) {
+                                         const request_format& format,
+                                         std::optional<std::uint64_t> version) {
   return async_infer(model, request, format, version).get();
 }
 
@@ -574,10 +571,9 @@ result<trace_settings_change> client::trace_settings(std::string_view model) {
 
 result<trace_settings_change> client::update_trace_settings(const trace_settings_change& change,
                                                             std::string_view model) {
-  return call_and_read(*state_, protocol().update_trace_settings(change, model),
-                       [this](http_reply r) {
-                         return protocol().read_trace_settings(std::move(r));
-                       });
+  return call_and_read(
+      *state_, protocol().update_trace_settings(change, model),
+      [this](http_reply r) { return protocol().read_trace_settings(std::move(r)); });
 }
 
 status client::register_system_shared_memory(std::string name, std::string key,

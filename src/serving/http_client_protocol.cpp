@@ -30,12 +30,9 @@ std::string path_segment(std::string_view text) {
 
 std::optional<detail::content_coding> coding_of(wire_compression compression) {
   switch (compression) {
-    case wire_compression::gzip:
-      return detail::content_coding::gzip;
-    case wire_compression::deflate:
-      return detail::content_coding::deflate;
-    case wire_compression::none:
-      break;
+    case wire_compression::gzip: return detail::content_coding::gzip;
+    case wire_compression::deflate: return detail::content_coding::deflate;
+    case wire_compression::none: break;
   }
   return std::nullopt;
 }
@@ -180,8 +177,7 @@ result<http_call> http_client_protocol::update_trace_settings(const trace_settin
 
 result<http_call> http_client_protocol::register_shared_memory(
     const shared_memory_region& region) const {
-  return post(shared_memory_target(region.name, "register"),
-              encode_shared_memory_register(region));
+  return post(shared_memory_target(region.name, "register"), encode_shared_memory_register(region));
 }
 
 result<http_call> http_client_protocol::unregister_shared_memory(std::string_view name) const {
@@ -197,9 +193,10 @@ result<buffer> http_client_protocol::body_of(http_reply& reply) const {
   if (const auto encoding = reply.header("Content-Encoding")) {
     result<detail::content_coding> coding = detail::parse_content_encoding(*encoding);
     if (!coding) {
-      return status{errc::unsupported_media_type,
-                    fmt::format("the reply's Content-Encoding '{}' is not gzip, deflate or identity",
-                                *encoding)};
+      return status{
+          errc::unsupported_media_type,
+          fmt::format("the reply's Content-Encoding '{}' is not gzip, deflate or identity",
+                      *encoding)};
     }
     if (*coding != detail::content_coding::identity) {
       result<buffer> plain = detail::decompress(body, *coding, bounds_.max_body_bytes);

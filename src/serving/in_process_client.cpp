@@ -5,7 +5,6 @@
 #include <condition_variable>
 #include <mutex>
 
-
 namespace oip {
 
 namespace {
@@ -33,9 +32,7 @@ client_options options_for(const http_handler& handler) {
 }  // namespace
 
 in_process_client::in_process_client(http_handler& handler, const shared_memory_registry* regions)
-    : handler_{handler},
-      regions_{regions},
-      protocol_{options_for(handler)} {}
+    : handler_{handler}, regions_{regions}, protocol_{options_for(handler)} {}
 
 http_reply in_process_client::send(const http_call& call) {
   std::string body;

@@ -99,8 +99,7 @@ class OIP_EXPORT client {
   /// Registers a system shared-memory region (`key` as `shm_open` names it) with the server and
   /// maps it here too, so that outputs a request places in it are read back into the response.
   [[nodiscard]] status register_system_shared_memory(std::string name, std::string key,
-                                                     std::uint64_t offset,
-                                                     std::uint64_t byte_size);
+                                                     std::uint64_t offset, std::uint64_t byte_size);
   /// No name: every region.
   [[nodiscard]] status unregister_system_shared_memory(std::string_view name = {});
   [[nodiscard]] result<std::vector<shared_memory_region>> system_shared_memory_status(
