@@ -1,12 +1,10 @@
-// Consumes the installed oip::grpc component: serve on a free loopback port, ask it whether it
-// is live through the installed generated stub, then stop.
-#include <oip/grpc/grpc_service.grpc.pb.h>
+// Consumes the installed oip::grpc component: serve on a free loopback port, call it with the
+// installed client (and so the installed generated stub), then stop.
+#include <oip/grpc/client.hpp>
 #include <oip/grpc/server.hpp>
 
 #include <iostream>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 int main() {
   oip::model_repository models;
@@ -18,16 +16,15 @@ int main() {
     std::cerr << port.error().message() << "\n";
     return 1;
   }
-  auto stub = inference::GRPCInferenceService::NewStub(grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(*port), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  inference::ServerLiveResponse live;
-  const grpc::Status s = stub->ServerLive(&context, inference::ServerLiveRequest{}, &live);
+  oip::grpc::client client{"127.0.0.1:" + std::to_string(*port)};
+  const bool live = client.live();
+  const oip::result<oip::server_metadata> metadata = client.metadata();
   server.stop();
-  if (!s.ok() || !live.live()) {
-    std::cerr << "ServerLive failed: " << s.error_message() << "\n";
+  if (!live || !metadata) {
+    std::cerr << "the client's calls failed\n";
     return 1;
   }
-  std::cout << "oip::grpc served ServerLive on port " << *port << "\n";
+  std::cout << "oip::grpc served " << metadata->name << " on port " << *port
+            << " to oip::grpc::client\n";
   return 0;
 }

@@ -1,7 +1,10 @@
-// Consumes the installed oip::http component: serve on a free loopback port, then stop.
+// Consumes the installed oip::http component: serve on a free loopback port, call it with the
+// installed client, then stop.
+#include <oip/http/client.hpp>
 #include <oip/http/server.hpp>
 
 #include <iostream>
+#include <string>
 
 int main() {
   oip::model_repository models;
@@ -16,7 +19,15 @@ int main() {
     std::cerr << port.error().message() << "\n";
     return 1;
   }
-  std::cout << "oip::http listened on port " << *port << "\n";
+  oip::http::client client{"127.0.0.1:" + std::to_string(*port)};
+  const bool live = client.live();
+  const oip::result<oip::server_metadata> metadata = client.metadata();
   server.stop();
-  return *port != 0 ? 0 : 1;
+  if (!live || !metadata) {
+    std::cerr << "the client's calls failed\n";
+    return 1;
+  }
+  std::cout << "oip::http served " << metadata->name << " on port " << *port
+            << " to oip::http::client\n";
+  return 0;
 }

@@ -148,6 +148,11 @@ TEST_CASE("a model whose calls are quick runs on the receiving thread, and leave
   // before `send` returns.
   REQUIRE(s.infer("quick", oip::testing::simple_request()));
   CHECK_FALSE(ran_here(*quick));
+  // A loaded machine can stretch that first measurement (the worker preempted mid-call): the
+  // average falls below the bound within a few calls.
+  for (int round = 0; round < 40 && !ran_here(*quick); ++round) {
+    REQUIRE(s.infer("quick", oip::testing::simple_request()));
+  }
   for (int round = 0; round < 3; ++round) {
     std::future<oip::result<oip::inference_response>> reply =
         s.send("quick", oip::testing::simple_request());
