@@ -603,12 +603,12 @@ TEST_CASE("mutated replies never crash or hang the HTTP client") {
   std::string mutated;
   scripted_server server{[&](int fd) {
     read_request(fd);
-    std::string reply;
+    std::string answer;
     {
       const std::lock_guard lock{mutex};
-      reply = mutated;
+      answer = mutated;
     }
-    write_all(fd, reply);
+    write_all(fd, answer);
   }};
   oip::client_options options;
   options.timeout = std::chrono::milliseconds{2000};
