@@ -1,6 +1,7 @@
 // oip's network clients against oip-serve, run as its own process: every call of the clients over
 // each transport, with the same test body for both.
 
+#include "client_checks.hpp"
 #include "oip_serve_process.hpp"
 #include "shm_object.hpp"
 
@@ -10,25 +11,21 @@
 #endif
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <future>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <doctest/doctest.h>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 namespace {
 
+using oip::testing::check_simple;
 using oip::testing::oip_serve_process;
+using oip::testing::simple_request;
 
 struct http_transport {
   using client = oip::http::client;
@@ -56,34 +53,6 @@ oip_serve_process& shared_server() {
                                    "identity_bytes,repeat_int32",
                                    "--allow-shared-memory", "true"}};
   return server;
-}
-
-oip::inference_request simple_request(std::int32_t base = 0) {
-  std::vector<std::int32_t> a(16);
-  std::vector<std::int32_t> b(16, 1);
-  for (std::int32_t i = 0; i < 16; ++i) a[static_cast<std::size_t>(i)] = base + i;
-  oip::inference_request request;
-  request.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT0", {1, 16}, a));
-  request.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT1", {1, 16}, b));
-  return request;
-}
-
-void check_simple(const oip::result<oip::inference_response>& response, std::int32_t base = 0) {
-  REQUIRE_MESSAGE(response.ok(), response.to_status().message());
-  REQUIRE(response->outputs.size() == 2);
-  const oip::tensor* sum = nullptr;
-  const oip::tensor* difference = nullptr;
-  for (const oip::tensor& t : response->outputs) {
-    if (t.name() == "OUTPUT0") sum = &t;
-    if (t.name() == "OUTPUT1") difference = &t;
-  }
-  REQUIRE(sum != nullptr);
-  REQUIRE(difference != nullptr);
-  CHECK(sum->shape() == oip::shape_type{1, 16});
-  for (std::size_t i = 0; i < 16; ++i) {
-    CHECK(sum->at<std::int32_t>(i) == base + static_cast<std::int32_t>(i) + 1);
-    CHECK(difference->at<std::int32_t>(i) == base + static_cast<std::int32_t>(i) - 1);
-  }
 }
 
 }  // namespace
@@ -169,37 +138,7 @@ TEST_CASE_TEMPLATE("many calls in flight from many threads share a client", T,
   oip::client_options options;
   options.max_connections = 3;
   typename T::client client{T::address(shared_server()), options};
-
-  std::vector<std::future<oip::result<oip::inference_response>>> pending;
-  for (std::int32_t i = 0; i < 64; ++i)
-    pending.push_back(client.async_infer("simple", simple_request(i)));
-  for (std::int32_t i = 0; i < 64; ++i) check_simple(pending[static_cast<std::size_t>(i)].get(), i);
-
-  std::atomic<int> answered{0};
-  std::atomic<int> wrong{0};
-  std::promise<void> all_done;
-  for (std::int32_t i = 0; i < 32; ++i) {
-    client.async_infer("simple", simple_request(i), [&, i](oip::result<oip::inference_response> r) {
-      if (!r.ok() || r->outputs.at(0).at<std::int32_t>(0) != i + 1) ++wrong;
-      if (++answered == 32) all_done.set_value();
-    });
-  }
-  all_done.get_future().get();
-  CHECK(wrong.load() == 0);
-
-  std::vector<std::thread> threads;
-  std::atomic<int> failures{0};
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] {
-      for (std::int32_t i = 0; i < 50; ++i) {
-        const oip::result<oip::inference_response> r =
-            client.infer("simple", simple_request(t * 100 + i));
-        if (!r.ok() || r->outputs.at(1).at<std::int32_t>(0) != t * 100 + i - 1) ++failures;
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  CHECK(failures.load() == 0);
+  oip::testing::check_many_in_flight(client);
 }
 
 TEST_CASE_TEMPLATE("configuration, statistics, logging and trace settings through a client", T,
@@ -363,305 +302,6 @@ TEST_CASE_TEMPLATE("a server that is not there is an error, not a wait", T, OIP_
 #ifdef OIP_TEST_GRPC_CLIENT
 TEST_CASE("a decoupled model's responses, one by one, over a gRPC stream") {
   oip::grpc::client client{shared_server().grpc_address()};
-  oip::inference_request request;
-  const std::vector<std::int32_t> values{4, 5, 6};
-  const std::vector<std::uint32_t> delays{20, 20, 20};
-  const std::uint32_t wait = 0;
-  request.inputs.push_back(*oip::tensor::from_values<std::int32_t>("IN", {3}, values));
-  request.inputs.push_back(*oip::tensor::from_values<std::uint32_t>("DELAY", {3}, delays));
-  request.inputs.push_back(*oip::tensor::from_values<std::uint32_t>(
-      "WAIT", {1}, std::span<const std::uint32_t>(&wait, 1)));
-  std::vector<std::int32_t> got;
-  const oip::status end =
-      client.infer_stream("repeat_int32", request, [&](oip::inference_response response) {
-        for (const oip::tensor& t : response.outputs) {
-          if (t.name() == "OUT") {
-            got.push_back(t.at<std::int32_t>(0));
-          }
-        }
-      });
-  REQUIRE_MESSAGE(end.ok(), end.message());
-  CHECK(got == values);
-
-  oip::inference_request none = request;
-  none.inputs.clear();
-  const std::vector<std::int32_t> empty;
-  none.inputs.push_back(*oip::tensor::from_values<std::int32_t>("IN", {0}, empty));
-  none.inputs.push_back(
-      *oip::tensor::from_values<std::uint32_t>("DELAY", {0}, std::vector<std::uint32_t>{}));
-  none.inputs.push_back(request.inputs[2]);
-  got.clear();
-  CHECK(
-      client.infer_stream("repeat_int32", none, [&](oip::inference_response) { got.push_back(0); })
-          .ok());
-  CHECK(got.empty());
-
-  const oip::status unknown =
-      client.infer_stream("no_such_model", request, [](oip::inference_response) {});
-  CHECK_FALSE(unknown.ok());
-  CHECK(unknown.message().find("no_such_model") != std::string::npos);
-}
-#endif
-
-// --- a server that misbehaves -------------------------------------------------------------------
-
-namespace {
-
-// Listens on a free loopback port; each connection is handed to `answer` on the listener's
-// thread, which reads the request as it likes and writes what it likes.
-class scripted_server {
- public:
-  explicit scripted_server(std::function<void(int)> answer) : answer_{std::move(answer)} {
-    listener_ = socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(listener_ >= 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-    socklen_t length = sizeof address;
-    REQUIRE(getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-    port_ = ntohs(address.sin_port);
-    REQUIRE(listen(listener_, 16) == 0);
-    thread_ = std::thread{[this] {
-      for (;;) {
-        const int fd = accept(listener_, nullptr, nullptr);
-        if (fd < 0 || stopping_) {
-          if (fd >= 0) close(fd);
-          return;
-        }
-        answer_(fd);
-        close(fd);
-      }
-    }};
-  }
-  scripted_server(const scripted_server&) = delete;
-  scripted_server& operator=(const scripted_server&) = delete;
-  ~scripted_server() {
-    stopping_ = true;
-    shutdown(listener_, SHUT_RDWR);
-    close(listener_);
-    thread_.join();
-  }
-  [[nodiscard]] std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-
- private:
-  std::function<void(int)> answer_;
-  int listener_ = -1;
-  std::uint16_t port_ = 0;
-  std::atomic<bool> stopping_{false};
-  std::thread thread_;
-};
-
-// Reads an HTTP request's header section and its Content-Length body.
-void read_request(int fd) {
-  std::string got;
-  std::array<char, 4096> chunk{};
-  std::size_t body_at = std::string::npos;
-  while (body_at == std::string::npos) {
-    const ssize_t n = recv(fd, chunk.data(), chunk.size(), 0);
-    if (n <= 0) return;
-    got.append(chunk.data(), static_cast<std::size_t>(n));
-    body_at = got.find("\r\n\r\n");
-  }
-  std::size_t length = 0;
-  if (const std::size_t at = got.find("Content-Length: "); at != std::string::npos) {
-    length = std::stoul(got.substr(at + 16));
-  }
-  while (got.size() < body_at + 4 + length) {
-    const ssize_t n = recv(fd, chunk.data(), chunk.size(), 0);
-    if (n <= 0) return;
-    got.append(chunk.data(), static_cast<std::size_t>(n));
-  }
-}
-
-void write_all(int fd, std::string_view bytes) {
-  while (!bytes.empty()) {
-    const ssize_t n = send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (n <= 0) return;
-    bytes.remove_prefix(static_cast<std::size_t>(n));
-  }
-}
-
-// oip-serve's reply to simple_request(), binary outputs, as a server writes it.
-std::string valid_reply() {
-  static const std::string reply = [] {
-    oip::http::client client{shared_server().http_address()};
-    oip::result<oip::http_call> call = client.protocol().infer("simple", simple_request());
-    REQUIRE(call.ok());
-    oip::result<oip::http_reply> got = client.send(std::move(*call));
-    REQUIRE(got.ok());
-    std::string text = "HTTP/1.1 200 OK\r\n";
-    for (const oip::http_header& h : got->headers) {
-      text += h.name + ": " + h.value + "\r\n";
-    }
-    text += "\r\n";
-    text += got->body.as_string_view();
-    return text;
-  }();
-  return reply;
-}
-
-oip::result<oip::inference_response> infer_at(const scripted_server& server,
-                                              std::chrono::milliseconds timeout,
-                                              std::size_t max_reply_bytes = std::size_t{256}
-                                                                            << 20U) {
-  oip::client_options options;
-  options.timeout = timeout;
-  options.reply_bounds.max_body_bytes = max_reply_bytes;
-  oip::http::client client{server.address(), options};
-  return client.infer("simple", simple_request());
-}
-
-}  // namespace
-
-TEST_CASE("an HTTP server's broken replies are clear errors, within the deadline") {
-  const std::chrono::milliseconds deadline{3000};
-  SUBCASE("the real reply, to begin with") {
-    scripted_server server{[](int fd) {
-      read_request(fd);
-      write_all(fd, valid_reply());
-    }};
-    check_simple(infer_at(server, deadline));
-  }
-  SUBCASE("a reply cut short") {
-    scripted_server server{[](int fd) {
-      read_request(fd);
-      const std::string reply = valid_reply();
-      write_all(fd, reply.substr(0, reply.size() - 20));
-    }};
-    const oip::result<oip::inference_response> r = infer_at(server, deadline);
-    REQUIRE_FALSE(r.ok());
-    CHECK(r.error().code() == oip::errc::unavailable);
-    CHECK(r.error().message().find("no complete reply") != std::string::npos);
-  }
-  SUBCASE("a binary header length past the body") {
-    scripted_server server{[](int fd) {
-      read_request(fd);
-      std::string reply = valid_reply();
-      const std::size_t at = reply.find("Inference-Header-Content-Length: ");
-      REQUIRE(at != std::string::npos);
-      const std::size_t end = reply.find("\r\n", at);
-      reply.replace(at, end - at, "Inference-Header-Content-Length: 99999");
-      write_all(fd, reply);
-    }};
-    const oip::result<oip::inference_response> r = infer_at(server, deadline);
-    REQUIRE_FALSE(r.ok());
-    CHECK(r.error().code() == oip::errc::invalid_argument);
-  }
-  SUBCASE("bytes that are not HTTP") {
-    scripted_server server{[](int fd) {
-      read_request(fd);
-      write_all(fd, "SSH-2.0-OpenSSH_9.2\r\n\r\n");
-    }};
-    const oip::result<oip::inference_response> r = infer_at(server, deadline);
-    REQUIRE_FALSE(r.ok());
-    CHECK(r.error().code() == oip::errc::internal);
-    CHECK(r.error().message().find("not valid HTTP") != std::string::npos);
-  }
-  SUBCASE("a connection closed with no reply") {
-    scripted_server server{[](int fd) { read_request(fd); }};
-    const oip::result<oip::inference_response> r = infer_at(server, deadline);
-    REQUIRE_FALSE(r.ok());
-    CHECK(r.error().code() == oip::errc::unavailable);
-  }
-  SUBCASE("a reply larger than the client takes") {
-    scripted_server server{[](int fd) {
-      read_request(fd);
-      write_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 1000000000000\r\n\r\n{}");
-    }};
-    const oip::result<oip::inference_response> r = infer_at(server, deadline, 1U << 20U);
-    REQUIRE_FALSE(r.ok());
-    CHECK(r.error().code() == oip::errc::payload_too_large);
-  }
-  SUBCASE("a server that never answers") {
-    std::atomic<bool> release{false};
-    scripted_server server{[&](int fd) {
-      read_request(fd);
-      while (!release) std::this_thread::sleep_for(std::chrono::milliseconds{10});
-    }};
-    const auto started = std::chrono::steady_clock::now();
-    const oip::result<oip::inference_response> r = infer_at(server, std::chrono::milliseconds{300});
-    const auto took = std::chrono::steady_clock::now() - started;
-    release = true;
-    REQUIRE_FALSE(r.ok());
-    CHECK(r.error().code() == oip::errc::deadline_exceeded);
-    CHECK(took >= std::chrono::milliseconds{290});
-    CHECK(took < std::chrono::seconds{3});
-  }
-}
-
-TEST_CASE("mutated replies never crash or hang the HTTP client") {
-  const std::string reply = valid_reply();
-  std::uint64_t seed = 0x9e3779b97f4a7c15ULL;
-  const auto next = [&seed] {
-    seed ^= seed << 13U;
-    seed ^= seed >> 7U;
-    seed ^= seed << 17U;
-    return seed;
-  };
-  std::mutex mutex;  // the socket orders the rounds, but not in ThreadSanitizer's eyes
-  std::string mutated;
-  scripted_server server{[&](int fd) {
-    read_request(fd);
-    std::string answer;
-    {
-      const std::lock_guard lock{mutex};
-      answer = mutated;
-    }
-    write_all(fd, answer);
-  }};
-  oip::client_options options;
-  options.timeout = std::chrono::milliseconds{2000};
-  options.max_connections = 1;
-  int answered = 0;
-  const auto mutate = [&] {
-    const std::lock_guard lock{mutex};
-    mutated = reply;
-    const std::uint64_t edits = 1 + next() % 4;
-    for (std::uint64_t e = 0; e < edits; ++e) {
-      const std::size_t at = next() % mutated.size();
-      switch (next() % 4) {
-        case 0: mutated[at] = static_cast<char>(next()); break;
-        case 1: mutated.resize(at); break;
-        case 2: mutated.insert(at, 1, static_cast<char>(next())); break;
-        default: mutated.erase(at, 1 + next() % 8); break;
-      }
-      if (mutated.empty()) mutated = "X";
-    }
-  };
-  for (int round = 0; round < 300; ++round) {
-    mutate();
-    oip::http::client client{server.address(), options};
-    const auto started = std::chrono::steady_clock::now();
-    const oip::result<oip::inference_response> r = client.infer("simple", simple_request());
-    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds{4});
-    if (r.ok()) ++answered;
-  }
-  MESSAGE(answered << " of 300 mutated replies still decoded");
-}
-
-#ifdef OIP_TEST_GRPC_CLIENT
-TEST_CASE("a gRPC peer that is no gRPC server, or never answers, is an error within the deadline") {
-  oip::client_options options;
-  options.timeout = std::chrono::milliseconds{500};
-  {
-    scripted_server server{
-        [](int fd) { write_all(fd, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"); }};
-    oip::grpc::client client{server.address(), options};
-    const auto started = std::chrono::steady_clock::now();
-    const oip::result<oip::inference_response> r = client.infer("simple", simple_request());
-    REQUIRE_FALSE(r.ok());
-    CHECK(r.error().received() == oip::received_over::grpc);
-    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds{3});
-  }
-  std::atomic<bool> release{false};
-  scripted_server silent{[&](int /*fd*/) {
-    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds{10});
-  }};
-  oip::grpc::client client{silent.address(), options};
-  const oip::result<oip::inference_response> r = client.infer("simple", simple_request());
-  release = true;
-  REQUIRE_FALSE(r.ok());
-  CHECK(r.error().code() == oip::errc::deadline_exceeded);
+  oip::testing::check_repeat_stream(client);
 }
 #endif

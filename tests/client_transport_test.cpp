@@ -1,0 +1,370 @@
+// oip's network clients over their transports, in the test's own process so that the sanitizer
+// builds run them: many calls in flight and streams against oip's servers, and a scripted server
+// whose replies are broken, slow, or mutated at random.
+
+#include "client_checks.hpp"
+
+#include <oip/executor.hpp>
+#include <oip/http/client.hpp>
+#include <oip/http/server.hpp>
+#include <oip/http_handler.hpp>
+#include <oip/repository.hpp>
+#ifdef OIP_TEST_GRPC_CLIENT
+#include <oip/grpc/client.hpp>
+#include <oip/grpc/server.hpp>
+#endif
+
+#include "reference_models.hpp"
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+using oip::testing::check_simple;
+using oip::testing::simple_request;
+
+namespace {
+
+// `simple` and `repeat_int32` behind oip's HTTP and gRPC servers on free loopback ports.
+struct local_servers {
+  local_servers() {
+    REQUIRE(models.add(oip_serve::reference_model("simple")).ok());
+    REQUIRE(models.add(oip_serve::reference_model("repeat_int32")).ok());
+    oip::http::server_options options;
+    options.address = "127.0.0.1";
+    options.port = 0;
+    http.emplace(handler, options);
+    const oip::result<std::uint16_t> port = http->start();
+    REQUIRE(port.ok());
+    http_address = "127.0.0.1:" + std::to_string(*port);
+#ifdef OIP_TEST_GRPC_CLIENT
+    grpc.emplace(handler.service(), oip::grpc::server_options{"127.0.0.1", 0});
+    const oip::result<std::uint16_t> grpc_port = grpc->start();
+    REQUIRE(grpc_port.ok());
+    grpc_address = "127.0.0.1:" + std::to_string(*grpc_port);
+#endif
+  }
+  local_servers(const local_servers&) = delete;
+  local_servers& operator=(const local_servers&) = delete;
+  ~local_servers() {
+#ifdef OIP_TEST_GRPC_CLIENT
+    grpc->stop();
+#endif
+    http->stop();
+  }
+
+  oip::model_repository models;
+  oip::executor workers{oip::executor_options{2, 1024}};
+  oip::http_handler handler{models, workers};
+  std::optional<oip::http::server> http;
+  std::string http_address;
+#ifdef OIP_TEST_GRPC_CLIENT
+  std::optional<oip::grpc::server> grpc;
+  std::string grpc_address;
+#endif
+};
+
+std::string fmt_reply(const oip::encoded_body& body) {
+  std::string text = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n";
+  text += "Inference-Header-Content-Length: " + std::to_string(body.header_length()) + "\r\n";
+  text += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+  text += body.flatten();
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("many calls in flight from many threads share an HTTP client") {
+  local_servers servers;
+  oip::client_options options;
+  options.max_connections = 3;
+  oip::http::client client{servers.http_address, options};
+  oip::testing::check_many_in_flight(client);
+}
+
+#ifdef OIP_TEST_GRPC_CLIENT
+TEST_CASE("many calls in flight from many threads share a gRPC client, and streams") {
+  local_servers servers;
+  oip::grpc::client client{servers.grpc_address};
+  oip::testing::check_many_in_flight(client);
+  oip::testing::check_repeat_stream(client);
+}
+#endif
+
+// --- a server that misbehaves -------------------------------------------------------------------
+
+namespace {
+
+// Listens on a free loopback port; each connection is handed to `answer` on the listener's
+// thread, which reads the request as it likes and writes what it likes.
+class scripted_server {
+ public:
+  explicit scripted_server(std::function<void(int)> answer) : answer_{std::move(answer)} {
+    listener_ = socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(listener_ >= 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    socklen_t length = sizeof address;
+    REQUIRE(getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+    port_ = ntohs(address.sin_port);
+    REQUIRE(listen(listener_, 16) == 0);
+    thread_ = std::thread{[this] {
+      for (;;) {
+        const int fd = accept(listener_, nullptr, nullptr);
+        if (fd < 0 || stopping_) {
+          if (fd >= 0) close(fd);
+          return;
+        }
+        answer_(fd);
+        close(fd);
+      }
+    }};
+  }
+  scripted_server(const scripted_server&) = delete;
+  scripted_server& operator=(const scripted_server&) = delete;
+  ~scripted_server() {
+    stopping_ = true;
+    shutdown(listener_, SHUT_RDWR);
+    close(listener_);
+    thread_.join();
+  }
+  [[nodiscard]] std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  std::function<void(int)> answer_;
+  int listener_ = -1;
+  std::uint16_t port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+// Reads an HTTP request's header section and its Content-Length body.
+void read_request(int fd) {
+  std::string got;
+  std::array<char, 4096> chunk{};
+  std::size_t body_at = std::string::npos;
+  while (body_at == std::string::npos) {
+    const ssize_t n = recv(fd, chunk.data(), chunk.size(), 0);
+    if (n <= 0) return;
+    got.append(chunk.data(), static_cast<std::size_t>(n));
+    body_at = got.find("\r\n\r\n");
+  }
+  std::size_t length = 0;
+  if (const std::size_t at = got.find("Content-Length: "); at != std::string::npos) {
+    length = std::stoul(got.substr(at + 16));
+  }
+  while (got.size() < body_at + 4 + length) {
+    const ssize_t n = recv(fd, chunk.data(), chunk.size(), 0);
+    if (n <= 0) return;
+    got.append(chunk.data(), static_cast<std::size_t>(n));
+  }
+}
+
+void write_all(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (n <= 0) return;
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+// The reply to simple_request(), binary outputs, as a server writes it.
+std::string valid_reply() {
+  const oip::inference_request asked = simple_request();
+  oip::inference_response response;
+  response.model_name = "simple";
+  response.model_version = "1";
+  for (int which = 0; which < 2; ++which) {
+    std::vector<std::int32_t> values(16);
+    for (std::size_t i = 0; i < 16; ++i) {
+      const std::int32_t a = asked.inputs[0].at<std::int32_t>(i);
+      values[i] = which == 0 ? a + 1 : a - 1;
+    }
+    response.outputs.push_back(*oip::tensor::from_values<std::int32_t>(
+        which == 0 ? "OUTPUT0" : "OUTPUT1", {1, 16}, values));
+  }
+  oip::response_format format;
+  format.binary_by_default = true;
+  const oip::result<oip::encoded_body> body = oip::encode_response(response, format);
+  REQUIRE(body.ok());
+  return fmt_reply(*body);
+}
+
+oip::result<oip::inference_response> infer_at(const scripted_server& server,
+                                              std::chrono::milliseconds timeout,
+                                              std::size_t max_reply_bytes = std::size_t{256}
+                                                                            << 20U) {
+  oip::client_options options;
+  options.timeout = timeout;
+  options.reply_bounds.max_body_bytes = max_reply_bytes;
+  oip::http::client client{server.address(), options};
+  return client.infer("simple", simple_request());
+}
+
+}  // namespace
+
+TEST_CASE("an HTTP server's broken replies are clear errors, within the deadline") {
+  const std::chrono::milliseconds deadline{3000};
+  SUBCASE("the real reply, to begin with") {
+    scripted_server server{[](int fd) {
+      read_request(fd);
+      write_all(fd, valid_reply());
+    }};
+    check_simple(infer_at(server, deadline));
+  }
+  SUBCASE("a reply cut short") {
+    scripted_server server{[](int fd) {
+      read_request(fd);
+      const std::string reply = valid_reply();
+      write_all(fd, reply.substr(0, reply.size() - 20));
+    }};
+    const oip::result<oip::inference_response> r = infer_at(server, deadline);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code() == oip::errc::unavailable);
+    CHECK(r.error().message().find("no complete reply") != std::string::npos);
+  }
+  SUBCASE("a binary header length past the body") {
+    scripted_server server{[](int fd) {
+      read_request(fd);
+      std::string reply = valid_reply();
+      const std::size_t at = reply.find("Inference-Header-Content-Length: ");
+      REQUIRE(at != std::string::npos);
+      const std::size_t end = reply.find("\r\n", at);
+      reply.replace(at, end - at, "Inference-Header-Content-Length: 99999");
+      write_all(fd, reply);
+    }};
+    const oip::result<oip::inference_response> r = infer_at(server, deadline);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code() == oip::errc::invalid_argument);
+  }
+  SUBCASE("bytes that are not HTTP") {
+    scripted_server server{[](int fd) {
+      read_request(fd);
+      write_all(fd, "SSH-2.0-OpenSSH_9.2\r\n\r\n");
+    }};
+    const oip::result<oip::inference_response> r = infer_at(server, deadline);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code() == oip::errc::internal);
+    CHECK(r.error().message().find("not valid HTTP") != std::string::npos);
+  }
+  SUBCASE("a connection closed with no reply") {
+    scripted_server server{[](int fd) { read_request(fd); }};
+    const oip::result<oip::inference_response> r = infer_at(server, deadline);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code() == oip::errc::unavailable);
+  }
+  SUBCASE("a reply larger than the client takes") {
+    scripted_server server{[](int fd) {
+      read_request(fd);
+      write_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 1000000000000\r\n\r\n{}");
+    }};
+    const oip::result<oip::inference_response> r = infer_at(server, deadline, 1U << 20U);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code() == oip::errc::payload_too_large);
+  }
+  SUBCASE("a server that never answers") {
+    std::atomic<bool> release{false};
+    scripted_server server{[&](int fd) {
+      read_request(fd);
+      while (!release) std::this_thread::sleep_for(std::chrono::milliseconds{10});
+    }};
+    const auto started = std::chrono::steady_clock::now();
+    const oip::result<oip::inference_response> r = infer_at(server, std::chrono::milliseconds{300});
+    const auto took = std::chrono::steady_clock::now() - started;
+    release = true;
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code() == oip::errc::deadline_exceeded);
+    CHECK(took >= std::chrono::milliseconds{290});
+    CHECK(took < std::chrono::seconds{3});
+  }
+}
+
+TEST_CASE("mutated replies never crash or hang the HTTP client") {
+  const std::string reply = valid_reply();
+  std::uint64_t seed = 0x9e3779b97f4a7c15ULL;
+  const auto next = [&seed] {
+    seed ^= seed << 13U;
+    seed ^= seed >> 7U;
+    seed ^= seed << 17U;
+    return seed;
+  };
+  std::mutex mutex;  // the socket orders the rounds, but not in ThreadSanitizer's eyes
+  std::string mutated;
+  scripted_server server{[&](int fd) {
+    read_request(fd);
+    std::string answer;
+    {
+      const std::lock_guard lock{mutex};
+      answer = mutated;
+    }
+    write_all(fd, answer);
+  }};
+  oip::client_options options;
+  options.timeout = std::chrono::milliseconds{2000};
+  options.max_connections = 1;
+  int answered = 0;
+  const auto mutate = [&] {
+    const std::lock_guard lock{mutex};
+    mutated = reply;
+    const std::uint64_t edits = 1 + next() % 4;
+    for (std::uint64_t e = 0; e < edits; ++e) {
+      const std::size_t at = next() % mutated.size();
+      switch (next() % 4) {
+        case 0: mutated[at] = static_cast<char>(next()); break;
+        case 1: mutated.resize(at); break;
+        case 2: mutated.insert(at, 1, static_cast<char>(next())); break;
+        default: mutated.erase(at, 1 + next() % 8); break;
+      }
+      if (mutated.empty()) mutated = "X";
+    }
+  };
+  for (int round = 0; round < 300; ++round) {
+    mutate();
+    oip::http::client client{server.address(), options};
+    const auto started = std::chrono::steady_clock::now();
+    const oip::result<oip::inference_response> r = client.infer("simple", simple_request());
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds{4});
+    if (r.ok()) ++answered;
+  }
+  MESSAGE(answered << " of 300 mutated replies still decoded");
+}
+
+#ifdef OIP_TEST_GRPC_CLIENT
+TEST_CASE("a gRPC peer that is no gRPC server, or never answers, is an error within the deadline") {
+  oip::client_options options;
+  options.timeout = std::chrono::milliseconds{500};
+  {
+    scripted_server server{
+        [](int fd) { write_all(fd, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"); }};
+    oip::grpc::client client{server.address(), options};
+    const auto started = std::chrono::steady_clock::now();
+    const oip::result<oip::inference_response> r = client.infer("simple", simple_request());
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().received() == oip::received_over::grpc);
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds{3});
+  }
+  std::atomic<bool> release{false};
+  scripted_server silent{[&](int /*fd*/) {
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds{10});
+  }};
+  oip::grpc::client client{silent.address(), options};
+  const oip::result<oip::inference_response> r = client.infer("simple", simple_request());
+  release = true;
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code() == oip::errc::deadline_exceeded);
+}
+#endif
