@@ -228,8 +228,19 @@ TEST_CASE_TEMPLATE("inputs and outputs in a shared-memory region registered thro
   REQUIRE(listed->size() == 1);
   CHECK(listed->front().byte_size == 256);
 
-  // OUTPUT0 goes to bytes [64, 128) of the region; OUTPUT1 comes in the reply.
+  // INPUT0 comes from bytes [0, 64) of the region (at its place, first among the inputs),
+  // OUTPUT0 goes to bytes [64, 128); INPUT1 and OUTPUT1 travel in the messages.
   oip::inference_request request = simple_request(3);
+  std::vector<std::int32_t> first(16);
+  for (std::size_t i = 0; i < 16; ++i) first[i] = request.inputs[0].at<std::int32_t>(i);
+  region.put(0, first);
+  request.inputs.erase(request.inputs.begin());
+  request.shared_memory_inputs.push_back({.position = 0,
+                                          .name = "INPUT0",
+                                          .type = oip::datatype::int32,
+                                          .shape = {1, 16},
+                                          .parameters = {},
+                                          .place = {"client_region", 0, 64}});
   oip::requested_output placed{"OUTPUT0", {}};
   placed.parameters.set("shared_memory_region", std::string{"client_region"});
   placed.parameters.set("shared_memory_offset", std::int64_t{64});

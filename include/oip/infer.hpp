@@ -63,6 +63,11 @@ struct shared_memory_reference {
 [[nodiscard]] OIP_EXPORT result<std::optional<shared_memory_reference>>
 take_shared_memory_reference(parameters& params, std::string_view role, std::string_view tensor);
 
+/// The other way, for a client's encoders: `place` written into `params` as Triton's clients write
+/// it (the offset and byte size as int64); 400 for an offset or byte size above INT64_MAX.
+[[nodiscard]] OIP_EXPORT status put_shared_memory_reference(parameters& params,
+                                                            const shared_memory_reference& place);
+
 /// An input whose bytes a shared-memory region holds, as a decoder leaves it: the codecs know no
 /// regions, so the server reads the bytes (`inference_service`, through
 /// `read_shared_memory_inputs`) and puts the tensor at `position` among the request's inputs.
@@ -110,6 +115,16 @@ struct inference_request {
   std::vector<input_in_shared_memory> shared_memory_inputs;
   /// Empty: the client asked for every output, with default settings.
   std::vector<requested_output> outputs;
+
+  /// The input in shared memory at `position` among all the inputs, if any: a client's encoders
+  /// list the inputs in position order, those in `inputs` taking the positions left.
+  [[nodiscard]] const input_in_shared_memory* shared_memory_input_at(
+      std::size_t position) const noexcept {
+    for (const input_in_shared_memory& placed : shared_memory_inputs) {
+      if (placed.position == position) return &placed;
+    }
+    return nullptr;
+  }
 };
 
 /// `$inference_response`.

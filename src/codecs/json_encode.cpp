@@ -275,6 +275,25 @@ status write_tensor(json_out& out, encoded_body& body, const tensor& t, tensor_p
   return {};
 }
 
+// An input whose bytes a registered region holds: its name, datatype and shape, and the
+// `shared_memory_*` parameters that say where, beside its own.
+status write_shared_memory_input(json_out& out, const input_in_shared_memory& placed) {
+  out.raw('{');
+  out.key<"name">();
+  out.string(placed.name);
+  out.raw(',');
+  out.key<"datatype">();
+  out.string(to_string(placed.type));
+  out.raw(',');
+  write_shape(out, placed.shape);
+  parameters with_place = placed.parameters;
+  if (status s = put_shared_memory_reference(with_place, placed.place); !s.ok()) return s;
+  write_parameters(out, with_place, member::after_another,
+                   {.is_tensor = true, .binary_size = std::nullopt});
+  out.raw('}');
+  return {};
+}
+
 // The refusal of a reply whose JSON text passes `format.max_json_bytes`.
 status reply_too_long(const inference_response& response, const response_format& format) {
   return status{errc::invalid_argument,
@@ -349,14 +368,27 @@ result<encoded_body> encode_request(const inference_request& request,
   }
   out.key<"inputs">();
   out.raw('[');
-  for (std::size_t i = 0; i < request.inputs.size(); ++i) {
-    if (i != 0) out.raw(',');
-    const datatype type = request.inputs[i].type();
+  // Inputs in shared memory take their positions among the others: the JSON lists them in order.
+  const std::size_t count = request.inputs.size() + request.shared_memory_inputs.size();
+  std::size_t next_in_body = 0;
+  for (std::size_t position = 0; position < count; ++position) {
+    if (position != 0) out.raw(',');
+    if (const input_in_shared_memory* placed = request.shared_memory_input_at(position)) {
+      if (status s = write_shared_memory_input(out, *placed); !s.ok()) return s;
+      continue;
+    }
+    if (next_in_body == request.inputs.size()) {
+      return status{errc::invalid_argument,
+                    "the request's inputs in shared memory do not take positions among its "
+                    "inputs (each position from 0 once)"};
+    }
+    const tensor& input = request.inputs[next_in_body++];
+    const datatype type = input.type();
     const bool half = type == datatype::fp16 || type == datatype::bf16;
     const tensor_placement placement =
         format.binary_inputs || (half && !format.half_precision_as_json) ? tensor_placement::binary
                                                                          : tensor_placement::json;
-    if (status s = write_tensor(out, body, request.inputs[i], placement, "input",
+    if (status s = write_tensor(out, body, input, placement, "input",
                                 {.non_finite_as_null = format.non_finite_as_null});
         !s.ok()) {
       return s;

@@ -4,7 +4,9 @@
 #include <oip/infer.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <optional>
+#include <string>
 #include <variant>
 
 #include <fmt/format.h>
@@ -74,6 +76,21 @@ result<std::optional<shared_memory_reference>> take_shared_memory_reference(
   out.byte_size = **byte_size;
   params.erase(names::shared_memory_region);
   return std::optional<shared_memory_reference>{std::move(out)};
+}
+
+status put_shared_memory_reference(parameters& params, const shared_memory_reference& place) {
+  constexpr auto most = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  if (place.offset > most || place.byte_size > most) {
+    return status{errc::invalid_argument,
+                  fmt::format("the offset and byte size in region '{}' must be at most {}",
+                              place.region, most)};
+  }
+  params.set(std::string{parameter_names::shared_memory_region}, place.region);
+  params.set(std::string{parameter_names::shared_memory_offset},
+             static_cast<std::int64_t>(place.offset));
+  params.set(std::string{parameter_names::shared_memory_byte_size},
+             static_cast<std::int64_t>(place.byte_size));
+  return {};
 }
 
 }  // namespace oip

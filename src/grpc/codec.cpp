@@ -530,8 +530,27 @@ status encode_request(const inference_request& request, std::string_view model,
     }
   }
   const bool all_raw = form == contents_form::raw || needs_raw(request.inputs);
-  for (const tensor& t : request.inputs) {
-    encode_tensor(t, all_raw, *out.add_inputs(), *out.mutable_raw_input_contents());
+  // Inputs in shared memory take their positions among the others, with no raw entry (Triton).
+  const std::size_t count = request.inputs.size() + request.shared_memory_inputs.size();
+  std::size_t next_in_message = 0;
+  for (std::size_t position = 0; position < count; ++position) {
+    if (const input_in_shared_memory* placed = request.shared_memory_input_at(position)) {
+      parameters with_place = placed->parameters;
+      if (status s = put_shared_memory_reference(with_place, placed->place); !s.ok()) return s;
+      auto* input = out.add_inputs();
+      input->set_name(placed->name);
+      input->set_datatype(std::string{to_string(placed->type)});
+      for (const std::int64_t d : placed->shape) input->add_shape(d);
+      encode_parameters(with_place, *input->mutable_parameters());
+      continue;
+    }
+    if (next_in_message == request.inputs.size()) {
+      return status{errc::invalid_argument,
+                    "the request's inputs in shared memory do not take positions among its "
+                    "inputs (each position from 0 once)"};
+    }
+    encode_tensor(request.inputs[next_in_message++], all_raw, *out.add_inputs(),
+                  *out.mutable_raw_input_contents());
   }
   for (const requested_output& asked : request.outputs) {
     auto* output = out.add_outputs();
