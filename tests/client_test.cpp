@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <future>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -314,5 +315,47 @@ TEST_CASE_TEMPLATE("a server that is not there is an error, not a wait", T, OIP_
 TEST_CASE("a decoupled model's responses, one by one, over a gRPC stream") {
   oip::grpc::client client{shared_server().grpc_address()};
   oip::testing::check_repeat_stream(client);
+}
+
+TEST_CASE("two sequences' requests interleaved on one gRPC stream, answered in order") {
+  oip::grpc::client client{shared_server().grpc_address()};
+  std::mutex mutex;
+  std::vector<std::int32_t> sums;
+  oip::grpc::client::stream stream =
+      client.open_stream([&](oip::result<oip::inference_response> response) {
+        REQUIRE_MESSAGE(response.ok(), response.to_status().message());
+        const std::lock_guard lock{mutex};
+        sums.push_back(response->outputs.at(0).at<std::int32_t>(0));
+      });
+  for (std::int32_t step = 0; step < 4; ++step) {
+    for (const std::int64_t id : {std::int64_t{501}, std::int64_t{502}}) {
+      const std::int32_t value = id == 501 ? step + 1 : 10 * (step + 1);
+      oip::inference_request r;
+      r.parameters.set("sequence_id", id);
+      if (step == 0) r.parameters.set("sequence_start", true);
+      if (step == 3) r.parameters.set("sequence_end", true);
+      r.inputs.push_back(*oip::tensor::from_values<std::int32_t>(
+          "INPUT", {1}, std::span<const std::int32_t>(&value, 1)));
+      REQUIRE(stream.send("sequence_accumulator", r).ok());
+    }
+  }
+  const oip::status ended = stream.finish();
+  REQUIRE_MESSAGE(ended.ok(), ended.message());
+  CHECK(sums == std::vector<std::int32_t>{1, 10, 3, 30, 6, 60, 10, 100});
+  CHECK_FALSE(stream.send("sequence_accumulator", oip::inference_request{}).ok());
+
+  // An error for one request comes on the stream; the stream goes on.
+  std::vector<std::string> errors;
+  oip::grpc::client::stream second =
+      client.open_stream([&](oip::result<oip::inference_response> response) {
+        const std::lock_guard lock{mutex};
+        errors.push_back(response.ok() ? "ok" : response.error().message());
+      });
+  REQUIRE(second.send("no_such_model", simple_request()).ok());
+  REQUIRE(second.send("simple", simple_request()).ok());
+  REQUIRE(second.finish().ok());
+  REQUIRE(errors.size() == 2);
+  CHECK(errors[0].find("no_such_model") != std::string::npos);
+  CHECK(errors[1] == "ok");
 }
 #endif

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <climits>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <utility>
 
@@ -249,99 +250,166 @@ result<inference_response> client::infer(std::string_view model, const inference
   return decode_response(reply, state_->options().reply_bounds, placed->get());
 }
 
-namespace {
+namespace detail {
 
-// One request's responses over a stream, until its final response.
-class stream_reader final : public ::grpc::ClientBidiReactor<inference::ModelInferRequest,
-                                                             inference::ModelStreamInferResponse> {
+// One ModelStreamInfer call: a queue of requests written one at a time, responses read until the
+// server ends the call.
+class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInferRequest,
+                                                            inference::ModelStreamInferResponse> {
  public:
-  stream_reader(const client_options& options, std::function<void(inference_response)> deliver)
-      : options_{options}, deliver_{std::move(deliver)} {}
-
-  status run(Service::Stub& stub, ::grpc::ClientContext& context,
-             const inference::ModelInferRequest& request) {
-    stub.async()->ModelStreamInfer(&context, this);
-    StartWrite(&request);
+  stream_state(std::shared_ptr<client_state> owner, client::response_callback on_response)
+      : owner_{std::move(owner)}, on_response_{std::move(on_response)} {
+    owner_->prepare(context_);
+    owner_->stub().async()->ModelStreamInfer(&context_, this);
     StartRead(&reply_);
     StartCall();
-    std::unique_lock lock{mutex_};
-    done_.wait(lock, [this] { return finished_; });
-    if (!outcome_.ok()) return outcome_;
-    if (!transport_.ok()) return status_of(transport_);
-    if (!ended_) {
-      return status{errc::unavailable, "the stream ended before the model's final response"};
+  }
+  stream_state(const stream_state&) = delete;
+  stream_state& operator=(const stream_state&) = delete;
+  ~stream_state() override {
+    {
+      const std::lock_guard lock{mutex_};
+      if (!finished_) context_.TryCancel();
     }
+    wait_for_end();
+  }
+
+  status send(inference::ModelInferRequest message) {
+    std::unique_lock lock{mutex_};
+    if (finished_ || closing_) {
+      return status{errc::unavailable, "the stream has ended, or is finishing: no more requests"};
+    }
+    queue_.push_back(std::move(message));
+    if (writing_) return {};
+    writing_ = true;
+    current_ = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    StartWrite(&current_);
     return {};
   }
 
-  void OnWriteDone(bool /*ok*/) override { StartWritesDone(); }
+  status finish() {
+    std::unique_lock lock{mutex_};
+    closing_ = true;
+    if (!writing_ && !writes_done_) {
+      writes_done_ = true;
+      lock.unlock();
+      StartWritesDone();
+    } else {
+      lock.unlock();
+    }
+    wait_for_end();
+    return status_of(end_);
+  }
 
-  void OnReadDone(bool ok) override {
-    if (!ok) return;  // the server ended the stream; OnDone follows
-    if (!reply_.error_message().empty()) {
-      record(status{errc::internal, reply_.error_message()});
+  void OnWriteDone(bool ok) override {
+    std::unique_lock lock{mutex_};
+    if (!ok) {  // the call is ending; OnDone follows
+      writing_ = false;
       return;
     }
-    const auto& params = reply_.infer_response().parameters();
-    const auto final_flag = params.find("triton_final_response");
-    const bool final = final_flag != params.end() && final_flag->second.bool_param();
-    if (!final || reply_.infer_response().outputs_size() != 0) {
-      result<inference_response> response =
-          decode_response(*reply_.mutable_infer_response(), options_.reply_bounds);
-      if (!response) {
-        record(std::move(response).error());
-        return;
-      }
-      deliver_(std::move(*response));
+    if (!queue_.empty()) {
+      current_ = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      StartWrite(&current_);
+      return;
     }
-    if (final) {
-      const std::lock_guard lock{mutex_};
-      ended_ = true;
-      return;  // the writes are done: the server ends the stream
+    writing_ = false;
+    if (closing_ && !writes_done_) {
+      writes_done_ = true;
+      lock.unlock();
+      StartWritesDone();
+    }
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // the server ended the call; OnDone follows
+    if (!reply_.error_message().empty()) {
+      on_response_(status{errc::internal, reply_.error_message()});
+    } else {
+      on_response_(
+          decode_response(*reply_.mutable_infer_response(), owner_->options().reply_bounds));
     }
     StartRead(&reply_);
   }
 
   void OnDone(const ::grpc::Status& s) override {
     const std::lock_guard lock{mutex_};
-    transport_ = s;
+    end_ = s;
     finished_ = true;
-    done_.notify_all();
+    ended_.notify_all();
   }
 
  private:
-  void record(status error) {
-    const std::lock_guard lock{mutex_};
-    if (outcome_.ok()) outcome_ = std::move(error);
-    ended_ = true;
+  void wait_for_end() {
+    std::unique_lock lock{mutex_};
+    ended_.wait(lock, [this] { return finished_; });
   }
 
-  const client_options& options_;
-  std::function<void(inference_response)> deliver_;
+  std::shared_ptr<client_state> owner_;
+  client::response_callback on_response_;
+  ::grpc::ClientContext context_;
   inference::ModelStreamInferResponse reply_;
+  inference::ModelInferRequest current_;
   std::mutex mutex_;
-  std::condition_variable done_;
+  std::condition_variable ended_;
+  std::deque<inference::ModelInferRequest> queue_;
+  bool writing_ = false;
+  bool closing_ = false;
+  bool writes_done_ = false;
   bool finished_ = false;
-  bool ended_ = false;
-  status outcome_;
-  ::grpc::Status transport_;
+  ::grpc::Status end_;
 };
 
-}  // namespace
+}  // namespace detail
 
-status client::infer_stream(std::string_view model, inference_request request,
-                            std::function<void(inference_response)> on_response,
+client::stream::stream(std::unique_ptr<detail::stream_state> state) : state_{std::move(state)} {}
+client::stream::stream(stream&&) noexcept = default;
+client::stream& client::stream::operator=(stream&&) noexcept = default;
+client::stream::~stream() = default;
+
+status client::stream::send(std::string_view model, const inference_request& request,
                             std::optional<std::uint64_t> version) {
-  request.parameters.set("triton_enable_empty_final_response", true);
   inference::ModelInferRequest message;
   if (status s = encode_request(request, model, version_text(version), contents_form::raw, message);
       !s.ok()) {
     return s;
   }
-  ::grpc::ClientContext context;
-  state_->prepare(context);
-  stream_reader reader{state_->options(), std::move(on_response)};
-  return reader.run(state_->stub(), context, message);
+  return state_->send(std::move(message));
+}
+
+status client::stream::finish() { return state_->finish(); }
+
+client::stream client::open_stream(response_callback on_response) {
+  return stream{std::make_unique<detail::stream_state>(state_, std::move(on_response))};
+}
+
+status client::infer_stream(std::string_view model, inference_request request,
+                            std::function<void(inference_response)> on_response,
+                            std::optional<std::uint64_t> version) {
+  request.parameters.set("triton_enable_empty_final_response", true);
+  status failed;
+  bool ended = false;
+  // One request: the callbacks come one at a time, and all before `finish` returns.
+  stream s = open_stream([&](result<inference_response> response) {
+    if (!response) {
+      if (failed.ok()) failed = std::move(response).error();
+      return;
+    }
+    const bool* final = response->parameters.get<bool>("triton_final_response");
+    const bool last = final != nullptr && *final;
+    if (!last || !response->outputs.empty()) on_response(std::move(*response));
+    if (last) ended = true;
+  });
+  if (status sent = s.send(model, request, version); !sent.ok()) return sent;
+  if (status end = s.finish(); !end.ok()) return end;
+  if (!failed.ok()) return failed;
+  if (!ended) {
+    return status{errc::unavailable, "the stream ended before the model's final response"};
+  }
+  return {};
 }
 
 // --- the small calls ---------------------------------------------------------------------------

@@ -38,7 +38,8 @@ namespace oip::grpc {
 
 namespace detail {
 class client_state;
-}
+class stream_state;
+}  // namespace detail
 
 class OIP_EXPORT client {
  public:
@@ -74,6 +75,42 @@ class OIP_EXPORT client {
   [[nodiscard]] status infer_stream(std::string_view model, inference_request request,
                                     std::function<void(inference_response)> on_response,
                                     std::optional<std::uint64_t> version = {});
+
+  /// An open `ModelStreamInfer` call: requests go in the order `send` is called (from any thread),
+  /// their responses come to the stream's callback in the order the server sends them, each
+  /// response or the error of one request (the stream carries an error's message, no code: it is
+  /// an `errc::internal` here). A sequence's requests in order on one stream, a decoupled model's
+  /// many responses (Triton's `triton_final_response` parameter marks each request's last where
+  /// the request asked for it with `triton_enable_empty_final_response`).
+  ///
+  /// Example:
+  /// \code
+  ///   oip::grpc::client::stream s = client.open_stream([](auto r) { use(r); });
+  ///   oip::status sent = s.send("sequence_accumulator", step);
+  ///   oip::status ended = s.finish();
+  /// \endcode
+  class OIP_EXPORT stream {
+   public:
+    stream(stream&&) noexcept;
+    stream& operator=(stream&&) noexcept;
+    /// Cancels the call if `finish` was not called.
+    ~stream();
+
+    /// Queues one more request; an error once the stream has ended or is finishing.
+    [[nodiscard]] status send(std::string_view model, const inference_request& request,
+                              std::optional<std::uint64_t> version = {});
+    /// No more requests: waits until the server has answered those sent and ended the call, and
+    /// returns how the call ended.
+    [[nodiscard]] status finish();
+
+   private:
+    friend class client;
+    explicit stream(std::unique_ptr<detail::stream_state> state);
+    std::unique_ptr<detail::stream_state> state_;
+  };
+  using response_callback = std::function<void(result<inference_response>)>;
+  /// Opens a stream; `on_response` is called on one of grpc++'s threads, one response at a time.
+  [[nodiscard]] stream open_stream(response_callback on_response);
 
   [[nodiscard]] result<server_metadata> metadata();
   [[nodiscard]] result<model_metadata> metadata(std::string_view model,
