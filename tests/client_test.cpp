@@ -14,7 +14,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
 #include <future>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -315,6 +318,39 @@ TEST_CASE_TEMPLATE("a server that is not there is an error, not a wait", T, OIP_
 TEST_CASE("a decoupled model's responses, one by one, over a gRPC stream") {
   oip::grpc::client client{shared_server().grpc_address()};
   oip::testing::check_repeat_stream(client);
+}
+
+TEST_CASE("TLS and keepalive over gRPC, and a client without TLS refused") {
+  // A self-signed certificate for 127.0.0.1, made with openssl as Triton's TLS examples do.
+  const std::string dir = "/tmp/oip_client_tls_" + std::to_string(getpid());
+  const std::string key = dir + "/key.pem";
+  const std::string certificate = dir + "/certificate.pem";
+  const std::string make = "mkdir -p " + dir +
+                           " && openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "
+                           "/CN=localhost -addext subjectAltName=IP:127.0.0.1 -keyout " +
+                           key + " -out " + certificate + " >/dev/null 2>&1";
+  REQUIRE(std::system(make.c_str()) == 0);
+  std::ifstream file{certificate};
+  const std::string pem{std::istreambuf_iterator<char>{file}, std::istreambuf_iterator<char>{}};
+  REQUIRE_FALSE(pem.empty());
+  oip_serve_process server{{"--models", "simple", "--grpc-use-ssl", "true", "--grpc-server-cert",
+                            certificate, "--grpc-server-key", key,
+                            "--grpc-keepalive-permit-without-calls", "true"}};
+  oip::client_options options;
+  options.tls.enabled = true;
+  options.tls.root_certificates = pem;
+  options.keepalive_time = std::chrono::milliseconds{10000};
+  options.timeout = std::chrono::milliseconds{10000};
+  oip::grpc::client secure{server.grpc_address(), options};
+  check_simple(secure.infer("simple", simple_request(5)), 5);
+  CHECK(secure.live());
+
+  oip::client_options plain_options;
+  plain_options.timeout = std::chrono::milliseconds{3000};
+  oip::grpc::client plain{server.grpc_address(), plain_options};
+  const oip::result<oip::inference_response> refused = plain.infer("simple", simple_request());
+  CHECK_FALSE(refused.ok());
+  CHECK(std::system(("rm -rf " + dir).c_str()) == 0);
 }
 
 TEST_CASE("two sequences' requests interleaved on one gRPC stream, answered in order") {
