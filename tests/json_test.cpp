@@ -962,3 +962,49 @@ TEST_CASE(
   CHECK(bounds.json_response_bound(1) == 5000);
   CHECK(bounds.json_response_bound(std::size_t{1} << 30U) == 5000);
 }
+
+TEST_CASE(
+    "a client reads the repository index and the shared-memory status as servers write them") {
+  const std::vector<oip::model_index_entry> index{{"simple", 1, "READY", ""},
+                                                  {"loadable", 0, "UNAVAILABLE", "unloaded"}};
+  const oip::result<std::vector<oip::model_index_entry>> read =
+      oip::decode_repository_index(oip::encode(index));
+  REQUIRE(read.ok());
+  REQUIRE(read->size() == 2);
+  CHECK(read->at(0).name == "simple");
+  CHECK(read->at(0).version == 1);
+  CHECK(read->at(1).version == 0);
+  CHECK(read->at(1).reason == "unloaded");
+  CHECK(oip::decode_repository_index("[]")->empty());
+
+  const std::vector<oip::shared_memory_region> regions{{"a", "/key_a", 8, 64}, {"b", "/b", 0, 1}};
+  const oip::result<std::vector<oip::shared_memory_region>> listed =
+      oip::decode_shared_memory_status(oip::encode(regions));
+  REQUIRE(listed.ok());
+  CHECK(*listed == regions);
+
+  // Not an array of objects, a row without its required fields, a version that is no number.
+  for (const std::string_view bad :
+       {"", "{}", "[1]", "[", R"([{"version":"1"}])", R"([{"name":"m","version":"x"}])",
+        R"([{"name":"m","version":-1}])"}) {
+    CAPTURE(bad);
+    CHECK(oip::decode_repository_index(bad).error().code() == oip::errc::invalid_argument);
+  }
+  for (const std::string_view bad : {"", "{}", "[1]", R"([{"name":"r","key":"k"}])",
+                                     R"([{"byte_size":4}])", R"([{"name":"r","byte_size":-4}])"}) {
+    CAPTURE(bad);
+    CHECK(oip::decode_shared_memory_status(bad).error().code() == oip::errc::invalid_argument);
+  }
+}
+
+TEST_CASE("a trace settings change is written as Triton's clients write it") {
+  oip::trace_settings_change change;
+  change.settings.push_back({"trace_level", std::vector<std::string>{"TIMESTAMPS", "TENSORS"}});
+  change.settings.push_back({"trace_rate", std::vector<std::string>{"10"}});
+  change.settings.push_back({"trace_count", std::nullopt});
+  const std::string text = oip::encode(change);
+  CHECK(text == R"({"trace_level":["TIMESTAMPS","TENSORS"],"trace_rate":"10","trace_count":null})");
+  const oip::result<oip::trace_settings_change> back = oip::decode_trace_settings_change(text);
+  REQUIRE(back.ok());
+  CHECK(back->settings == change.settings);
+}
