@@ -45,7 +45,8 @@ struct client_options {
   /// The most a reply may take: its body, its JSON, its elements. A larger reply is an error, not
   /// an allocation.
   limits reply_bounds = {};
-  /// HTTP: the most connections kept open to the server; calls beyond them wait for one.
+  /// HTTP: the most connections kept open to the server for synchronous calls, and as many for
+  /// asynchronous ones; calls beyond them wait for one.
   std::size_t max_connections = 16;
   /// gRPC: TLS, and keepalive pings every `keepalive_time` (zero: none) answered within
   /// `keepalive_timeout`.

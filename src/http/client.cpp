@@ -1,13 +1,19 @@
-// The HTTP client's transport: one I/O thread, a pool of kept-alive connections, and one exchange
-// object per call (acquire a connection, write, read, release), all on that thread.
+// The HTTP client's transport, two ways of making a call, each with its pool of kept-alive
+// connections: a synchronous call runs on the caller's thread with blocking I/O (no hand-over to
+// another thread and back); an asynchronous one is an `exchange` on the client's I/O thread.
 
 #include <oip/http/client.hpp>
 #include <oip/shared_memory.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <climits>
+#include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
@@ -16,6 +22,9 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <fmt/format.h>
+
+#include <poll.h>
+#include <sys/socket.h>
 
 namespace oip::http {
 
@@ -28,6 +37,7 @@ using socket_type = asio::basic_stream_socket<tcp, executor_type>;
 using timer_type =
     asio::basic_waitable_timer<std::chrono::steady_clock,
                                asio::wait_traits<std::chrono::steady_clock>, executor_type>;
+using reply_parser = bhttp::response_parser<bhttp::string_body>;
 
 namespace {
 
@@ -58,6 +68,54 @@ host_and_port split_host_port(const std::string& text) {
 
 status unavailable(std::string message) { return status{errc::unavailable, std::move(message)}; }
 
+// The request line and headers of `call`, and the buffers to write: those, `head`, each `tail`.
+void frame_request(const http_call& call, const std::string& host, std::string& head_text,
+                   std::vector<asio::const_buffer>& buffers) {
+  head_text.clear();
+  fmt::format_to(std::back_inserter(head_text), "{} {} HTTP/1.1\r\nHost: {}\r\n", call.method,
+                 call.target, host);
+  for (const http_header& h : call.headers) {
+    fmt::format_to(std::back_inserter(head_text), "{}: {}\r\n", h.name, h.value);
+  }
+  if (call.method != "GET" || call.body_size() != 0) {
+    fmt::format_to(std::back_inserter(head_text), "Content-Length: {}\r\n", call.body_size());
+  }
+  head_text += "\r\n";
+  buffers.clear();
+  buffers.emplace_back(head_text.data(), head_text.size());
+  if (!call.head.empty()) buffers.emplace_back(call.head.data(), call.head.size());
+  for (const buffer& b : call.tail) {
+    if (!b.empty()) buffers.emplace_back(b.data(), b.size());
+  }
+}
+
+void prepare_parser(std::optional<reply_parser>& parser, std::size_t max_body_bytes) {
+  parser.emplace();
+  parser->header_limit(max_reply_header_bytes);
+  parser->body_limit(max_body_bytes);
+}
+
+// The reply a parser has read; whether the connection may carry another call.
+http_reply reply_of(reply_parser& parser, bool& keep_alive) {
+  bhttp::response<bhttp::string_body>& got = parser.get();
+  http_reply reply;
+  reply.status = static_cast<int>(got.result_int());
+  reply.headers.reserve(8);
+  for (const auto& field : got) {
+    reply.headers.push_back({std::string{field.name_string()}, std::string{field.value()}});
+  }
+  keep_alive = got.keep_alive();
+  reply.body = buffer::from_string(std::move(got.body()));
+  return reply;
+}
+
+// Whether a failure on a kept-alive connection, before any reply byte, says that the server had
+// closed it while idle: the call may go again on a new connection.
+bool closed_while_idle(beast::error_code ec) {
+  return ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
+         ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
+}
+
 }  // namespace
 
 namespace detail {
@@ -82,12 +140,24 @@ class client_state : public std::enable_shared_from_this<client_state> {
 
   void stop() {
     if (stopped_.exchange(true)) return;
+    {
+      const std::lock_guard lock{blocking_mutex_};
+      blocking_closing_ = true;
+      for (std::unique_ptr<connection>& conn : blocking_idle_) {
+        beast::error_code ignored;
+        conn->socket.close(ignored);
+      }
+      blocking_idle_.clear();
+    }
+    blocking_free_.notify_all();
     asio::post(io_, [this] { close_all(); });
     work_.reset();
     if (thread_.joinable()) thread_.join();
   }
 
   void start(http_call call, client::reply_callback done);
+  // A call on the caller's thread.
+  result<http_reply> call_here(const http_call& call);
 
   [[nodiscard]] const client_options& options() const noexcept { return options_; }
   [[nodiscard]] const http_client_protocol& protocol() const noexcept { return protocol_; }
@@ -97,21 +167,41 @@ class client_state : public std::enable_shared_from_this<client_state> {
   [[nodiscard]] bool has_regions() const noexcept { return any_region_.load(); }
   void note_region() noexcept { any_region_.store(true); }
 
-  // The pool, on the I/O thread only.
-  void acquire(const std::shared_ptr<exchange>& waiter);
-  void release(std::unique_ptr<connection> conn, bool reusable);
-  void forget(exchange* done) { active_.erase(done); }
+  // The pool of asynchronous calls (I/O thread). `take` gives an idle connection (`fresh` false)
+  // or room for a new one (`fresh` true), or nothing: `waiter` then waits for one.
+  struct taken {
+    std::unique_ptr<connection> conn;
+    bool fresh = false;
+  };
+  std::optional<taken> take(const std::shared_ptr<exchange>& waiter);
+  void give_back(std::unique_ptr<connection> conn, bool reusable);
 
+  bool closing_unlocked();
+  // The error status of a failed read or write.
+  [[nodiscard]] status transport_error(std::string_view doing, beast::error_code ec,
+                                       bool timed_out) const;
+
+  // The I/O thread's own.
+  void forget(exchange* done) { active_.erase(done); }
   [[nodiscard]] asio::io_context& io() noexcept { return io_; }
-  [[nodiscard]] const host_and_port& address() const noexcept { return address_; }
   [[nodiscard]] const std::string& host_port() const noexcept { return host_port_; }
-  [[nodiscard]] bool closing() const noexcept { return closing_; }
-  [[nodiscard]] std::optional<tcp::resolver::results_type>& endpoints() noexcept {
-    return endpoints_;
-  }
+  [[nodiscard]] result<tcp::resolver::results_type> endpoints();
 
  private:
   void close_all();
+  // Hands connections given back to the exchanges waiting for one (I/O thread).
+  void serve_waiters();
+  status connect_here(socket_type& socket, std::chrono::steady_clock::time_point deadline);
+  status write_here(socket_type& socket, const std::vector<asio::const_buffer>& buffers,
+                    std::chrono::steady_clock::time_point deadline);
+  status read_here(connection& conn, reply_parser& parser,
+                   std::chrono::steady_clock::time_point deadline);
+  status wait_for_socket(socket_type& socket, short events,
+                         std::chrono::steady_clock::time_point deadline);
+  // The pool of the calls made on their callers' threads: an idle connection or room for a new
+  // one, waiting until the deadline for one.
+  result<taken> take_blocking(std::chrono::steady_clock::time_point deadline);
+  void give_back_blocking(std::unique_ptr<connection> conn, bool reusable);
 
   client_options options_;
   http_client_protocol protocol_;
@@ -125,19 +215,29 @@ class client_state : public std::enable_shared_from_this<client_state> {
   std::thread thread_;
   std::atomic<bool> stopped_{false};
 
-  // I/O thread only.
+  std::mutex pool_mutex_;
   bool closing_ = false;
   std::optional<tcp::resolver::results_type> endpoints_;
   std::vector<std::unique_ptr<connection>> idle_;
   std::size_t open_ = 0;
   std::deque<std::shared_ptr<exchange>> waiting_;
-  std::set<exchange*> active_;
+
+  std::set<exchange*> active_;  // I/O thread
+
+  // The connections of synchronous calls belong to a context that never runs: one that the I/O
+  // thread's reactor watched would wake that thread at each reply, for nothing.
+  asio::io_context blocking_io_{1};
+  std::mutex blocking_mutex_;
+  std::condition_variable blocking_free_;
+  std::vector<std::unique_ptr<connection>> blocking_idle_;
+  std::size_t blocking_open_ = 0;
+  bool blocking_closing_ = false;
 
   friend class exchange;
 };
 
-// One call: a connection from the pool (or a new one), the request written, the reply read, the
-// connection given back. Its deadline covers all of it.
+// One asynchronous call: a connection from the pool (or a new one), the request written, the
+// reply read, the connection given back. Its deadline covers all of it.
 class exchange : public std::enable_shared_from_this<exchange> {
  public:
   exchange(client_state& state, http_call call, client::reply_callback done)
@@ -145,20 +245,29 @@ class exchange : public std::enable_shared_from_this<exchange> {
 
   void begin() {
     state_.active_.insert(this);
-    if (state_.closing()) return finish(unavailable("the client is closing"));
     if (state_.options().timeout.count() > 0) {
       timer_.expires_after(state_.options().timeout);
       timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
         if (!ec) self->on_deadline();
       });
     }
-    state_.acquire(shared_from_this());
+    acquire();
+  }
+
+  void acquire() {
+    const std::shared_ptr<exchange> self = shared_from_this();
+    std::optional<client_state::taken> got = state_.take(self);
+    if (!got) {
+      if (state_.closing_unlocked()) finish(unavailable("the client is closing"));
+      return;  // queued: `assign` comes when a connection is free
+    }
+    assign(std::move(got->conn), got->fresh);
   }
 
   // From the pool: a kept-alive connection (`fresh` false) or a new one to connect.
   void assign(std::unique_ptr<connection> conn, bool fresh) {
     if (finished_) {
-      state_.release(std::move(conn), !fresh);
+      state_.give_back(std::move(conn), !fresh);
       return;
     }
     conn_ = std::move(conn);
@@ -179,22 +288,8 @@ class exchange : public std::enable_shared_from_this<exchange> {
 
  private:
   void connect() {
-    if (state_.endpoints()) return connect_to(*state_.endpoints());
-    auto resolver = std::make_shared<tcp::resolver>(state_.io());
-    resolver->async_resolve(
-        state_.address().host, state_.address().port,
-        [self = shared_from_this(), resolver](beast::error_code ec,
-                                              const tcp::resolver::results_type& found) {
-          if (ec) {
-            return self->fail_connect(
-                fmt::format("cannot resolve '{}': {}", self->state_.host_port(), ec.message()));
-          }
-          self->state_.endpoints() = found;
-          self->connect_to(found);
-        });
-  }
-
-  void connect_to(const tcp::resolver::results_type& endpoints) {
+    result<tcp::resolver::results_type> found = state_.endpoints();
+    if (!found) return fail_connect(found.error().message());
     auto connect_timer = std::make_shared<timer_type>(state_.io());
     connect_timer->expires_after(state_.options().connect_timeout);
     connect_timer->async_wait([self = shared_from_this()](beast::error_code ec) {
@@ -204,7 +299,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
       if (self->conn_) self->conn_->socket.close(ignored);
     });
     asio::async_connect(
-        conn_->socket, endpoints,
+        conn_->socket, *found,
         [self = shared_from_this(), connect_timer](beast::error_code ec, const tcp::endpoint&) {
           connect_timer->cancel();
           if (ec) {
@@ -222,30 +317,13 @@ class exchange : public std::enable_shared_from_this<exchange> {
   }
 
   void fail_connect(std::string message) {
-    if (conn_) {
-      state_.release(std::move(conn_), false);
-    }
+    if (conn_) state_.give_back(std::move(conn_), false);
     finish(unavailable(std::move(message)));
   }
 
   void write() {
-    if (finished_) return state_.release(std::move(conn_), false);
-    head_.clear();
-    fmt::format_to(std::back_inserter(head_), "{} {} HTTP/1.1\r\nHost: {}\r\n", call_.method,
-                   call_.target, state_.host_port());
-    for (const http_header& h : call_.headers) {
-      fmt::format_to(std::back_inserter(head_), "{}: {}\r\n", h.name, h.value);
-    }
-    if (call_.method != "GET" || call_.body_size() != 0) {
-      fmt::format_to(std::back_inserter(head_), "Content-Length: {}\r\n", call_.body_size());
-    }
-    head_ += "\r\n";
-    buffers_.clear();
-    buffers_.emplace_back(head_.data(), head_.size());
-    if (!call_.head.empty()) buffers_.emplace_back(call_.head.data(), call_.head.size());
-    for (const buffer& b : call_.tail) {
-      if (!b.empty()) buffers_.emplace_back(b.data(), b.size());
-    }
+    if (finished_) return state_.give_back(std::move(conn_), false);
+    frame_request(call_, state_.host_port(), head_, buffers_);
     asio::async_write(conn_->socket, buffers_,
                       [self = shared_from_this()](beast::error_code ec, std::size_t) {
                         if (ec) return self->fail_io("sending the request", ec);
@@ -254,9 +332,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
   }
 
   void read() {
-    parser_.emplace();
-    parser_->header_limit(max_reply_header_bytes);
-    parser_->body_limit(state_.options().reply_bounds.max_body_bytes);
+    prepare_parser(parser_, state_.options().reply_bounds.max_body_bytes);
     bhttp::async_read(
         conn_->socket, conn_->buffer, *parser_,
         [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
@@ -264,57 +340,23 @@ class exchange : public std::enable_shared_from_this<exchange> {
 
   void on_read(beast::error_code ec) {
     if (ec) return fail_io("reading the reply", ec);
-    bhttp::response<bhttp::string_body>& got = parser_->get();
-    http_reply reply;
-    reply.status = static_cast<int>(got.result_int());
-    for (const auto& field : got) {
-      reply.headers.push_back({std::string{field.name_string()}, std::string{field.value()}});
-    }
-    const bool keep = got.keep_alive();
-    reply.body = buffer::from_string(std::move(got.body()));
+    bool keep = false;
+    http_reply reply = reply_of(*parser_, keep);
     parser_.reset();
-    state_.release(std::move(conn_), keep);
+    state_.give_back(std::move(conn_), keep);
     finish(std::move(reply));
   }
 
   void fail_io(std::string_view doing, beast::error_code ec) {
     const bool nothing_read = !parser_ || !parser_->got_some();
-    if (conn_) state_.release(std::move(conn_), false);
+    if (conn_) state_.give_back(std::move(conn_), false);
     if (finished_) return;
-    // A kept-alive connection that the server closed while it was idle fails at once, before any
-    // reply: the call goes again on a new connection, once.
-    if (!fresh_ && !retried_ && nothing_read &&
-        (ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
-         ec == asio::error::connection_reset || ec == asio::error::broken_pipe)) {
+    if (!fresh_ && !retried_ && nothing_read && closed_while_idle(ec)) {
       retried_ = true;
       parser_.reset();
-      return state_.acquire(shared_from_this());
+      return acquire();
     }
-    if (timed_out_) {
-      return finish(status{errc::deadline_exceeded,
-                           fmt::format("no reply from {} within the deadline of {} ms",
-                                       state_.host_port(), state_.options().timeout.count())});
-    }
-    if (ec == bhttp::error::body_limit) {
-      return finish(
-          status{errc::payload_too_large,
-                 fmt::format("the reply from {} is larger than the limit of {} bytes",
-                             state_.host_port(), state_.options().reply_bounds.max_body_bytes)});
-    }
-    if (ec == bhttp::error::header_limit) {
-      return finish(status{errc::header_fields_too_large,
-                           fmt::format("the reply from {} has more than {} bytes of headers",
-                                       state_.host_port(), max_reply_header_bytes)});
-    }
-    if (ec.category() == beast::error_code{bhttp::error::end_of_stream}.category() &&
-        ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message) {
-      return finish(status{errc::internal, fmt::format("the reply from {} is not valid HTTP: {}",
-                                                       state_.host_port(), ec.message())});
-    }
-    finish(unavailable(fmt::format(
-        "{} {}: {} ({})",
-        doing == "sending the request" ? "cannot send the request to" : "no complete reply from",
-        state_.host_port(), ec.message(), doing)));
+    finish(state_.transport_error(doing, ec, timed_out_));
   }
 
   void on_deadline() {
@@ -348,7 +390,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
   std::unique_ptr<connection> conn_;
   std::string head_;
   std::vector<asio::const_buffer> buffers_;
-  std::optional<bhttp::response_parser<bhttp::string_body>> parser_;
+  std::optional<reply_parser> parser_;
   bool fresh_ = false;
   bool retried_ = false;
   bool timed_out_ = false;
@@ -361,48 +403,316 @@ void client_state::start(http_call call, client::reply_callback done) {
   asio::post(io_, [call_state] { call_state->begin(); });
 }
 
-void client_state::acquire(const std::shared_ptr<exchange>& waiter) {
+bool client_state::closing_unlocked() {
+  const std::lock_guard lock{pool_mutex_};
+  return closing_;
+}
+
+std::optional<client_state::taken> client_state::take(const std::shared_ptr<exchange>& waiter) {
+  const std::lock_guard lock{pool_mutex_};
+  if (closing_) return std::nullopt;
   if (!idle_.empty()) {
-    std::unique_ptr<connection> conn = std::move(idle_.back());
+    taken out{std::move(idle_.back()), false};
     idle_.pop_back();
-    return waiter->assign(std::move(conn), false);
+    return out;
   }
   if (open_ < std::max<std::size_t>(options_.max_connections, 1)) {
     ++open_;
-    return waiter->assign(std::make_unique<connection>(io_), true);
+    return taken{std::make_unique<connection>(io_), true};
   }
   waiting_.push_back(waiter);
+  return std::nullopt;
 }
 
-void client_state::release(std::unique_ptr<connection> conn, bool reusable) {
+void client_state::give_back(std::unique_ptr<connection> conn, bool reusable) {
   if (!conn) return;
-  if (!reusable || closing_) {
-    beast::error_code ignored;
-    conn->socket.close(ignored);
-    conn.reset();
-    --open_;
-  } else {
-    idle_.push_back(std::move(conn));
+  bool wake = false;
+  {
+    const std::lock_guard lock{pool_mutex_};
+    if (!reusable || closing_) {
+      beast::error_code ignored;
+      conn->socket.close(ignored);
+      conn.reset();
+      --open_;
+    } else {
+      idle_.push_back(std::move(conn));
+    }
+    wake = !waiting_.empty() && !closing_;
   }
-  // Calls waiting for a connection take the one given back, or the room of the one closed.
-  while (!waiting_.empty() && !closing_) {
-    std::shared_ptr<exchange> next = std::move(waiting_.front());
-    waiting_.pop_front();
-    if (next->finished()) continue;
-    acquire(next);
-    break;
+  if (wake) asio::post(io_, [this] { serve_waiters(); });
+}
+
+void client_state::serve_waiters() {
+  for (;;) {
+    std::shared_ptr<exchange> next;
+    std::optional<taken> got;
+    {
+      const std::lock_guard lock{pool_mutex_};
+      while (!waiting_.empty() && waiting_.front()->finished()) waiting_.pop_front();
+      if (waiting_.empty() || closing_) return;
+      if (idle_.empty() && open_ >= std::max<std::size_t>(options_.max_connections, 1)) return;
+      next = std::move(waiting_.front());
+      waiting_.pop_front();
+      if (!idle_.empty()) {
+        got = taken{std::move(idle_.back()), false};
+        idle_.pop_back();
+      } else {
+        ++open_;
+        got = taken{std::make_unique<connection>(io_), true};
+      }
+    }
+    next->assign(std::move(got->conn), got->fresh);
+  }
+}
+
+result<tcp::resolver::results_type> client_state::endpoints() {
+  {
+    const std::lock_guard lock{pool_mutex_};
+    if (endpoints_) return *endpoints_;
+  }
+  tcp::resolver resolver{io_};
+  beast::error_code ec;
+  tcp::resolver::results_type found = resolver.resolve(address_.host, address_.port, ec);
+  if (ec) return unavailable(fmt::format("cannot resolve '{}': {}", host_port_, ec.message()));
+  const std::lock_guard lock{pool_mutex_};
+  endpoints_ = found;
+  return found;
+}
+
+status client_state::transport_error(std::string_view doing, beast::error_code ec,
+                                     bool timed_out) const {
+  if (timed_out) {
+    return status{errc::deadline_exceeded,
+                  fmt::format("no reply from {} within the deadline of {} ms", host_port_,
+                              options_.timeout.count())};
+  }
+  if (ec == bhttp::error::body_limit) {
+    return status{errc::payload_too_large,
+                  fmt::format("the reply from {} is larger than the limit of {} bytes", host_port_,
+                              options_.reply_bounds.max_body_bytes)};
+  }
+  if (ec == bhttp::error::header_limit) {
+    return status{errc::header_fields_too_large,
+                  fmt::format("the reply from {} has more than {} bytes of headers", host_port_,
+                              max_reply_header_bytes)};
+  }
+  if (ec.category() == beast::error_code{bhttp::error::end_of_stream}.category() &&
+      ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message) {
+    return status{errc::internal,
+                  fmt::format("the reply from {} is not valid HTTP: {}", host_port_, ec.message())};
+  }
+  return unavailable(fmt::format(
+      "{} {}: {} ({})",
+      doing == "sending the request" ? "cannot send the request to" : "no complete reply from",
+      host_port_, ec.message(), doing));
+}
+
+// --- a call on the caller's thread ---------------------------------------------------------------
+
+status client_state::wait_for_socket(socket_type& socket, short events,
+                                     std::chrono::steady_clock::time_point deadline) {
+  pollfd fd{socket.native_handle(), events, 0};
+  for (;;) {
+    int wait_ms = -1;
+    if (deadline != std::chrono::steady_clock::time_point::max()) {
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return status{errc::deadline_exceeded, ""};
+      wait_ms = static_cast<int>(std::min<std::int64_t>(left.count(), INT32_MAX));
+    }
+    const int ready = ::poll(&fd, 1, wait_ms);
+    if (ready > 0) return {};
+    if (ready == 0) return status{errc::deadline_exceeded, ""};
+    if (errno != EINTR) return unavailable("poll failed");
+  }
+}
+
+status client_state::connect_here(socket_type& socket,
+                                  std::chrono::steady_clock::time_point deadline) {
+  result<tcp::resolver::results_type> found = endpoints();
+  if (!found) return found.error();
+  const auto connect_deadline =
+      std::min(deadline, std::chrono::steady_clock::now() + options_.connect_timeout);
+  beast::error_code ec = asio::error::host_not_found;
+  for (const auto& entry : *found) {
+    beast::error_code ignored;
+    socket.close(ignored);
+    socket.open(entry.endpoint().protocol(), ec);
+    if (ec) continue;
+    socket.non_blocking(true, ec);
+    socket.connect(entry.endpoint(), ec);
+    if (ec == asio::error::would_block || ec == asio::error::in_progress) {
+      if (status waited = wait_for_socket(socket, POLLOUT, connect_deadline); !waited.ok()) {
+        return unavailable(fmt::format("cannot connect to {} within {} ms", host_port_,
+                                       options_.connect_timeout.count()));
+      }
+      int error = 0;
+      socklen_t length = sizeof error;
+      ::getsockopt(socket.native_handle(), SOL_SOCKET, SO_ERROR, &error, &length);
+      ec = beast::error_code{error, asio::error::get_system_category()};
+    }
+    if (!ec) {
+      socket.set_option(tcp::no_delay{true}, ignored);
+      return {};
+    }
+  }
+  return unavailable(fmt::format("cannot connect to {}: {}", host_port_, ec.message()));
+}
+
+status client_state::write_here(socket_type& socket, const std::vector<asio::const_buffer>& buffers,
+                                std::chrono::steady_clock::time_point deadline) {
+  beast::buffers_suffix<std::vector<asio::const_buffer>> rest{buffers};
+  while (beast::buffer_bytes(rest) != 0) {
+    beast::error_code ec;
+    const std::size_t n = socket.write_some(rest, ec);
+    if (ec == asio::error::would_block) {
+      if (status waited = wait_for_socket(socket, POLLOUT, deadline); !waited.ok()) return waited;
+      continue;
+    }
+    if (ec) return transport_error("sending the request", ec, false);
+    rest.consume(n);
+  }
+  return {};
+}
+
+status client_state::read_here(connection& conn, reply_parser& parser,
+                               std::chrono::steady_clock::time_point deadline) {
+  bool waited_for_none = conn.buffer.size() == 0;
+  for (;;) {
+    // What the buffer holds first: a reply may have come whole with the last read.
+    while (conn.buffer.size() != 0 && !parser.is_done()) {
+      beast::error_code ec;
+      const std::size_t used = parser.put(conn.buffer.data(), ec);
+      conn.buffer.consume(used);
+      if (ec == bhttp::error::need_more) break;
+      if (ec) return transport_error("reading the reply", ec, false);
+      if (used == 0) break;
+    }
+    if (parser.is_done()) return {};
+    // Right after the request the reply has seldom come yet: wait before reading (a read would
+    // mostly find nothing, one system call for naught).
+    if (waited_for_none) {
+      waited_for_none = false;
+      if (status waited = wait_for_socket(conn.socket, POLLIN, deadline); !waited.ok()) {
+        return waited;
+      }
+    }
+    beast::error_code ec;
+    const std::size_t n = conn.socket.read_some(conn.buffer.prepare(64U * 1024U), ec);
+    if (ec == asio::error::would_block) {
+      if (status waited = wait_for_socket(conn.socket, POLLIN, deadline); !waited.ok()) {
+        return waited;
+      }
+      continue;
+    }
+    if (ec == asio::error::eof) {
+      // A reply whose length is its connection's end is complete now; any other is cut short.
+      if (!parser.got_some()) {
+        return transport_error("reading the reply", bhttp::error::end_of_stream, false);
+      }
+      beast::error_code end;
+      parser.put_eof(end);
+      if (!end && parser.is_done()) return {};
+      return transport_error("reading the reply", bhttp::error::partial_message, false);
+    }
+    if (ec) return transport_error("reading the reply", ec, false);
+    conn.buffer.commit(n);
+  }
+}
+
+result<client_state::taken> client_state::take_blocking(
+    std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock{blocking_mutex_};
+  const std::size_t most = std::max<std::size_t>(options_.max_connections, 1);
+  const auto free = [&] {
+    return blocking_closing_ || !blocking_idle_.empty() || blocking_open_ < most;
+  };
+  if (deadline == std::chrono::steady_clock::time_point::max()) {
+    blocking_free_.wait(lock, free);
+  } else if (!blocking_free_.wait_until(lock, deadline, free)) {
+    return status{errc::deadline_exceeded,
+                  fmt::format("no connection to {} free within the deadline of {} ms", host_port_,
+                              options_.timeout.count())};
+  }
+  if (blocking_closing_) return unavailable("the client is closing");
+  if (!blocking_idle_.empty()) {
+    taken out{std::move(blocking_idle_.back()), false};
+    blocking_idle_.pop_back();
+    return out;
+  }
+  ++blocking_open_;
+  return taken{std::make_unique<connection>(blocking_io_), true};
+}
+
+void client_state::give_back_blocking(std::unique_ptr<connection> conn, bool reusable) {
+  {
+    const std::lock_guard lock{blocking_mutex_};
+    if (!reusable || blocking_closing_) {
+      beast::error_code ignored;
+      conn->socket.close(ignored);
+      conn.reset();
+      --blocking_open_;
+    } else {
+      blocking_idle_.push_back(std::move(conn));
+    }
+  }
+  blocking_free_.notify_one();
+}
+
+result<http_reply> client_state::call_here(const http_call& call) {
+  const auto deadline = options_.timeout.count() > 0
+                            ? std::chrono::steady_clock::now() + options_.timeout
+                            : std::chrono::steady_clock::time_point::max();
+  std::string head_text;
+  std::vector<asio::const_buffer> buffers;
+  frame_request(call, host_port_, head_text, buffers);
+  for (int attempt = 0;; ++attempt) {
+    result<taken> got = take_blocking(deadline);
+    if (!got) return std::move(got).error();
+    std::unique_ptr<connection> conn = std::move(got->conn);
+    if (got->fresh) {
+      if (status connected = connect_here(conn->socket, deadline); !connected.ok()) {
+        give_back_blocking(std::move(conn), false);
+        return connected;
+      }
+    }
+    std::optional<reply_parser> parser;
+    prepare_parser(parser, options_.reply_bounds.max_body_bytes);
+    status failed = write_here(conn->socket, buffers, deadline);
+    if (failed.ok()) failed = read_here(*conn, *parser, deadline);
+    if (failed.ok()) {
+      bool keep = false;
+      http_reply reply = reply_of(*parser, keep);
+      give_back_blocking(std::move(conn), keep);
+      return reply;
+    }
+    give_back_blocking(std::move(conn), false);
+    if (failed.code() == errc::deadline_exceeded) {
+      return status{errc::deadline_exceeded,
+                    fmt::format("no reply from {} within the deadline of {} ms", host_port_,
+                                options_.timeout.count())};
+    }
+    // A kept-alive connection that the server closed while it was idle fails before any reply
+    // byte: once more on a new connection.
+    const bool retry =
+        attempt == 0 && !got->fresh && !parser->got_some() && failed.code() == errc::unavailable;
+    if (!retry) return failed;
   }
 }
 
 void client_state::close_all() {
-  closing_ = true;
-  for (std::unique_ptr<connection>& conn : idle_) {
-    beast::error_code ignored;
-    conn->socket.close(ignored);
+  std::deque<std::shared_ptr<exchange>> waiting;
+  {
+    const std::lock_guard lock{pool_mutex_};
+    closing_ = true;
+    for (std::unique_ptr<connection>& conn : idle_) {
+      beast::error_code ignored;
+      conn->socket.close(ignored);
+    }
+    open_ -= idle_.size();
+    idle_.clear();
+    waiting = std::move(waiting_);
   }
-  open_ -= idle_.size();
-  idle_.clear();
-  std::deque<std::shared_ptr<exchange>> waiting = std::move(waiting_);
   for (const std::shared_ptr<exchange>& w : waiting) w->abort();
   const std::set<exchange*> active = active_;
   for (exchange* call : active) call->abort();
@@ -412,19 +722,6 @@ void client_state::close_all() {
 
 // --- the client's calls ------------------------------------------------------------------------
 
-namespace {
-
-// Waits on the caller's thread for a call made on the I/O thread.
-result<http_reply> wait_for(detail::client_state& state, http_call call) {
-  std::promise<result<http_reply>> promise;
-  std::future<result<http_reply>> future = promise.get_future();
-  state.start(std::move(call),
-              [&promise](result<http_reply> reply) { promise.set_value(std::move(reply)); });
-  return future.get();
-}
-
-}  // namespace
-
 client::client(std::string host_port, client_options options)
     : state_{std::make_shared<detail::client_state>(std::move(host_port), std::move(options))} {}
 
@@ -432,29 +729,48 @@ client::~client() { state_->stop(); }
 
 const http_client_protocol& client::protocol() const noexcept { return state_->protocol(); }
 
-result<http_reply> client::send(http_call call) { return wait_for(*state_, std::move(call)); }
+result<http_reply> client::send(http_call call) { return state_->call_here(call); }
 
 void client::async_send(http_call call, reply_callback done) {
   state_->start(std::move(call), std::move(done));
 }
 
+namespace {
+
+// An inference call, and the outputs of its request that go to regions of this client.
+struct prepared_infer {
+  http_call call;
+  std::shared_ptr<shared_memory_outputs> placed;
+};
+
+result<prepared_infer> prepare_infer(detail::client_state& state, std::string_view model,
+                                     const inference_request& request, const request_format& format,
+                                     std::optional<std::uint64_t> version) {
+  result<http_call> call = state.protocol().infer(model, request, format, version);
+  if (!call) return std::move(call).error();
+  prepared_infer out{std::move(*call), nullptr};
+  if (state.has_regions() && !request.outputs.empty()) {
+    result<shared_memory_outputs> asked = shared_memory_outputs::of(request, state.regions());
+    if (!asked) return std::move(asked).error();
+    if (!asked->outputs.empty()) {
+      out.placed = std::make_shared<shared_memory_outputs>(std::move(*asked));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 void client::async_infer(std::string_view model, const inference_request& request,
                          infer_callback done, const request_format& format,
                          std::optional<std::uint64_t> version) {
-  result<http_call> call = state_->protocol().infer(model, request, format, version);
-  if (!call) return done(std::move(call).error());
-  std::shared_ptr<shared_memory_outputs> placed;
-  if (state_->has_regions() && !request.outputs.empty()) {
-    result<shared_memory_outputs> asked = shared_memory_outputs::of(request, state_->regions());
-    if (!asked) return done(std::move(asked).error());
-    if (!asked->outputs.empty())
-      placed = std::make_shared<shared_memory_outputs>(std::move(*asked));
-  }
-  state_->start(std::move(*call),
-                [state = state_, placed, done = std::move(done)](result<http_reply> reply) {
-                  if (!reply) return done(std::move(reply).error());
-                  done(state->protocol().read_infer(std::move(*reply), placed.get()));
-                });
+  result<prepared_infer> prepared = prepare_infer(*state_, model, request, format, version);
+  if (!prepared) return done(std::move(prepared).error());
+  state_->start(std::move(prepared->call), [state = state_, placed = std::move(prepared->placed),
+                                            done = std::move(done)](result<http_reply> reply) {
+    if (!reply) return done(std::move(reply).error());
+    done(state->protocol().read_infer(std::move(*reply), placed.get()));
+  });
 }
 
 std::future<result<inference_response>> client::async_infer(std::string_view model,
@@ -473,7 +789,11 @@ std::future<result<inference_response>> client::async_infer(std::string_view mod
 result<inference_response> client::infer(std::string_view model, const inference_request& request,
                                          const request_format& format,
                                          std::optional<std::uint64_t> version) {
-  return async_infer(model, request, format, version).get();
+  result<prepared_infer> prepared = prepare_infer(*state_, model, request, format, version);
+  if (!prepared) return std::move(prepared).error();
+  result<http_reply> reply = state_->call_here(prepared->call);
+  if (!reply) return std::move(reply).error();
+  return state_->protocol().read_infer(std::move(*reply), prepared->placed.get());
 }
 
 namespace {
@@ -483,7 +803,7 @@ template <class Read>
 auto call_and_read(detail::client_state& state, result<http_call> call, Read&& read)
     -> decltype(read(http_reply{})) {
   if (!call) return std::move(call).error();
-  result<http_reply> reply = wait_for(state, std::move(*call));
+  result<http_reply> reply = state.call_here(*call);
   if (!reply) return std::move(reply).error();
   return read(std::move(*reply));
 }
@@ -505,7 +825,7 @@ result<model_metadata> client::metadata(std::string_view model,
 
 namespace {
 bool health(detail::client_state& state, http_call call) {
-  result<http_reply> reply = wait_for(state, std::move(call));
+  result<http_reply> reply = state.call_here(call);
   return reply && http_client_protocol::read_health(*reply);
 }
 }  // namespace
@@ -539,7 +859,7 @@ result<std::vector<model_index_entry>> client::repository_index(bool ready_only)
 namespace {
 status outcome_of(detail::client_state& state, result<http_call> call) {
   if (!call) return std::move(call).error();
-  result<http_reply> reply = wait_for(state, std::move(*call));
+  result<http_reply> reply = state.call_here(*call);
   if (!reply) return std::move(reply).error();
   return state.protocol().read_outcome(std::move(*reply));
 }

@@ -4,7 +4,8 @@
 /// OpenVINO Model Server): the calls of `in_process_client`, by the same names and with the same
 /// results, and the extensions' calls beside them. Calls may be made from any number of threads;
 /// each takes a kept-alive connection from a pool (`client_options::max_connections`) and waits
-/// for one when all are busy. Tensor bytes go from the request's buffers to the socket, and a
+/// for one when all are busy. A synchronous call does its I/O on the caller's thread; asynchronous
+/// ones share the client's I/O thread. Tensor bytes go from the request's buffers to the socket, and a
 /// reply's tensors are views of the body received.
 ///
 /// Example:
@@ -61,9 +62,9 @@ class OIP_EXPORT client {
                                                  const inference_request& request,
                                                  const request_format& format = binary_format,
                                                  std::optional<std::uint64_t> version = {});
-  /// The same without waiting: `done` is called once, on the client's I/O thread (it must not
-  /// wait for another call of this client there). The request is encoded before this returns;
-  /// its tensors' buffers are held until the body is sent.
+  /// The same without waiting: `done` is called once, on the client's I/O thread (a synchronous
+  /// call made there holds that thread until it returns). The request is encoded before this
+  /// returns; its tensors' buffers are held until the body is sent.
   void async_infer(std::string_view model, const inference_request& request, infer_callback done,
                    const request_format& format = binary_format,
                    std::optional<std::uint64_t> version = {});
