@@ -134,7 +134,7 @@ template <class Client>
 int measure(const settings& s) {
   oip::client_options options;
   options.max_connections = static_cast<std::size_t>(s.concurrency);
-  options.timeout = std::chrono::seconds{30};
+  // No deadline, as perf_analyzer sets none by default (a deadline costs grpc++ a timer a call).
   Client client{s.url, options};
   if (!client.ready(s.model)) {
     std::fprintf(stderr, "oip-load: model '%s' is not ready at %s\n", s.model.c_str(),
