@@ -138,9 +138,9 @@ class scripted_server {
   scripted_server& operator=(const scripted_server&) = delete;
   ~scripted_server() {
     stopping_ = true;
-    shutdown(listener_, SHUT_RDWR);
-    close(listener_);
+    shutdown(listener_, SHUT_RDWR);  // wakes the accept; the descriptor closes once it is left
     thread_.join();
+    close(listener_);
   }
   [[nodiscard]] std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
 
@@ -291,6 +291,93 @@ TEST_CASE("an HTTP server's broken replies are clear errors, within the deadline
     CHECK(took >= std::chrono::milliseconds{290});
     CHECK(took < std::chrono::seconds{3});
   }
+}
+
+namespace {
+
+// A listener whose queue of connections to accept is full: the kernel drops further SYNs, so a
+// connection to it neither succeeds nor fails.
+class full_listener {
+ public:
+  full_listener() {
+    listener_ = socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(listener_ >= 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    socklen_t length = sizeof address;
+    REQUIRE(getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+    port_ = ntohs(address.sin_port);
+    REQUIRE(listen(listener_, 0) == 0);
+    for (int i = 0; i < 4; ++i) {
+      const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+      REQUIRE(fd >= 0);
+      (void)connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+      fillers_.push_back(fd);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds{50});
+  }
+  full_listener(const full_listener&) = delete;
+  full_listener& operator=(const full_listener&) = delete;
+  ~full_listener() {
+    for (const int fd : fillers_) close(fd);
+    close(listener_);
+  }
+  [[nodiscard]] std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int listener_ = -1;
+  std::uint16_t port_ = 0;
+  std::vector<int> fillers_;
+};
+
+}  // namespace
+
+TEST_CASE("a connection that never opens ends at the connect timeout, or at the deadline") {
+  full_listener server;
+  for (const bool asynchronous : {false, true}) {
+    CAPTURE(asynchronous);
+    for (const bool deadline_first : {false, true}) {
+      CAPTURE(deadline_first);
+      oip::client_options options;
+      options.connect_timeout = std::chrono::milliseconds{deadline_first ? 5000 : 300};
+      options.timeout = std::chrono::milliseconds{deadline_first ? 300 : 0};
+      oip::http::client client{server.address(), options};
+      const auto started = std::chrono::steady_clock::now();
+      const oip::result<oip::inference_response> r =
+          asynchronous ? client.async_infer("simple", simple_request()).get()
+                       : client.infer("simple", simple_request());
+      const auto took = std::chrono::steady_clock::now() - started;
+      REQUIRE_FALSE(r.ok());
+      CHECK(r.error().code() ==
+            (deadline_first ? oip::errc::deadline_exceeded : oip::errc::unavailable));
+      CHECK(took >= std::chrono::milliseconds{250});
+      CHECK(took < std::chrono::seconds{4});
+    }
+  }
+}
+
+TEST_CASE("a kept-alive connection the server closed while idle: the call goes on a new one") {
+  std::atomic<int> connections{0};
+  scripted_server server{[&](int fd) {
+    ++connections;
+    read_request(fd);
+    write_all(fd, valid_reply());
+    std::this_thread::sleep_for(std::chrono::milliseconds{20});  // then closes, as on idle
+  }};
+  oip::client_options options;
+  options.timeout = std::chrono::milliseconds{5000};
+  options.max_connections = 1;
+  oip::http::client client{server.address(), options};
+  check_simple(client.infer("simple", simple_request()));
+  std::this_thread::sleep_for(std::chrono::milliseconds{150});
+  check_simple(client.infer("simple", simple_request()));
+  std::this_thread::sleep_for(std::chrono::milliseconds{150});
+  check_simple(client.async_infer("simple", simple_request()).get());
+  std::this_thread::sleep_for(std::chrono::milliseconds{150});
+  check_simple(client.async_infer("simple", simple_request()).get());
+  CHECK(connections.load() == 4);
 }
 
 TEST_CASE("mutated replies never crash or hang the HTTP client") {

@@ -986,7 +986,7 @@ TEST_CASE(
   // Not an array of objects, a row without its required fields, a version that is no number.
   for (const std::string_view bad :
        {"", "{}", "[1]", "[", R"([{"version":"1"}])", R"([{"name":"m","version":"x"}])",
-        R"([{"name":"m","version":-1}])"}) {
+        R"([{"name":"m","version":-1}])", R"([], "a": [{"name":"m"}])"}) {
     CAPTURE(bad);
     CHECK(oip::decode_repository_index(bad).error().code() == oip::errc::invalid_argument);
   }

@@ -124,10 +124,14 @@ status decode_small_array(std::string_view text, std::string_view what, const li
   std::string wrapped;
   wrapped.reserve(text.size() + 8);
   wrapped.append(R"({"a":)").append(text).append("}");
-  bool seen = false;
+  int fields_seen = 0;
   status s = decode_small(wrapped, what, bounds, [&](auto& doc, auto&& fields) {
     return fields([&](std::string_view /*key*/, od::value v) -> status {
-      seen = true;
+      // A text that closes the array and goes on (`[], "a": [...]`) would add a field.
+      if (++fields_seen > 1) {
+        return status{errc::invalid_argument,
+                      fmt::format("the {} JSON has more than one array", what)};
+      }
       od::json_type type;
       if (error_code e = v.type().get(type)) return malformed_at(doc, e, v);
       if (type != od::json_type::array) {
@@ -146,7 +150,9 @@ status decode_small_array(std::string_view text, std::string_view what, const li
       });
     });
   });
-  if (s.ok() && !seen) return status{errc::invalid_argument, fmt::format("no {} JSON", what)};
+  if (s.ok() && fields_seen == 0) {
+    return status{errc::invalid_argument, fmt::format("no {} JSON", what)};
+  }
   return s;
 }
 

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -134,18 +135,21 @@ class client_state {
   [[nodiscard]] bool has_regions() const noexcept { return any_region_.load(); }
   void note_region() noexcept { any_region_.store(true); }
 
-  // Calls in flight, so that the client's end waits for their callbacks.
-  void begin_call() {
+  // Asynchronous calls in flight, so that the client's end cancels them and waits for their
+  // callbacks.
+  void begin_call(::grpc::ClientContext* context) {
     const std::lock_guard lock{mutex_};
-    ++in_flight_;
+    in_flight_.insert(context);
   }
-  void end_call() {
+  void end_call(::grpc::ClientContext* context) {
     const std::lock_guard lock{mutex_};
-    if (--in_flight_ == 0) idle_.notify_all();
+    in_flight_.erase(context);
+    if (in_flight_.empty()) idle_.notify_all();
   }
-  void wait_for_calls() {
+  void cancel_calls() {
     std::unique_lock lock{mutex_};
-    idle_.wait(lock, [this] { return in_flight_ == 0; });
+    for (::grpc::ClientContext* context : in_flight_) context->TryCancel();
+    idle_.wait(lock, [this] { return in_flight_.empty(); });
   }
 
  private:
@@ -156,7 +160,7 @@ class client_state {
   std::atomic<bool> any_region_{false};
   std::mutex mutex_;
   std::condition_variable idle_;
-  std::size_t in_flight_ = 0;
+  std::set<::grpc::ClientContext*> in_flight_;
 };
 
 }  // namespace detail
@@ -164,7 +168,7 @@ class client_state {
 client::client(std::string host_port, client_options options)
     : state_{std::make_shared<detail::client_state>(std::move(host_port), std::move(options))} {}
 
-client::~client() { state_->wait_for_calls(); }
+client::~client() { state_->cancel_calls(); }
 
 namespace {
 
@@ -207,18 +211,22 @@ void client::async_infer(std::string_view model, const inference_request& reques
   pending->placed = std::move(*placed);
   pending->done = std::move(done);
   state_->prepare(pending->context);
-  state_->begin_call();
+  state_->begin_call(&pending->context);
   state_->stub().async()->ModelInfer(
       &pending->context, &pending->message, &pending->reply,
       [pending, state = state_](const ::grpc::Status& outcome) {
-        infer_callback finish = std::move(pending->done);
-        if (!outcome.ok()) {
-          finish(status_of(outcome));
-        } else {
-          finish(decode_response(pending->reply, state->options().reply_bounds,
-                                 pending->placed.get()));
+        {
+          // The caller's callback is gone before the call counts as ended (the client's end
+          // waits for that).
+          const infer_callback finish = std::move(pending->done);
+          if (!outcome.ok()) {
+            finish(status_of(outcome));
+          } else {
+            finish(decode_response(pending->reply, state->options().reply_bounds,
+                                   pending->placed.get()));
+          }
         }
-        state->end_call();
+        state->end_call(&pending->context);
       });
 }
 
@@ -253,7 +261,8 @@ result<inference_response> client::infer(std::string_view model, const inference
 namespace detail {
 
 // One ModelStreamInfer call: a queue of requests written one at a time, responses read until the
-// server ends the call.
+// server ends the call. A hold keeps grpc++'s side of the call alive while requests may still be
+// written from the caller's threads; it goes once the writes are done or have failed.
 class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInferRequest,
                                                             inference::ModelStreamInferResponse> {
  public:
@@ -261,22 +270,26 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
       : owner_{std::move(owner)}, on_response_{std::move(on_response)} {
     owner_->prepare(context_);
     owner_->stub().async()->ModelStreamInfer(&context_, this);
+    AddHold();
     StartRead(&reply_);
     StartCall();
   }
   stream_state(const stream_state&) = delete;
   stream_state& operator=(const stream_state&) = delete;
   ~stream_state() override {
+    bool release = false;
     {
       const std::lock_guard lock{mutex_};
       if (!finished_) context_.TryCancel();
+      release = take_hold();
     }
+    if (release) RemoveHold();
     wait_for_end();
   }
 
   status send(inference::ModelInferRequest message) {
     std::unique_lock lock{mutex_};
-    if (finished_ || closing_) {
+    if (finished_ || closing_ || write_failed_) {
       return status{errc::unavailable, "the stream has ended, or is finishing: no more requests"};
     }
     queue_.push_back(std::move(message));
@@ -285,28 +298,36 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
     current_ = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
-    StartWrite(&current_);
+    StartWrite(&current_);  // the hold is still there: the writes are not done
     return {};
   }
 
   status finish() {
     std::unique_lock lock{mutex_};
     closing_ = true;
-    if (!writing_ && !writes_done_) {
-      writes_done_ = true;
-      lock.unlock();
-      StartWritesDone();
-    } else {
-      lock.unlock();
-    }
+    const bool end_writes = !writing_ && !writes_done_ && !write_failed_;
+    if (end_writes) writes_done_ = true;
+    const bool release = !end_writes && !writing_ && take_hold();
+    lock.unlock();
+    if (end_writes) end_of_writes();
+    if (release) RemoveHold();
     wait_for_end();
+    const std::lock_guard ended{mutex_};
+    if (write_failed_ && end_.ok()) {
+      return status{errc::unavailable, "the stream ended before every request was sent"};
+    }
     return status_of(end_);
   }
 
   void OnWriteDone(bool ok) override {
     std::unique_lock lock{mutex_};
-    if (!ok) {  // the call is ending; OnDone follows
+    if (!ok) {  // the call is ending; requests still queued are not sent
       writing_ = false;
+      write_failed_ = true;
+      queue_.clear();
+      const bool release = take_hold();
+      lock.unlock();
+      if (release) RemoveHold();
       return;
     }
     if (!queue_.empty()) {
@@ -317,11 +338,10 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
       return;
     }
     writing_ = false;
-    if (closing_ && !writes_done_) {
-      writes_done_ = true;
-      lock.unlock();
-      StartWritesDone();
-    }
+    const bool end_writes = closing_ && !writes_done_;
+    if (end_writes) writes_done_ = true;
+    lock.unlock();
+    if (end_writes) end_of_writes();
   }
 
   void OnReadDone(bool ok) override {
@@ -343,6 +363,24 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
   }
 
  private:
+  // Whether the hold is still to be removed (then it is this caller's to remove); under the lock.
+  bool take_hold() {
+    const bool had = held_;
+    held_ = false;
+    return had;
+  }
+
+  // The last write is done: say so, then let the call end when the server ends it.
+  void end_of_writes() {
+    StartWritesDone();
+    bool release = false;
+    {
+      const std::lock_guard lock{mutex_};
+      release = take_hold();
+    }
+    if (release) RemoveHold();
+  }
+
   void wait_for_end() {
     std::unique_lock lock{mutex_};
     ended_.wait(lock, [this] { return finished_; });
@@ -359,6 +397,8 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
   bool writing_ = false;
   bool closing_ = false;
   bool writes_done_ = false;
+  bool write_failed_ = false;
+  bool held_ = true;
   bool finished_ = false;
   ::grpc::Status end_;
 };

@@ -11,6 +11,8 @@
 #include <chrono>
 #include <climits>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -104,7 +106,7 @@ http_reply reply_of(reply_parser& parser, bool& keep_alive) {
   for (const auto& field : got) {
     reply.headers.push_back({std::string{field.name_string()}, std::string{field.value()}});
   }
-  keep_alive = got.keep_alive();
+  keep_alive = parser.keep_alive();
   reply.body = buffer::from_string(std::move(got.body()));
   return reply;
 }
@@ -140,6 +142,11 @@ class client_state : public std::enable_shared_from_this<client_state> {
 
   void stop() {
     if (stopped_.exchange(true)) return;
+    if (std::this_thread::get_id() == thread_.get_id()) {
+      // The I/O thread cannot wait for itself to end.
+      std::fputs("oip::http::client: destroyed in one of its own callbacks\n", stderr);
+      std::abort();
+    }
     {
       const std::lock_guard lock{blocking_mutex_};
       blocking_closing_ = true;
@@ -156,6 +163,12 @@ class client_state : public std::enable_shared_from_this<client_state> {
   }
 
   void start(http_call call, client::reply_callback done);
+  // A call that failed before it began: `done` still runs on the I/O thread, as it would have.
+  void post_error(status error, client::infer_callback done) {
+    asio::post(io_, [error = std::move(error), done = std::move(done)]() mutable {
+      done(std::move(error));
+    });
+  }
   // A call on the caller's thread.
   result<http_reply> call_here(const http_call& call);
 
@@ -175,6 +188,7 @@ class client_state : public std::enable_shared_from_this<client_state> {
   };
   std::optional<taken> take(const std::shared_ptr<exchange>& waiter);
   void give_back(std::unique_ptr<connection> conn, bool reusable);
+  void drop_idle();
 
   bool closing_unlocked();
   // The error status of a failed read or write.
@@ -202,6 +216,7 @@ class client_state : public std::enable_shared_from_this<client_state> {
   // one, waiting until the deadline for one.
   result<taken> take_blocking(std::chrono::steady_clock::time_point deadline);
   void give_back_blocking(std::unique_ptr<connection> conn, bool reusable);
+  void drop_idle_blocking();
 
   client_options options_;
   http_client_protocol protocol_;
@@ -292,8 +307,9 @@ class exchange : public std::enable_shared_from_this<exchange> {
     if (!found) return fail_connect(found.error().message());
     auto connect_timer = std::make_shared<timer_type>(state_.io());
     connect_timer->expires_after(state_.options().connect_timeout);
+    connecting_ = true;
     connect_timer->async_wait([self = shared_from_this()](beast::error_code ec) {
-      if (ec) return;
+      if (ec || !self->connecting_) return;
       self->connect_timed_out_ = true;
       beast::error_code ignored;
       if (self->conn_) self->conn_->socket.close(ignored);
@@ -302,6 +318,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
         conn_->socket, *found,
         [self = shared_from_this(), connect_timer](beast::error_code ec, const tcp::endpoint&) {
           connect_timer->cancel();
+          self->connecting_ = false;
           if (ec) {
             return self->fail_connect(
                 self->connect_timed_out_
@@ -318,6 +335,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
 
   void fail_connect(std::string message) {
     if (conn_) state_.give_back(std::move(conn_), false);
+    if (timed_out_) return finish(state_.transport_error("connecting", {}, true));
     finish(unavailable(std::move(message)));
   }
 
@@ -343,6 +361,8 @@ class exchange : public std::enable_shared_from_this<exchange> {
     bool keep = false;
     http_reply reply = reply_of(*parser_, keep);
     parser_.reset();
+    // Only a connection that the deadline did not close, with nothing left unread, is kept.
+    keep = keep && !timed_out_ && conn_->socket.is_open() && conn_->buffer.size() == 0;
     state_.give_back(std::move(conn_), keep);
     finish(std::move(reply));
   }
@@ -352,8 +372,11 @@ class exchange : public std::enable_shared_from_this<exchange> {
     if (conn_) state_.give_back(std::move(conn_), false);
     if (finished_) return;
     if (!fresh_ && !retried_ && nothing_read && closed_while_idle(ec)) {
+      // The server closed its idle connections (an idle timeout, a restart): the others kept
+      // are likely closed too, so the call goes again on a new one.
       retried_ = true;
       parser_.reset();
+      state_.drop_idle();
       return acquire();
     }
     finish(state_.transport_error(doing, ec, timed_out_));
@@ -395,6 +418,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
   bool retried_ = false;
   bool timed_out_ = false;
   bool connect_timed_out_ = false;
+  bool connecting_ = false;
   bool finished_ = false;
 };
 
@@ -440,6 +464,16 @@ void client_state::give_back(std::unique_ptr<connection> conn, bool reusable) {
     wake = !waiting_.empty() && !closing_;
   }
   if (wake) asio::post(io_, [this] { serve_waiters(); });
+}
+
+void client_state::drop_idle() {
+  const std::lock_guard lock{pool_mutex_};
+  for (std::unique_ptr<connection>& conn : idle_) {
+    beast::error_code ignored;
+    conn->socket.close(ignored);
+  }
+  open_ -= idle_.size();
+  idle_.clear();
 }
 
 void client_state::serve_waiters() {
@@ -540,9 +574,15 @@ status client_state::connect_here(socket_type& socket,
     socket.open(entry.endpoint().protocol(), ec);
     if (ec) continue;
     socket.non_blocking(true, ec);
-    socket.connect(entry.endpoint(), ec);
-    if (ec == asio::error::would_block || ec == asio::error::in_progress) {
+    // ::connect itself: asio's synchronous connect waits without a bound.
+    ec = {};
+    if (::connect(socket.native_handle(), entry.endpoint().data(),
+                  static_cast<socklen_t>(entry.endpoint().size())) != 0) {
+      ec = beast::error_code{errno, asio::error::get_system_category()};
+    }
+    if (ec == asio::error::in_progress || ec == asio::error::would_block) {
       if (status waited = wait_for_socket(socket, POLLOUT, connect_deadline); !waited.ok()) {
+        if (connect_deadline == deadline) return transport_error("connecting", {}, true);
         return unavailable(fmt::format("cannot connect to {} within {} ms", host_port_,
                                        options_.connect_timeout.count()));
       }
@@ -659,6 +699,19 @@ void client_state::give_back_blocking(std::unique_ptr<connection> conn, bool reu
   blocking_free_.notify_one();
 }
 
+void client_state::drop_idle_blocking() {
+  {
+    const std::lock_guard lock{blocking_mutex_};
+    for (std::unique_ptr<connection>& conn : blocking_idle_) {
+      beast::error_code ignored;
+      conn->socket.close(ignored);
+    }
+    blocking_open_ -= blocking_idle_.size();
+    blocking_idle_.clear();
+  }
+  blocking_free_.notify_all();
+}
+
 result<http_reply> client_state::call_here(const http_call& call) {
   const auto deadline = options_.timeout.count() > 0
                             ? std::chrono::steady_clock::now() + options_.timeout
@@ -683,7 +736,8 @@ result<http_reply> client_state::call_here(const http_call& call) {
     if (failed.ok()) {
       bool keep = false;
       http_reply reply = reply_of(*parser, keep);
-      give_back_blocking(std::move(conn), keep);
+      const bool clean = conn->buffer.size() == 0;
+      give_back_blocking(std::move(conn), keep && clean);
       return reply;
     }
     give_back_blocking(std::move(conn), false);
@@ -697,6 +751,8 @@ result<http_reply> client_state::call_here(const http_call& call) {
     const bool retry =
         attempt == 0 && !got->fresh && !parser->got_some() && failed.code() == errc::unavailable;
     if (!retry) return failed;
+    // The others kept are likely closed too (an idle timeout, a restart): a new connection.
+    drop_idle_blocking();
   }
 }
 
@@ -765,7 +821,7 @@ void client::async_infer(std::string_view model, const inference_request& reques
                          infer_callback done, const request_format& format,
                          std::optional<std::uint64_t> version) {
   result<prepared_infer> prepared = prepare_infer(*state_, model, request, format, version);
-  if (!prepared) return done(std::move(prepared).error());
+  if (!prepared) return state_->post_error(std::move(prepared).error(), std::move(done));
   state_->start(std::move(prepared->call), [state = state_, placed = std::move(prepared->placed),
                                             done = std::move(done)](result<http_reply> reply) {
     if (!reply) return done(std::move(reply).error());

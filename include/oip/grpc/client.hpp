@@ -50,7 +50,8 @@ class OIP_EXPORT client {
   explicit client(std::string host_port, client_options options = {});
   client(const client&) = delete;
   client& operator=(const client&) = delete;
-  /// Calls still in flight are cancelled, and their callbacks run, before it returns.
+  /// Asynchronous calls still in flight are cancelled, and their callbacks run, before it
+  /// returns; so it must not run in one of them. A `stream` keeps the channel it uses.
   ~client();
 
   /// `ModelInfer`. `format.binary_inputs` false sends typed contents (FP16 and BF16 stay raw);
@@ -60,7 +61,8 @@ class OIP_EXPORT client {
                                                  const inference_request& request,
                                                  const request_format& format = binary_format,
                                                  std::optional<std::uint64_t> version = {});
-  /// The same without waiting: `done` is called once, on one of grpc++'s threads.
+  /// The same without waiting: `done` is called once, on one of grpc++'s threads (on the caller's,
+  /// before this returns, when the request cannot be encoded).
   void async_infer(std::string_view model, const inference_request& request, infer_callback done,
                    const request_format& format = binary_format,
                    std::optional<std::uint64_t> version = {});
