@@ -90,6 +90,7 @@ template <class Client>
 void run_sync(Client& client, const settings& s, tally& counts, phases& phase) {
   const oip::inference_request request = simple_request();
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(s.concurrency));
   for (int t = 0; t < s.concurrency; ++t) {
     threads.emplace_back([&] {
       while (!phase.stopping.load(std::memory_order_relaxed)) {
@@ -114,7 +115,7 @@ void run_async(Client& client, const settings& s, tally& counts, phases& phase) 
     const clock_type::time_point sent = clock_type::now();
     const bool measured = phase.measuring.load(std::memory_order_relaxed);
     client.async_infer(
-        s.model, request, [&, sent, measured](oip::result<oip::inference_response> r) {
+        s.model, request, [&, sent, measured](const oip::result<oip::inference_response>& r) {
           counts.add(sent, r, measured && !phase.stopping.load(std::memory_order_relaxed));
           if (!phase.stopping.load(std::memory_order_relaxed)) return send_one();
           const std::lock_guard lock{mutex};

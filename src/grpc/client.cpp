@@ -107,7 +107,8 @@ class client_state {
  public:
   client_state(std::string target, client_options options)
       : options_{std::move(options)},
-        channel_{make_channel(target, options_)},
+        target_{std::move(target)},
+        channel_{make_channel(target_, options_)},
         stub_{Service::NewStub(channel_)} {}
 
   // A context with the client's metadata, deadline and compression.
@@ -154,6 +155,7 @@ class client_state {
 
  private:
   client_options options_;
+  std::string target_;
   std::shared_ptr<::grpc::Channel> channel_;
   std::unique_ptr<Service::Stub> stub_;
   shared_memory_registry regions_;
@@ -650,7 +652,7 @@ result<trace_settings_change> client::update_trace_settings(const trace_settings
   return read_trace_settings(reply);
 }
 
-status client::register_system_shared_memory(std::string name, std::string key,
+status client::register_system_shared_memory(const std::string& name, const std::string& key,
                                              std::uint64_t offset, std::uint64_t byte_size) {
   if (status mapped = state_->regions().register_region(name, key, offset, byte_size);
       !mapped.ok()) {

@@ -138,7 +138,12 @@ class client_state : public std::enable_shared_from_this<client_state> {
   client_state(const client_state&) = delete;
   client_state& operator=(const client_state&) = delete;
 
-  ~client_state() { stop(); }
+  ~client_state() {
+    try {
+      stop();
+    } catch (...) {  // NOLINT(bugprone-empty-catch): a destructor must not throw; `~client` stopped
+    }
+  }
 
   void stop() {
     if (stopped_.exchange(true)) return;
@@ -638,7 +643,7 @@ status client_state::read_here(connection& conn, reply_parser& parser,
       }
     }
     beast::error_code ec;
-    const std::size_t n = conn.socket.read_some(conn.buffer.prepare(64U * 1024U), ec);
+    const std::size_t n = conn.socket.read_some(conn.buffer.prepare(std::size_t{64} * 1024U), ec);
     if (ec == asio::error::would_block) {
       if (status waited = wait_for_socket(conn.socket, POLLIN, deadline); !waited.ok()) {
         return waited;
@@ -781,11 +786,16 @@ void client_state::close_all() {
 client::client(std::string host_port, client_options options)
     : state_{std::make_shared<detail::client_state>(std::move(host_port), std::move(options))} {}
 
-client::~client() { state_->stop(); }
+client::~client() {
+  try {
+    state_->stop();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): a destructor must not throw (a failed join)
+  }
+}
 
 const http_client_protocol& client::protocol() const noexcept { return state_->protocol(); }
 
-result<http_reply> client::send(http_call call) { return state_->call_here(call); }
+result<http_reply> client::send(const http_call& call) { return state_->call_here(call); }
 
 void client::async_send(http_call call, reply_callback done) {
   state_->start(std::move(call), std::move(done));
@@ -880,7 +890,7 @@ result<model_metadata> client::metadata(std::string_view model,
 }
 
 namespace {
-bool health(detail::client_state& state, http_call call) {
+bool health(detail::client_state& state, const http_call& call) {
   result<http_reply> reply = state.call_here(call);
   return reply && http_client_protocol::read_health(*reply);
 }
@@ -952,7 +962,7 @@ result<trace_settings_change> client::update_trace_settings(const trace_settings
       [this](http_reply r) { return protocol().read_trace_settings(std::move(r)); });
 }
 
-status client::register_system_shared_memory(std::string name, std::string key,
+status client::register_system_shared_memory(const std::string& name, const std::string& key,
                                              std::uint64_t offset, std::uint64_t byte_size) {
   // Mapped here first: a region this process cannot map is refused before the server is asked.
   if (status mapped = state_->regions().register_region(name, key, offset, byte_size);

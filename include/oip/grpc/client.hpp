@@ -138,8 +138,9 @@ class OIP_EXPORT client {
       const trace_settings_change& change, std::string_view model = {});
 
   /// As `oip::http::client`'s: registered with the server and mapped here.
-  [[nodiscard]] status register_system_shared_memory(std::string name, std::string key,
-                                                     std::uint64_t offset, std::uint64_t byte_size);
+  [[nodiscard]] status register_system_shared_memory(const std::string& name,
+                                                     const std::string& key, std::uint64_t offset,
+                                                     std::uint64_t byte_size);
   [[nodiscard]] status unregister_system_shared_memory(std::string_view name = {});
   [[nodiscard]] result<std::vector<shared_memory_region>> system_shared_memory_status(
       std::string_view name = {});

@@ -5,8 +5,8 @@
 /// results, and the extensions' calls beside them. Calls may be made from any number of threads;
 /// each takes a kept-alive connection from a pool (`client_options::max_connections`) and waits
 /// for one when all are busy. A synchronous call does its I/O on the caller's thread; asynchronous
-/// ones share the client's I/O thread. Tensor bytes go from the request's buffers to the socket, and a
-/// reply's tensors are views of the body received.
+/// ones share the client's I/O thread. Tensor bytes go from the request's buffers to the socket,
+/// and a reply's tensors are views of the body received.
 ///
 /// Example:
 /// \code
@@ -99,15 +99,16 @@ class OIP_EXPORT client {
 
   /// Registers a system shared-memory region (`key` as `shm_open` names it) with the server and
   /// maps it here too, so that outputs a request places in it are read back into the response.
-  [[nodiscard]] status register_system_shared_memory(std::string name, std::string key,
-                                                     std::uint64_t offset, std::uint64_t byte_size);
+  [[nodiscard]] status register_system_shared_memory(const std::string& name,
+                                                     const std::string& key, std::uint64_t offset,
+                                                     std::uint64_t byte_size);
   /// No name: every region.
   [[nodiscard]] status unregister_system_shared_memory(std::string_view name = {});
   [[nodiscard]] result<std::vector<shared_memory_region>> system_shared_memory_status(
       std::string_view name = {});
 
   /// Any call, as `http_client_protocol` makes them (or by hand).
-  [[nodiscard]] result<http_reply> send(http_call call);
+  [[nodiscard]] result<http_reply> send(const http_call& call);
   void async_send(http_call call, reply_callback done);
 
   [[nodiscard]] const http_client_protocol& protocol() const noexcept;
