@@ -106,4 +106,5 @@ class OipConan(ConanFile):
             grpc.set_property("cmake_target_name", "oip::grpc")
             grpc.libs = ["oip_grpc"]
             grpc.requires = ["core"]
-            grpc.system_libs = ["grpc++", "grpc", "gpr", "protobuf"]
+            # grpc++'s headers inline calls into abseil's Mutex.
+            grpc.system_libs = ["grpc++", "grpc", "gpr", "protobuf", "absl_synchronization"]

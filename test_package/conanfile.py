@@ -20,6 +20,8 @@ class OipTestPackage(ConanFile):
             self.dependencies["oip"].options.with_xtensor)
         toolchain.cache_variables["OIP_TEST_HTTP"] = bool(
             self.dependencies["oip"].options.with_http)
+        toolchain.cache_variables["OIP_TEST_GRPC"] = bool(
+            self.dependencies["oip"].options.with_grpc)
         toolchain.generate()
         CMakeDeps(self).generate()
 
@@ -36,3 +38,5 @@ class OipTestPackage(ConanFile):
                          env="conanrun")
             if self.dependencies["oip"].options.with_http:
                 self.run(os.path.join(self.cpp.build.bindir, "test_package_http"), env="conanrun")
+            if self.dependencies["oip"].options.with_grpc:
+                self.run(os.path.join(self.cpp.build.bindir, "test_package_grpc"), env="conanrun")
