@@ -2,6 +2,7 @@
 // each transport, with the same test body for both.
 
 #include "client_checks.hpp"
+#include "loopback_socket.hpp"
 #include "oip_serve_process.hpp"
 #include "shm_object.hpp"
 
@@ -24,10 +25,6 @@
 #include <vector>
 
 #include <doctest/doctest.h>
-
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 namespace {
 
@@ -301,18 +298,10 @@ TEST_CASE_TEMPLATE("compression both ways, and headers for a restricted API", T,
 TEST_CASE_TEMPLATE("a server that is not there is an error, not a wait", T, OIP_CLIENT_TRANSPORTS) {
   // A port bound and not listening, held for the test: connections are refused, and no other
   // test can take the port meanwhile.
-  const int held = socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(held >= 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(bind(held, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  socklen_t length = sizeof address;
-  REQUIRE(getsockname(held, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-  const std::uint16_t closed_port = ntohs(address.sin_port);
+  const oip::testing::loopback_socket held = oip::testing::bind_loopback();
   oip::client_options options;
   options.timeout = std::chrono::milliseconds{2000};
-  typename T::client client{"127.0.0.1:" + std::to_string(closed_port), options};
+  typename T::client client{held.host_port(), options};
   const auto started = std::chrono::steady_clock::now();
   const oip::result<oip::inference_response> r = client.infer("simple", simple_request());
   REQUIRE_FALSE(r.ok());
@@ -322,7 +311,7 @@ TEST_CASE_TEMPLATE("a server that is not there is an error, not a wait", T, OIP_
         (T::via == oip::received_over::grpc ? T::via : oip::received_over::none));
   CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds{10});
   CHECK_FALSE(client.live());
-  close(held);
+  close(held.fd);
 }
 
 #ifdef OIP_TEST_GRPC_CLIENT

@@ -3,6 +3,7 @@
 // whose replies are broken, slow, or mutated at random.
 
 #include "client_checks.hpp"
+#include "loopback_socket.hpp"
 
 #include <oip/executor.hpp>
 #include <oip/http/client.hpp>
@@ -112,15 +113,9 @@ namespace {
 class scripted_server {
  public:
   explicit scripted_server(std::function<void(int)> answer) : answer_{std::move(answer)} {
-    listener_ = socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(listener_ >= 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-    socklen_t length = sizeof address;
-    REQUIRE(getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-    port_ = ntohs(address.sin_port);
+    const oip::testing::loopback_socket bound = oip::testing::bind_loopback();
+    listener_ = bound.fd;
+    port_ = bound.port;
     REQUIRE(listen(listener_, 16) == 0);
     thread_ = std::thread{[this] {
       for (;;) {
@@ -300,20 +295,14 @@ namespace {
 class full_listener {
  public:
   full_listener() {
-    listener_ = socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(listener_ >= 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-    socklen_t length = sizeof address;
-    REQUIRE(getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-    port_ = ntohs(address.sin_port);
+    oip::testing::loopback_socket bound = oip::testing::bind_loopback();
+    listener_ = bound.fd;
+    port_ = bound.port;
     REQUIRE(listen(listener_, 0) == 0);
     for (int i = 0; i < 4; ++i) {
       const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
       REQUIRE(fd >= 0);
-      (void)connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+      (void)connect(fd, reinterpret_cast<sockaddr*>(&bound.address), sizeof bound.address);
       fillers_.push_back(fd);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds{50});
