@@ -7,8 +7,13 @@
 //
 // Prints one line: key=value pairs (requests, throughput, latency percentiles, the client's CPU
 // microseconds per request from its own rusage over the measured window).
+//
+// `--protocol grpc-bare` is the floor of any client built on this machine's grpc++: the generated
+// stub called with one request message built once, its replies parsed by protobuf and dropped; no
+// oip code runs per call.
 
 #include <oip/grpc/client.hpp>
+#include <oip/grpc/grpc_service.grpc.pb.h>
 #include <oip/http/client.hpp>
 
 #include <algorithm>
@@ -19,11 +24,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
+
+#include <grpcpp/grpcpp.h>
 
 #include <sys/resource.h>
 
@@ -50,6 +59,64 @@ oip::inference_request simple_request() {
   request.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT1", {1, 16}, b));
   return request;
 }
+
+// The generated stub alone, with the calls oip-load makes of a client.
+class bare_grpc_client {
+ public:
+  bare_grpc_client(const std::string& host_port, const oip::client_options& /*unused*/) {
+    ::grpc::ChannelArguments arguments;
+    arguments.SetMaxReceiveMessageSize(-1);
+    stub_ = inference::GRPCInferenceService::NewStub(
+        ::grpc::CreateCustomChannel(host_port, ::grpc::InsecureChannelCredentials(), arguments));
+    message_.set_model_name("simple");
+    for (const char* name : {"INPUT0", "INPUT1"}) {
+      inference::ModelInferRequest::InferInputTensor* input = message_.add_inputs();
+      input->set_name(name);
+      input->set_datatype("INT32");
+      input->add_shape(1);
+      input->add_shape(16);
+      message_.add_raw_input_contents(std::string(16 * sizeof(std::int32_t), '\1'));
+    }
+  }
+
+  bool ready(const std::string& model) {
+    ::grpc::ClientContext context;
+    inference::ModelReadyRequest request;
+    request.set_name(model);
+    inference::ModelReadyResponse response;
+    return stub_->ModelReady(&context, request, &response).ok() && response.ready();
+  }
+
+  oip::result<oip::inference_response> infer(const std::string& /*model*/,
+                                             const oip::inference_request& /*unused*/) {
+    ::grpc::ClientContext context;
+    inference::ModelInferResponse response;
+    const ::grpc::Status outcome = stub_->ModelInfer(&context, message_, &response);
+    if (!outcome.ok()) return oip::status{oip::errc::unavailable, outcome.error_message()};
+    return oip::inference_response{};
+  }
+
+  void async_infer(const std::string& /*model*/, const oip::inference_request& /*unused*/,
+                   std::function<void(oip::result<oip::inference_response>)> done) {
+    struct call {
+      ::grpc::ClientContext context;
+      inference::ModelInferResponse response;
+    };
+    auto pending = std::make_shared<call>();
+    stub_->async()->ModelInfer(
+        &pending->context, &message_, &pending->response,
+        [pending, done = std::move(done)](const ::grpc::Status& outcome) {
+          if (!outcome.ok()) {
+            return done(oip::status{oip::errc::unavailable, outcome.error_message()});
+          }
+          done(oip::inference_response{});
+        });
+  }
+
+ private:
+  std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
+  inference::ModelInferRequest message_;
+};
 
 double cpu_seconds() {
   rusage usage{};
@@ -191,7 +258,7 @@ int measure(const settings& s) {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: oip-load [--url HOST:PORT] [--protocol http|grpc] [--model NAME]\n"
+               "usage: oip-load [--url HOST:PORT] [--protocol http|grpc|grpc-bare] [--model NAME]\n"
                "                [--concurrency N] [--async] [--seconds S] [--warmup S]\n");
   return 2;
 }
@@ -224,5 +291,6 @@ int main(int argc, char** argv) {
   if (s.concurrency < 1 || s.seconds <= 0 || s.warmup_seconds < 0) return usage();
   if (s.protocol == "http") return measure<oip::http::client>(s);
   if (s.protocol == "grpc") return measure<oip::grpc::client>(s);
+  if (s.protocol == "grpc-bare") return measure<bare_grpc_client>(s);
   return usage();
 }

@@ -1,6 +1,8 @@
 // The gRPC client: one channel, the generated stub's blocking calls for the small ones and its
 // callback API for inference, unary and streamed.
 
+#include "core/detail/future_of.hpp"
+
 #include <oip/grpc/client.hpp>
 #include <oip/grpc/codec.hpp>
 #include <oip/grpc/grpc_service.grpc.pb.h>
@@ -236,13 +238,8 @@ std::future<result<inference_response>> client::async_infer(std::string_view mod
                                                             const inference_request& request,
                                                             const request_format& format,
                                                             std::optional<std::uint64_t> version) {
-  auto promise = std::make_shared<std::promise<result<inference_response>>>();
-  std::future<result<inference_response>> future = promise->get_future();
-  async_infer(
-      model, request,
-      [promise](result<inference_response> response) { promise->set_value(std::move(response)); },
-      format, version);
-  return future;
+  return future_of<result<inference_response>>(
+      [&](infer_callback done) { async_infer(model, request, std::move(done), format, version); });
 }
 
 result<inference_response> client::infer(std::string_view model, const inference_request& request,

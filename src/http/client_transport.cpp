@@ -1,0 +1,554 @@
+// The HTTP client's transport (`client_transport.hpp`).
+
+#include "http/client_transport.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <fmt/format.h>
+
+#include <poll.h>
+#include <sys/socket.h>
+
+namespace oip::http::detail {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+using executor_type = asio::io_context::executor_type;
+using timer_type =
+    asio::basic_waitable_timer<std::chrono::steady_clock,
+                               asio::wait_traits<std::chrono::steady_clock>, executor_type>;
+using parser_type = bhttp::response_parser<bhttp::string_body>;
+
+namespace {
+
+// The most a reply's header section may take.
+constexpr std::uint32_t max_reply_header_bytes = 64U * 1024U;
+
+host_and_port split_host_port(const std::string& text) {
+  const std::size_t colon = text.rfind(':');
+  if (colon == std::string::npos) return {text, "80"};
+  std::string host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return {host, text.substr(colon + 1)};
+}
+
+status unavailable(std::string message) { return status{errc::unavailable, std::move(message)}; }
+
+// The request line and headers of `call`, and the buffers to write: those, `head`, each `tail`.
+void frame_request(const http_call& call, const std::string& host, std::string& head_text,
+                   std::vector<asio::const_buffer>& buffers) {
+  head_text.clear();
+  fmt::format_to(std::back_inserter(head_text), "{} {} HTTP/1.1\r\nHost: {}\r\n", call.method,
+                 call.target, host);
+  for (const http_header& h : call.headers) {
+    fmt::format_to(std::back_inserter(head_text), "{}: {}\r\n", h.name, h.value);
+  }
+  if (call.method != "GET" || call.body_size() != 0) {
+    fmt::format_to(std::back_inserter(head_text), "Content-Length: {}\r\n", call.body_size());
+  }
+  head_text += "\r\n";
+  buffers.clear();
+  buffers.emplace_back(head_text.data(), head_text.size());
+  if (!call.head.empty()) buffers.emplace_back(call.head.data(), call.head.size());
+  for (const buffer& b : call.tail) {
+    if (!b.empty()) buffers.emplace_back(b.data(), b.size());
+  }
+}
+
+void prepare_parser(std::optional<parser_type>& parser, std::size_t max_body_bytes) {
+  parser.emplace();
+  parser->header_limit(max_reply_header_bytes);
+  parser->body_limit(max_body_bytes);
+}
+
+// The reply a parser has read; whether the connection may carry another call.
+http_reply reply_of(parser_type& parser, bool& keep_alive) {
+  bhttp::response<bhttp::string_body>& got = parser.get();
+  http_reply reply;
+  reply.status = static_cast<int>(got.result_int());
+  reply.headers.reserve(8);
+  for (const auto& field : got) {
+    reply.headers.push_back({std::string{field.name_string()}, std::string{field.value()}});
+  }
+  keep_alive = parser.keep_alive();
+  reply.body = buffer::from_string(std::move(got.body()));
+  return reply;
+}
+
+// Whether a failure on a kept-alive connection, before any reply byte, says that the server had
+// closed it while idle: the call may go again on a new connection.
+bool closed_while_idle(beast::error_code ec) {
+  return ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
+         ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
+}
+
+}  // namespace
+
+// One asynchronous call: a connection from the pool (or a new one), the request written, the
+// reply read, the connection given back. Its deadline covers all of it.
+class exchange : public std::enable_shared_from_this<exchange> {
+ public:
+  exchange(client_state& state, http_call call, client::reply_callback done)
+      : state_{state}, call_{std::move(call)}, done_{std::move(done)}, timer_{state.io_} {}
+
+  void begin() {
+    state_.active_.insert(this);
+    if (state_.options().timeout.count() > 0) {
+      timer_.expires_after(state_.options().timeout);
+      timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+        if (!ec) self->on_deadline();
+      });
+    }
+    acquire();
+  }
+
+  void acquire() { state_.acquire(shared_from_this()); }
+
+  // From the pool: a kept-alive connection (`fresh` false) or a new one to connect.
+  void assign(std::unique_ptr<connection> conn, bool fresh) {
+    if (finished_) {
+      state_.async_pool_.give_back(std::move(conn), !fresh);
+      return;
+    }
+    conn_ = std::move(conn);
+    fresh_ = fresh;
+    if (fresh) return connect();
+    write();
+  }
+
+  [[nodiscard]] bool finished() const noexcept { return finished_; }
+
+  // The client closes: every call in flight ends.
+  void abort() {
+    beast::error_code ignored;
+    if (conn_) conn_->socket.close(ignored);
+    timer_.cancel();
+    finish(unavailable("the client was closed before the reply came"));
+  }
+
+ private:
+  void connect() {
+    result<tcp::resolver::results_type> found = state_.endpoints();
+    if (!found) return fail_connect(found.error().message());
+    auto connect_timer = std::make_shared<timer_type>(state_.io_);
+    connect_timer->expires_after(state_.options().connect_timeout);
+    connecting_ = true;
+    connect_timer->async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec || !self->connecting_) return;
+      self->connect_timed_out_ = true;
+      beast::error_code ignored;
+      if (self->conn_) self->conn_->socket.close(ignored);
+    });
+    asio::async_connect(
+        conn_->socket, *found,
+        [self = shared_from_this(), connect_timer](beast::error_code ec, const tcp::endpoint&) {
+          connect_timer->cancel();
+          self->connecting_ = false;
+          if (ec) {
+            return self->fail_connect(
+                self->connect_timed_out_
+                    ? fmt::format("cannot connect to {} within {} ms", self->state_.host_port(),
+                                  self->state_.options().connect_timeout.count())
+                    : fmt::format("cannot connect to {}: {}", self->state_.host_port(),
+                                  ec.message()));
+          }
+          beast::error_code ignored;
+          self->conn_->socket.set_option(tcp::no_delay{true}, ignored);
+          self->write();
+        });
+  }
+
+  void fail_connect(std::string message) {
+    if (conn_) state_.async_pool_.give_back(std::move(conn_), false);
+    if (timed_out_) return finish(state_.transport_error("connecting", {}, true));
+    finish(unavailable(std::move(message)));
+  }
+
+  void write() {
+    if (finished_) return state_.async_pool_.give_back(std::move(conn_), false);
+    frame_request(call_, state_.host_port(), head_, buffers_);
+    asio::async_write(conn_->socket, buffers_,
+                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                        if (ec) return self->fail_io("sending the request", ec);
+                        self->read();
+                      });
+  }
+
+  void read() {
+    prepare_parser(parser_, state_.options().reply_bounds.max_body_bytes);
+    bhttp::async_read(
+        conn_->socket, conn_->buffer, *parser_,
+        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+  }
+
+  void on_read(beast::error_code ec) {
+    if (ec) return fail_io("reading the reply", ec);
+    bool keep = false;
+    http_reply reply = reply_of(*parser_, keep);
+    parser_.reset();
+    // Only a connection that the deadline did not close, with nothing left unread, is kept.
+    keep = keep && !timed_out_ && conn_->socket.is_open() && conn_->buffer.size() == 0;
+    state_.async_pool_.give_back(std::move(conn_), keep);
+    finish(std::move(reply));
+  }
+
+  void fail_io(std::string_view doing, beast::error_code ec) {
+    const bool nothing_read = !parser_ || !parser_->got_some();
+    if (conn_) state_.async_pool_.give_back(std::move(conn_), false);
+    if (finished_) return;
+    if (!fresh_ && !retried_ && nothing_read && closed_while_idle(ec)) {
+      // The server closed its idle connections (an idle timeout, a restart): the others kept
+      // are likely closed too, so the call goes again on a new one.
+      retried_ = true;
+      parser_.reset();
+      state_.async_pool_.drop_idle();
+      return acquire();
+    }
+    finish(state_.transport_error(doing, ec, timed_out_));
+  }
+
+  void on_deadline() {
+    if (finished_) return;
+    timed_out_ = true;
+    beast::error_code ignored;
+    if (conn_) {
+      conn_->socket.close(ignored);
+      return;  // the pending operation ends with an error, and reports the deadline
+    }
+    // Still waiting for a connection from the pool.
+    finish(state_.no_connection_free());
+  }
+
+  void finish(result<http_reply> outcome) {
+    if (finished_) return;
+    finished_ = true;
+    timer_.cancel();
+    state_.active_.erase(this);
+    client::reply_callback done = std::move(done_);
+    call_.tail.clear();
+    done(std::move(outcome));
+  }
+
+  client_state& state_;
+  http_call call_;
+  client::reply_callback done_;
+  timer_type timer_;
+  std::unique_ptr<connection> conn_;
+  std::string head_;
+  std::vector<asio::const_buffer> buffers_;
+  std::optional<parser_type> parser_;
+  bool fresh_ = false;
+  bool retried_ = false;
+  bool timed_out_ = false;
+  bool connect_timed_out_ = false;
+  bool connecting_ = false;
+  bool finished_ = false;
+};
+
+client_state::client_state(std::string host_port, client_options options)
+    : options_{std::move(options)},
+      protocol_{options_},
+      host_port_{std::move(host_port)},
+      address_{split_host_port(host_port_)},
+      work_{asio::make_work_guard(io_)},
+      async_pool_{io_, options_.max_connections,
+                  [this] {
+                    if (!waiting_.empty()) asio::post(io_, [this] { serve_waiters(); });
+                  }},
+      blocking_pool_{blocking_io_, options_.max_connections, {}} {
+  thread_ = std::thread{[this] { io_.run(); }};
+}
+
+client_state::~client_state() {
+  try {
+    stop();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): a destructor must not throw; `~client` stopped
+  }
+}
+
+void client_state::stop() {
+  if (stopped_.exchange(true)) return;
+  if (std::this_thread::get_id() == thread_.get_id()) {
+    // The I/O thread cannot wait for itself to end.
+    std::fputs("oip::http::client: destroyed in one of its own callbacks\n", stderr);
+    std::abort();
+  }
+  blocking_pool_.close();
+  asio::post(io_, [this] { close_all(); });
+  work_.reset();
+  if (thread_.joinable()) thread_.join();
+}
+
+void client_state::post_error(status error, client::infer_callback done) {
+  asio::post(io_, [error = std::move(error), done = std::move(done)]() mutable {
+    done(std::move(error));
+  });
+}
+
+void client_state::start(http_call call, client::reply_callback done) {
+  auto call_state = std::make_shared<exchange>(*this, std::move(call), std::move(done));
+  asio::post(io_, [call_state] { call_state->begin(); });
+}
+
+void client_state::acquire(const std::shared_ptr<exchange>& call) {
+  if (std::optional<connection_pool::taken> got = async_pool_.try_take()) {
+    return call->assign(std::move(got->conn), got->fresh);
+  }
+  if (async_pool_.closed()) return call->abort();
+  waiting_.push_back(call);  // `serve_waiters` assigns it one when one is given back
+}
+
+void client_state::serve_waiters() {
+  while (!waiting_.empty()) {
+    if (waiting_.front()->finished()) {
+      waiting_.pop_front();
+      continue;
+    }
+    std::optional<connection_pool::taken> got = async_pool_.try_take();
+    if (!got) return;
+    const std::shared_ptr<exchange> next = std::move(waiting_.front());
+    waiting_.pop_front();
+    next->assign(std::move(got->conn), got->fresh);
+  }
+}
+
+void client_state::close_all() {
+  async_pool_.close();
+  const std::deque<std::shared_ptr<exchange>> waiting = std::move(waiting_);
+  waiting_.clear();
+  for (const std::shared_ptr<exchange>& w : waiting) w->abort();
+  const std::set<exchange*> active = active_;
+  for (exchange* call : active) call->abort();
+}
+
+result<tcp::resolver::results_type> client_state::endpoints() {
+  {
+    const std::lock_guard lock{endpoints_mutex_};
+    if (endpoints_) return *endpoints_;
+  }
+  tcp::resolver resolver{io_};
+  beast::error_code ec;
+  tcp::resolver::results_type found = resolver.resolve(address_.host, address_.port, ec);
+  if (ec) return unavailable(fmt::format("cannot resolve '{}': {}", host_port_, ec.message()));
+  const std::lock_guard lock{endpoints_mutex_};
+  endpoints_ = found;
+  return found;
+}
+
+status client_state::no_connection_free() const {
+  return status{errc::deadline_exceeded,
+                fmt::format("no connection to {} free within the deadline of {} ms", host_port_,
+                            options_.timeout.count())};
+}
+
+status client_state::transport_error(std::string_view doing, boost::system::error_code ec,
+                                     bool timed_out) const {
+  if (timed_out) {
+    return status{errc::deadline_exceeded,
+                  fmt::format("no reply from {} within the deadline of {} ms", host_port_,
+                              options_.timeout.count())};
+  }
+  if (ec == bhttp::error::body_limit) {
+    return status{errc::payload_too_large,
+                  fmt::format("the reply from {} is larger than the limit of {} bytes", host_port_,
+                              options_.reply_bounds.max_body_bytes)};
+  }
+  if (ec == bhttp::error::header_limit) {
+    return status{errc::header_fields_too_large,
+                  fmt::format("the reply from {} has more than {} bytes of headers", host_port_,
+                              max_reply_header_bytes)};
+  }
+  if (ec.category() == beast::error_code{bhttp::error::end_of_stream}.category() &&
+      ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message) {
+    return status{errc::internal,
+                  fmt::format("the reply from {} is not valid HTTP: {}", host_port_, ec.message())};
+  }
+  return unavailable(fmt::format(
+      "{} {}: {} ({})",
+      doing == "sending the request" ? "cannot send the request to" : "no complete reply from",
+      host_port_, ec.message(), doing));
+}
+
+// --- a call on the caller's thread ---------------------------------------------------------------
+
+status client_state::wait_for_socket(socket_type& socket, short events,
+                                     std::chrono::steady_clock::time_point deadline) {
+  pollfd fd{socket.native_handle(), events, 0};
+  for (;;) {
+    int wait_ms = -1;
+    if (deadline != std::chrono::steady_clock::time_point::max()) {
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return status{errc::deadline_exceeded, ""};
+      wait_ms = static_cast<int>(std::min<std::int64_t>(left.count(), INT32_MAX));
+    }
+    const int ready = ::poll(&fd, 1, wait_ms);
+    if (ready > 0) return {};
+    if (ready == 0) return status{errc::deadline_exceeded, ""};
+    if (errno != EINTR) return unavailable("poll failed");
+  }
+}
+
+status client_state::connect_here(socket_type& socket,
+                                  std::chrono::steady_clock::time_point deadline) {
+  result<tcp::resolver::results_type> found = endpoints();
+  if (!found) return found.error();
+  const auto connect_deadline =
+      std::min(deadline, std::chrono::steady_clock::now() + options_.connect_timeout);
+  beast::error_code ec = asio::error::host_not_found;
+  for (const auto& entry : *found) {
+    beast::error_code ignored;
+    socket.close(ignored);
+    socket.open(entry.endpoint().protocol(), ec);
+    if (ec) continue;
+    socket.non_blocking(true, ec);
+    // ::connect itself: asio's synchronous connect waits without a bound.
+    ec = {};
+    if (::connect(socket.native_handle(), entry.endpoint().data(),
+                  static_cast<socklen_t>(entry.endpoint().size())) != 0) {
+      ec = beast::error_code{errno, asio::error::get_system_category()};
+    }
+    if (ec == asio::error::in_progress || ec == asio::error::would_block) {
+      if (status waited = wait_for_socket(socket, POLLOUT, connect_deadline); !waited.ok()) {
+        if (connect_deadline == deadline) return transport_error("connecting", {}, true);
+        return unavailable(fmt::format("cannot connect to {} within {} ms", host_port_,
+                                       options_.connect_timeout.count()));
+      }
+      int error = 0;
+      socklen_t length = sizeof error;
+      ::getsockopt(socket.native_handle(), SOL_SOCKET, SO_ERROR, &error, &length);
+      ec = beast::error_code{error, asio::error::get_system_category()};
+    }
+    if (!ec) {
+      socket.set_option(tcp::no_delay{true}, ignored);
+      // With no deadline to keep, a read may block in the kernel: one system call where a poll
+      // and a read would be two.
+      if (options_.timeout.count() == 0) socket.non_blocking(false, ignored);
+      return {};
+    }
+  }
+  return unavailable(fmt::format("cannot connect to {}: {}", host_port_, ec.message()));
+}
+
+status client_state::write_here(socket_type& socket, const std::vector<asio::const_buffer>& buffers,
+                                std::chrono::steady_clock::time_point deadline) {
+  beast::buffers_suffix<std::vector<asio::const_buffer>> rest{buffers};
+  while (beast::buffer_bytes(rest) != 0) {
+    beast::error_code ec;
+    const std::size_t n = socket.write_some(rest, ec);
+    if (ec == asio::error::would_block) {
+      if (status waited = wait_for_socket(socket, POLLOUT, deadline); !waited.ok()) return waited;
+      continue;
+    }
+    if (ec) return transport_error("sending the request", ec, false);
+    rest.consume(n);
+  }
+  return {};
+}
+
+status client_state::read_here(connection& conn, parser_type& parser,
+                               std::chrono::steady_clock::time_point deadline) {
+  bool waited_for_none = conn.buffer.size() == 0 && conn.socket.non_blocking();
+  for (;;) {
+    // What the buffer holds first: a reply may have come whole with the last read.
+    while (conn.buffer.size() != 0 && !parser.is_done()) {
+      beast::error_code ec;
+      const std::size_t used = parser.put(conn.buffer.data(), ec);
+      conn.buffer.consume(used);
+      if (ec == bhttp::error::need_more) break;
+      if (ec) return transport_error("reading the reply", ec, false);
+      if (used == 0) break;
+    }
+    if (parser.is_done()) return {};
+    // Right after the request the reply has seldom come yet: wait before reading (a read would
+    // mostly find nothing, one system call for naught).
+    if (waited_for_none) {
+      waited_for_none = false;
+      if (status waited = wait_for_socket(conn.socket, POLLIN, deadline); !waited.ok()) {
+        return waited;
+      }
+    }
+    beast::error_code ec;
+    const std::size_t n = conn.socket.read_some(conn.buffer.prepare(std::size_t{64} * 1024U), ec);
+    if (ec == asio::error::would_block) {
+      if (status waited = wait_for_socket(conn.socket, POLLIN, deadline); !waited.ok()) {
+        return waited;
+      }
+      continue;
+    }
+    if (ec == asio::error::eof) {
+      // A reply whose length is its connection's end is complete now; any other is cut short.
+      if (!parser.got_some()) {
+        return transport_error("reading the reply", bhttp::error::end_of_stream, false);
+      }
+      beast::error_code end;
+      parser.put_eof(end);
+      if (!end && parser.is_done()) return {};
+      return transport_error("reading the reply", bhttp::error::partial_message, false);
+    }
+    if (ec) return transport_error("reading the reply", ec, false);
+    conn.buffer.commit(n);
+  }
+}
+
+result<http_reply> client_state::call_here(const http_call& call) {
+  const auto deadline = options_.timeout.count() > 0
+                            ? std::chrono::steady_clock::now() + options_.timeout
+                            : std::chrono::steady_clock::time_point::max();
+  std::string head_text;
+  std::vector<asio::const_buffer> buffers;
+  frame_request(call, host_port_, head_text, buffers);
+  for (int attempt = 0;; ++attempt) {
+    result<connection_pool::taken> got = blocking_pool_.take_until(deadline);
+    if (!got) {
+      if (got.error().code() == errc::deadline_exceeded) return no_connection_free();
+      return std::move(got).error();
+    }
+    std::unique_ptr<connection> conn = std::move(got->conn);
+    if (got->fresh) {
+      if (status connected = connect_here(conn->socket, deadline); !connected.ok()) {
+        blocking_pool_.give_back(std::move(conn), false);
+        return connected;
+      }
+    }
+    std::optional<parser_type> parser;
+    prepare_parser(parser, options_.reply_bounds.max_body_bytes);
+    status failed = write_here(conn->socket, buffers, deadline);
+    if (failed.ok()) failed = read_here(*conn, *parser, deadline);
+    if (failed.ok()) {
+      bool keep = false;
+      http_reply reply = reply_of(*parser, keep);
+      const bool clean = conn->buffer.size() == 0;
+      blocking_pool_.give_back(std::move(conn), keep && clean);
+      return reply;
+    }
+    blocking_pool_.give_back(std::move(conn), false);
+    if (failed.code() == errc::deadline_exceeded) {
+      return status{errc::deadline_exceeded,
+                    fmt::format("no reply from {} within the deadline of {} ms", host_port_,
+                                options_.timeout.count())};
+    }
+    // A kept-alive connection that the server closed while it was idle fails before any reply
+    // byte: once more on a new connection.
+    const bool retry =
+        attempt == 0 && !got->fresh && !parser->got_some() && failed.code() == errc::unavailable;
+    if (!retry) return failed;
+    // The others kept are likely closed too (an idle timeout, a restart): a new connection.
+    blocking_pool_.drop_idle();
+  }
+}
+
+}  // namespace oip::http::detail

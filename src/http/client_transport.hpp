@@ -1,0 +1,114 @@
+#pragma once
+// The HTTP client's transport: two ways of making a call, each with its pool of kept-alive
+// connections. A synchronous call runs on the caller's thread with blocking I/O (no hand-over to
+// another thread and back); an asynchronous one is an `exchange` on the client's I/O thread.
+
+#include "http/connection_pool.hpp"
+
+#include <oip/client_options.hpp>
+#include <oip/http/client.hpp>
+#include <oip/http_client_protocol.hpp>
+#include <oip/shared_memory.hpp>
+#include <oip/status.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+namespace oip::http::detail {
+
+class exchange;
+
+// "host:port" or "[v6]:port".
+struct host_and_port {
+  std::string host;
+  std::string port;
+};
+
+class client_state {
+ public:
+  client_state(std::string host_port, client_options options);
+  client_state(const client_state&) = delete;
+  client_state& operator=(const client_state&) = delete;
+  ~client_state();
+
+  // Ends the calls in flight (their callbacks run) and the I/O thread.
+  void stop();
+
+  // A call on the caller's thread.
+  result<http_reply> call_here(const http_call& call);
+  // A call on the I/O thread: `done` runs there.
+  void start(http_call call, client::reply_callback done);
+  // A call that failed before it began: `done` still runs on the I/O thread, as it would have.
+  void post_error(status error, client::infer_callback done);
+
+  [[nodiscard]] const client_options& options() const noexcept { return options_; }
+  [[nodiscard]] const http_client_protocol& protocol() const noexcept { return protocol_; }
+  [[nodiscard]] shared_memory_registry& regions() noexcept { return regions_; }
+  // Whether a region was ever registered through this client: until then no request's outputs
+  // are looked up among them.
+  [[nodiscard]] bool has_regions() const noexcept { return any_region_.load(); }
+  void note_region() noexcept { any_region_.store(true); }
+
+ private:
+  using parser_type = boost::beast::http::response_parser<boost::beast::http::string_body>;
+  using time_point = std::chrono::steady_clock::time_point;
+
+  [[nodiscard]] const std::string& host_port() const noexcept { return host_port_; }
+  [[nodiscard]] result<boost::asio::ip::tcp::resolver::results_type> endpoints();
+  // The error status of a failed read or write.
+  [[nodiscard]] status transport_error(std::string_view doing, boost::system::error_code ec,
+                                       bool timed_out) const;
+  [[nodiscard]] status no_connection_free() const;
+
+  // The asynchronous calls' (I/O thread).
+  void acquire(const std::shared_ptr<exchange>& call);
+  void serve_waiters();
+  void close_all();
+
+  // The synchronous calls'.
+  status connect_here(socket_type& socket, time_point deadline);
+  status write_here(socket_type& socket, const std::vector<boost::asio::const_buffer>& buffers,
+                    time_point deadline);
+  status read_here(connection& conn, parser_type& parser, time_point deadline);
+  status wait_for_socket(socket_type& socket, short events, time_point deadline);
+
+  client_options options_;
+  http_client_protocol protocol_;
+  std::string host_port_;
+  host_and_port address_;
+  shared_memory_registry regions_;
+  std::atomic<bool> any_region_{false};
+
+  std::mutex endpoints_mutex_;
+  std::optional<boost::asio::ip::tcp::resolver::results_type> endpoints_;
+
+  boost::asio::io_context io_{1};
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
+  std::thread thread_;
+  std::atomic<bool> stopped_{false};
+  connection_pool async_pool_;
+  std::deque<std::shared_ptr<exchange>> waiting_;  // I/O thread
+  std::set<exchange*> active_;                     // I/O thread
+
+  // The connections of synchronous calls belong to a context that never runs: one that the I/O
+  // thread's reactor watched would wake that thread at each reply, for nothing.
+  boost::asio::io_context blocking_io_{1};
+  connection_pool blocking_pool_;
+
+  friend class exchange;
+};
+
+}  // namespace oip::http::detail

@@ -1,0 +1,94 @@
+#include "http/connection_pool.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace oip::http::detail {
+
+connection_pool::connection_pool(boost::asio::io_context& io, std::size_t most,
+                                 std::function<void()> on_free)
+    : io_{io}, most_{std::max<std::size_t>(most, 1)}, on_free_{std::move(on_free)} {}
+
+std::optional<connection_pool::taken> connection_pool::take_locked() {
+  if (closed_) return std::nullopt;
+  if (!idle_.empty()) {
+    taken out{std::move(idle_.back()), false};
+    idle_.pop_back();
+    return out;
+  }
+  if (open_ < most_) {
+    ++open_;
+    return taken{std::make_unique<connection>(io_), true};
+  }
+  return std::nullopt;
+}
+
+std::optional<connection_pool::taken> connection_pool::try_take() {
+  const std::lock_guard lock{mutex_};
+  return take_locked();
+}
+
+result<connection_pool::taken> connection_pool::take_until(
+    std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock{mutex_};
+  const auto free = [this] { return closed_ || !idle_.empty() || open_ < most_; };
+  if (deadline == std::chrono::steady_clock::time_point::max()) {
+    freed_.wait(lock, free);
+  } else if (!freed_.wait_until(lock, deadline, free)) {
+    return status{errc::deadline_exceeded, "no connection free within the deadline"};
+  }
+  std::optional<taken> got = take_locked();
+  if (!got) return status{errc::unavailable, "the client is closing"};
+  return std::move(*got);
+}
+
+void connection_pool::give_back(std::unique_ptr<connection> conn, bool reusable) {
+  if (!conn) return;
+  {
+    const std::lock_guard lock{mutex_};
+    if (reusable && !closed_) {
+      idle_.push_back(std::move(conn));
+    } else {
+      boost::system::error_code ignored;
+      conn->socket.close(ignored);
+      conn.reset();
+      --open_;
+    }
+  }
+  freed_.notify_one();
+  if (on_free_) on_free_();
+}
+
+void connection_pool::close_idle_locked() {
+  for (std::unique_ptr<connection>& conn : idle_) {
+    boost::system::error_code ignored;
+    conn->socket.close(ignored);
+  }
+  open_ -= idle_.size();
+  idle_.clear();
+}
+
+void connection_pool::drop_idle() {
+  {
+    const std::lock_guard lock{mutex_};
+    close_idle_locked();
+  }
+  freed_.notify_all();
+  if (on_free_) on_free_();
+}
+
+void connection_pool::close() {
+  {
+    const std::lock_guard lock{mutex_};
+    closed_ = true;
+    close_idle_locked();
+  }
+  freed_.notify_all();
+}
+
+bool connection_pool::closed() {
+  const std::lock_guard lock{mutex_};
+  return closed_;
+}
+
+}  // namespace oip::http::detail

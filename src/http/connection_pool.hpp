@@ -1,0 +1,74 @@
+#pragma once
+// Kept-alive connections to one server, at most a set number open at once. The HTTP client has
+// two: one for calls made on their callers' threads, who wait here for a connection, and one for
+// calls on its I/O thread, which queue themselves and are served when a connection comes back.
+
+#include <oip/status.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+
+namespace oip::http::detail {
+
+using socket_type =
+    boost::asio::basic_stream_socket<boost::asio::ip::tcp, boost::asio::io_context::executor_type>;
+
+struct connection {
+  explicit connection(boost::asio::io_context& io) : socket{io.get_executor()} {}
+  socket_type socket;
+  // What was read past the last reply.
+  boost::beast::flat_buffer buffer;
+};
+
+class connection_pool {
+ public:
+  // New connections' sockets belong to `io`. `on_free` runs, outside the pool's lock, after a
+  // connection was given back or closed while a caller may be waiting for one.
+  connection_pool(boost::asio::io_context& io, std::size_t most, std::function<void()> on_free);
+
+  // A kept-alive connection (`fresh` false), or a new unconnected one (`fresh` true).
+  struct taken {
+    std::unique_ptr<connection> conn;
+    bool fresh = false;
+  };
+
+  // One now, or nothing when all are busy or the pool is closed.
+  [[nodiscard]] std::optional<taken> try_take();
+  // Waits until `deadline` for one: errc::deadline_exceeded past it, errc::unavailable once the
+  // pool is closed.
+  [[nodiscard]] result<taken> take_until(std::chrono::steady_clock::time_point deadline);
+  // Kept for another call when `reusable`, closed otherwise.
+  void give_back(std::unique_ptr<connection> conn, bool reusable);
+  // The server closed its idle connections (an idle timeout, a restart): those kept are likely
+  // closed too.
+  void drop_idle();
+  // Closes the idle connections; those in use close when given back, and no more are handed out.
+  void close();
+  [[nodiscard]] bool closed();
+
+ private:
+  // With the lock held.
+  std::optional<taken> take_locked();
+  void close_idle_locked();
+
+  boost::asio::io_context& io_;
+  std::size_t most_;
+  std::function<void()> on_free_;
+  std::mutex mutex_;
+  std::condition_variable freed_;
+  std::vector<std::unique_ptr<connection>> idle_;
+  std::size_t open_ = 0;
+  bool closed_ = false;
+};
+
+}  // namespace oip::http::detail
