@@ -8,12 +8,12 @@
 cmake_minimum_required(VERSION 3.25)
 
 set(core_headers
-  buffer cancellation datatype elementwise export float16 infer limits log_settings metadata
+  buffer cancellation chat_message datatype elementwise export float16 infer limits log_settings metadata
   model_config parameters shape statistics status tensor trace_settings version)
 set(codecs_headers binary generate json)
 set(serving_headers
   access classification client_options executor http_client_protocol http_handler in_process_client
-  inference_service log memory_budget metrics model oip reply_sink repository sequence shared_memory
+  inference_service log memory_budget metrics model oip openai reply_sink repository sequence shared_memory
   trace)
 set(layers core codecs serving http grpc cuda xtensor)
 

@@ -67,6 +67,15 @@ A value that is not one the option takes is an error (exit code 2).
                          repeat for other groups (as Triton's option)
   --grpc-restricted-protocol CATEGORIES:KEY=VALUE
                          the same for gRPC calls, with metadata triton-grpc-protocol-KEY
+  --openai B             serve the OpenAI-compatible front end under /v1 on the HTTP port
+                         (default false): text_stream and text_upper as text models,
+                         text_embed for embeddings; its category for --http-restricted-api is
+                         openai
+  --openai-api-key KEY   a key that OpenAI clients must send (Authorization: Bearer KEY), or
+                         get a 401; repeat for more (default: none asked)
+  --openai-restricted-api CATEGORIES KEY VALUE
+                         as Triton's option: /v1 requests of these categories (inference,
+                         model-repository) must carry header KEY: VALUE, or get a 403
   --grpc-use-ssl B       gRPC over TLS (default false), with
   --grpc-server-cert PATH, --grpc-server-key PATH
                          the server's certificate chain and private key (PEM), and
@@ -237,14 +246,17 @@ po::options_description known_options() {
                              "models",
                              "model-control-mode",
                              "allow-shared-memory",
-                             "device"}) {
+                             "device",
+                             "openai"}) {
     add(single, po::value<std::string>());
   }
   for (const auto& [name, argument] : keepalive_options) add(name, po::value<std::string>());
-  for (const char* repeated :
-       {"http-restricted-api", "grpc-restricted-protocol", "trace-level", "load-model"}) {
+  for (const char* repeated : {"http-restricted-api", "grpc-restricted-protocol", "trace-level",
+                               "load-model", "openai-api-key"}) {
     add(repeated, po::value<std::vector<std::string>>()->composing());
   }
+  // Triton's form: three words per group.
+  add("openai-restricted-api", po::value<std::vector<std::string>>()->multitoken()->composing());
   return known;
 }
 
@@ -315,6 +327,41 @@ void read_grpc(reader& in, options& o) {
         in.check(o.server.restricted_http_api.add(std::move(*restriction)));
       }
     }
+  }
+}
+
+void read_openai(reader& in, options& o) {
+  in.boolean("openai", o.openai);
+  o.openai_access.api_keys = in.all("openai-api-key");
+  if (std::find(o.openai_access.api_keys.begin(), o.openai_access.api_keys.end(), "") !=
+      o.openai_access.api_keys.end()) {
+    in.fail("--openai-api-key takes a key, not an empty string");
+  }
+  const std::vector<std::string> words = in.all("openai-restricted-api");
+  if (words.size() % 3 != 0) {
+    in.fail("--openai-restricted-api takes three values each time: CATEGORIES KEY VALUE");
+    return;
+  }
+  for (std::size_t i = 0; i < words.size(); i += 3) {
+    oip::result<oip::api_restriction> restriction = oip::parse_api_restriction(
+        fmt::format("{}:{}={}", words[i], words[i + 1], words[i + 2]), "openai-restricted-api");
+    if (!restriction) {
+      in.check(restriction.error());
+      continue;
+    }
+    for (const oip::api_category category : restriction->categories) {
+      if (category != oip::api_category::inference &&
+          category != oip::api_category::model_repository) {
+        in.fail(fmt::format(
+            "--openai-restricted-api takes the categories inference and model-repository, not "
+            "'{}'",
+            oip::to_string(category)));
+      }
+    }
+    in.check(o.openai_access.restrictions.add(std::move(*restriction)));
+  }
+  if (!o.openai && (!o.openai_access.api_keys.empty() || !words.empty())) {
+    in.fail("--openai-api-key and --openai-restricted-api need --openai true");
   }
 }
 
@@ -412,6 +459,7 @@ oip::result<options> parse_command_line(int argc, const char* const* argv) {
   read_grpc(in, o);
   read_models(in, o);
   read_logs_and_traces(in, o);
+  read_openai(in, o);
   if (!in.error().ok()) return in.error();
   return o;
 }

@@ -7,6 +7,7 @@
 #include <oip/http/server.hpp>
 #include <oip/inference_service.hpp>
 #include <oip/log.hpp>
+#include <oip/openai.hpp>
 #include <oip/status.hpp>
 #include <oip/trace.hpp>
 
@@ -48,6 +49,8 @@ struct options {
     std::string root_certificates;
   } grpc_tls;
   std::vector<std::pair<std::string, int>> grpc_channel_arguments;  // keepalive
+  bool openai = false;                ///< --openai: the OpenAI-compatible front end under /v1
+  oip::openai_options openai_access;  ///< its API keys and restricted APIs (no models)
 };
 
 /// The options of `argv`; a usage error's message names the option and what was wrong.

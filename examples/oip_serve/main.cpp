@@ -190,6 +190,31 @@ oip::status grpc_security(options& o) {
   return oip::status{};
 }
 
+// The OpenAI front end over the text reference models that the repository holds: text_stream
+// streams (the names of the generate extension), text_upper answers once (its own names, and
+// max_tokens as an input), text_embed makes embeddings.
+oip::openai_options openai_front_end(const std::set<std::string>& held,
+                                     oip::openai_options access) {
+  using kind = oip::openai_model::kind;
+  if (held.contains("text_stream")) {
+    access.models.push_back({.id = "text_stream", .model = "text_stream"});
+  }
+  if (held.contains("text_upper")) {
+    oip::openai_model upper{.id = "text_upper", .model = "text_upper"};
+    upper.prompt_input = "prompt";
+    upper.text_output = "completion";
+    upper.field_inputs = {{"max_tokens", "max_tokens", std::int64_t{16}}};
+    access.models.push_back(std::move(upper));
+  }
+  if (held.contains("text_embed")) {
+    oip::openai_model embed{.id = "text_embed", .model = "text_embed"};
+    embed.serves = kind::embedding;
+    embed.prompt_input = "text";
+    access.models.push_back(std::move(embed));
+  }
+  return access;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -279,7 +304,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  oip::http_handler handler{service};
+  oip::http_routes routes;
+  if (o.openai) routes.openai = openai_front_end(held, o.openai_access);
+  oip::http_handler handler{service, std::move(routes)};
   oip::http::server http{handler, o.http};
   oip::grpc::server grpc{service, o.grpc};
   oip::http_handler metrics_handler{

@@ -1,6 +1,7 @@
 // The decoupled reference models: Triton's repeat and square examples, and a text streamer.
 
 #include "decoupled_models.hpp"
+#include "text_models.hpp"
 
 #include <oip/tensor.hpp>
 
@@ -203,37 +204,6 @@ class square_model final : public oip::model {
   oip::model_config config_;
   responders responders_;
 };
-
-// The prompt's words, each with the white space before it (the last with the white space after
-// it too), so that they add up to the prompt.
-std::vector<std::string_view> words_of(std::string_view text) {
-  std::vector<std::string_view> words;
-  const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
-  std::size_t start = 0;
-  std::size_t i = 0;
-  while (i < text.size()) {
-    while (i < text.size() && space(text[i])) ++i;
-    while (i < text.size() && !space(text[i])) ++i;
-    words.push_back(text.substr(start, i - start));
-    start = i;
-  }
-  if (!words.empty() && start < text.size()) {
-    words.back() = text.substr(words.back().data() - text.data());
-  }
-  return words;
-}
-
-result<std::int64_t> integer_parameter(const oip::parameters& p, std::string_view name,
-                                       std::int64_t otherwise) {
-  const oip::parameter_value* value = p.find(name);
-  if (value == nullptr) return otherwise;
-  if (const auto* i = std::get_if<std::int64_t>(value); i != nullptr && *i >= 0) return *i;
-  if (const auto* u = std::get_if<std::uint64_t>(value)) {
-    return static_cast<std::int64_t>(std::min<std::uint64_t>(*u, INT64_MAX));
-  }
-  return status{oip::errc::invalid_argument,
-                fmt::format("parameter '{}' must be a non-negative integer", name)};
-}
 
 // Streams its prompt back a word at a time: `text_input` (BYTES) in, a `text_output` response
 // per word, at most `max_tokens` of them (a request parameter, as generate and OpenAI clients

@@ -1,6 +1,7 @@
 #include "reference_models.hpp"
 
 #include "decoupled_models.hpp"
+#include "text_models.hpp"
 
 #include <oip/elementwise.hpp>
 #include <oip/tensor.hpp>
@@ -352,6 +353,8 @@ const std::vector<catalogue_entry>& catalogue() {
         {"repeat_int32", [](bool) { return repeat_int32(); }},
         {"square_int32", [](bool) { return square_int32(); }},
         {"text_stream", [](bool) { return text_stream(); }},
+        {"text_upper", [](bool) { return text_upper(); }},
+        {"text_embed", [](bool) { return text_embed(); }},
         // simple_<type>: `simple` over every other numeric type (`simple` itself is INT32).
         {"simple_uint8", [](bool) { return add_sub<std::uint8_t>("simple_uint8"); }},
         {"simple_uint16", [](bool) { return add_sub<std::uint16_t>("simple_uint16"); }},

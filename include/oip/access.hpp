@@ -29,11 +29,13 @@ enum class api_category : std::uint8_t {
   statistics,
   trace,
   logging,
+  /// oip's own: every route of the OpenAI-compatible front end (`/v1/...`, `oip/openai.hpp`).
+  openai,
 };
-inline constexpr std::size_t api_category_count = 9;
+inline constexpr std::size_t api_category_count = 10;
 
 /// Triton's names: "health", "metadata", "inference", "shared-memory", "model-config",
-/// "model-repository", "statistics", "trace", "logging".
+/// "model-repository", "statistics", "trace", "logging"; and "openai".
 [[nodiscard]] OIP_EXPORT std::string_view to_string(api_category category) noexcept;
 
 /// A header, and its exact value, that the requests of `categories` must carry.

@@ -11,6 +11,7 @@
 #include <oip/limits.hpp>
 #include <oip/metrics.hpp>
 #include <oip/model.hpp>
+#include <oip/openai.hpp>
 #include <oip/reply_sink.hpp>
 #include <oip/repository.hpp>
 #include <oip/trace.hpp>
@@ -126,6 +127,8 @@ struct http_routes {
   bool metrics = false;
   /// Gauges added to the metrics (pool memory in use, for example).
   std::vector<metric_gauge> gauges;
+  /// The OpenAI-compatible front end under `/v1` (`oip/openai.hpp`): off when absent.
+  std::optional<openai_options> openai{};
 };
 
 /// Serves the protocol's REST routes from a model repository, running models on an executor.

@@ -36,6 +36,8 @@ enum class errc : std::uint8_t {
   failed_precondition,
   /// 504, gRPC DEADLINE_EXCEEDED: a client's deadline passed before the reply came
   deadline_exceeded,
+  /// 401, gRPC UNAUTHENTICATED: a request without the credentials asked for (an API key)
+  unauthenticated,
 };
 
 /// The canonical gRPC status codes (the numbers are those of grpc::StatusCode).
@@ -84,6 +86,7 @@ inline constexpr errc_mapping errc_table[] = {
     {errc::forbidden, 403, grpc_code::permission_denied, "forbidden"},
     {errc::failed_precondition, 400, grpc_code::failed_precondition, "failed_precondition"},
     {errc::deadline_exceeded, 504, grpc_code::deadline_exceeded, "deadline_exceeded"},
+    {errc::unauthenticated, 401, grpc_code::unauthenticated, "unauthenticated"},
 };
 }  // namespace detail
 

@@ -136,8 +136,6 @@ status read_bool(const document_context& doc, od::value value, std::string_view 
   return {};
 }
 
-namespace {
-
 // A parameter value keeps its JSON type: integer (int64, or uint64 above INT64_MAX), double,
 // bool or string. Anything else is refused, with Triton's wording.
 status read_parameter_value(const document_context& doc, std::string_view key, od::value value,
@@ -198,8 +196,6 @@ status read_parameter_value(const document_context& doc, std::string_view key, o
   }
   return malformed_at(doc, error_code::TAPE_ERROR, value);
 }
-
-}  // namespace
 
 status read_parameters(const document_context& doc, od::value value, std::size_t depth,
                        parameters& out) {

@@ -36,8 +36,8 @@ errc errc_of(::grpc::StatusCode code) {
     case ::grpc::StatusCode::OUT_OF_RANGE: return errc::invalid_argument;
     case ::grpc::StatusCode::NOT_FOUND: return errc::not_found;
     case ::grpc::StatusCode::DEADLINE_EXCEEDED: return errc::deadline_exceeded;
-    case ::grpc::StatusCode::PERMISSION_DENIED:
-    case ::grpc::StatusCode::UNAUTHENTICATED: return errc::forbidden;
+    case ::grpc::StatusCode::PERMISSION_DENIED: return errc::forbidden;
+    case ::grpc::StatusCode::UNAUTHENTICATED: return errc::unauthenticated;
     case ::grpc::StatusCode::RESOURCE_EXHAUSTED: return errc::payload_too_large;
     case ::grpc::StatusCode::FAILED_PRECONDITION: return errc::failed_precondition;
     case ::grpc::StatusCode::UNIMPLEMENTED: return errc::not_implemented;

@@ -11,9 +11,10 @@ namespace {
 constexpr std::array<api_category, api_category_count> every_category = {
     api_category::health,        api_category::metadata,     api_category::inference,
     api_category::shared_memory, api_category::model_config, api_category::model_repository,
-    api_category::statistics,    api_category::trace,        api_category::logging};
+    api_category::statistics,    api_category::trace,        api_category::logging,
+    api_category::openai};
 
-static_assert(static_cast<std::size_t>(api_category::logging) + 1 == api_category_count);
+static_assert(static_cast<std::size_t>(api_category::openai) + 1 == api_category_count);
 
 }  // namespace
 
@@ -28,6 +29,7 @@ std::string_view to_string(api_category category) noexcept {
     case api_category::statistics: return "statistics";
     case api_category::trace: return "trace";
     case api_category::logging: return "logging";
+    case api_category::openai: return "openai";
   }
   return "unknown";
 }

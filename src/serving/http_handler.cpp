@@ -1,6 +1,7 @@
 #include "core/detail/json_string.hpp"
 #include "serving/detail/ascii.hpp"
 #include "serving/detail/compression.hpp"
+#include "serving/detail/openai_front_end.hpp"
 
 #include <oip/binary.hpp>
 #include <oip/generate.hpp>
@@ -84,6 +85,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
   inference_service& service;
   const server_options& options;
   http_routes routes;
+  std::unique_ptr<detail::openai_front_end> openai;  // when `routes.openai` asks for it
 
   explicit state(inference_service& shared) : service{shared}, options{shared.options()} {}
   explicit state(std::unique_ptr<inference_service> own)
@@ -526,6 +528,12 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
       r.status = 200;
       return reply(compressed(std::move(r), reply_coding));
     }
+    if (openai && !path.empty() && path[0] == "v1") {
+      const detail::openai_front_end::body_reader body = [&](memory_budget::lease* held) {
+        return plain_body(request, held);
+      };
+      return openai->handle(request, path, body, done, cancel);
+    }
     if (!routes.protocol || path.empty() || path[0] != "v2") return not_found();
     // A restricted route without its header is refused before anything else, the method
     // included (as in Triton).
@@ -647,6 +655,9 @@ http_handler::http_handler(model_repository& repository, executor& workers, serv
 
 http_handler::http_handler(inference_service& service, http_routes routes)
     : state_{std::make_shared<state>(service)} {
+  if (routes.openai) {
+    state_->openai = std::make_unique<detail::openai_front_end>(service, *routes.openai);
+  }
   state_->routes = std::move(routes);
 }
 

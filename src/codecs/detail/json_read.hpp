@@ -336,6 +336,9 @@ status read_string_view(const document_context& doc, od::value value, std::strin
 status read_string(const document_context& doc, od::value value, std::string_view field,
                    std::string& out);
 status read_bool(const document_context& doc, od::value value, std::string_view field, bool& out);
+// A parameter's value (`key` names it in messages): integer, double, bool or string.
+status read_parameter_value(const document_context& doc, std::string_view key, od::value value,
+                            parameter_value& out);
 status read_parameters(const document_context& doc, od::value value, std::size_t depth,
                        parameters& out);
 
