@@ -191,3 +191,30 @@ TEST_CASE("switches, addresses, repeated options and help") {
   CHECK(health->header == "triton-grpc-protocol-k");
   CHECK(restricted.grpc.restricted_protocol.of(oip::api_category::trace) != nullptr);
 }
+
+TEST_CASE("the OpenAI front end: off by default, keys, and Triton's restricted-API form") {
+  CHECK_FALSE(parsed({}).openai);
+  const options o = parsed({"--openai", "true", "--openai-api-key", "sk-1", "--openai-api-key=sk-2",
+                            "--openai-restricted-api", "inference,model-repository", "admin",
+                            "secret", "--http-port", "9"});
+  CHECK(o.openai);
+  CHECK(o.openai_access.api_keys == std::vector<std::string>{"sk-1", "sk-2"});
+  const oip::api_restriction* needed =
+      o.openai_access.restrictions.of(oip::api_category::model_repository);
+  REQUIRE(needed != nullptr);
+  CHECK(needed->header == "admin");
+  CHECK(needed->value == "secret");
+  CHECK(o.http.port == 9);
+  CHECK(parsed({"--openai=1", "--http-restricted-api", "openai:tenant=t"})
+            .server.restricted_http_api.of(oip::api_category::openai) != nullptr);
+  CHECK(refusal({"--openai", "maybe"}).find("--openai takes true") != std::string::npos);
+  CHECK(refusal({"--openai-api-key", "k"}).find("need --openai true") != std::string::npos);
+  CHECK(refusal({"--openai", "true", "--openai-restricted-api", "inference", "admin"})
+            .find("three values") != std::string::npos);
+  CHECK(refusal({"--openai", "true", "--openai-restricted-api", "logging", "a", "b"})
+            .find("inference and model-repository") != std::string::npos);
+  CHECK(refusal({"--openai", "true", "--openai-api-key", ""}).find("not an empty string") !=
+        std::string::npos);
+  CHECK(refusal({"--openai", "true", "--openai-api-key="}).find("openai-api-key") !=
+        std::string::npos);
+}

@@ -1,6 +1,7 @@
 // The decoupled reference models: Triton's repeat and square examples, and a text streamer.
 
 #include "decoupled_models.hpp"
+
 #include "text_models.hpp"
 
 #include <oip/tensor.hpp>

@@ -17,12 +17,15 @@
 #include <oip/binary.hpp>
 #include <oip/buffer.hpp>
 #include <oip/cancellation.hpp>
+#include <oip/chat_message.hpp>
 #include <oip/classification.hpp>
+#include <oip/client_options.hpp>
 #include <oip/datatype.hpp>
 #include <oip/elementwise.hpp>
 #include <oip/executor.hpp>
 #include <oip/float16.hpp>
 #include <oip/generate.hpp>
+#include <oip/http_client_protocol.hpp>
 #include <oip/http_handler.hpp>
 #include <oip/in_process_client.hpp>
 #include <oip/infer.hpp>
@@ -36,6 +39,7 @@
 #include <oip/metrics.hpp>
 #include <oip/model.hpp>
 #include <oip/model_config.hpp>
+#include <oip/openai.hpp>
 #include <oip/parameters.hpp>
 #include <oip/reply_sink.hpp>
 #include <oip/repository.hpp>

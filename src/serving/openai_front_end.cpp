@@ -145,19 +145,10 @@ result<tensor> integer_value(const std::string& name, shape_type shape, const pa
                   fmt::format("'{}' must be an integer from {} to {} for this model", field,
                               std::numeric_limits<T>::min(), std::numeric_limits<T>::max())};
   };
-  if (const auto* i = std::get_if<std::int64_t>(&v)) {
-    if (*i < 0 && std::is_unsigned_v<T>) return refused();
-    if (std::is_signed_v<T> && (*i < static_cast<std::int64_t>(std::numeric_limits<T>::min()) ||
-                                *i > static_cast<std::int64_t>(std::numeric_limits<T>::max()))) {
-      return refused();
-    }
-    if (std::is_unsigned_v<T> && static_cast<std::uint64_t>(*i) > std::numeric_limits<T>::max()) {
-      return refused();
-    }
+  if (const auto* i = std::get_if<std::int64_t>(&v); i != nullptr && std::in_range<T>(*i)) {
     return one_value<T>(name, std::move(shape), static_cast<T>(*i));
   }
-  if (const auto* u = std::get_if<std::uint64_t>(&v)) {
-    if (*u > static_cast<std::uint64_t>(std::numeric_limits<T>::max())) return refused();
+  if (const auto* u = std::get_if<std::uint64_t>(&v); u != nullptr && std::in_range<T>(*u)) {
     return one_value<T>(name, std::move(shape), static_cast<T>(*u));
   }
   return refused();
@@ -529,6 +520,13 @@ void embedding_batch::start(std::size_t index) {
       std::move(sink));
 }
 
+// A request answered before it reaches a model: logged as the service logs those it refuses.
+void refuse_request(const http_request& request, const status& why, std::string_view code,
+                    completion& done) {
+  log_request_failure(why, fmt::format("{} {}", request.method, request.target.substr(0, 200)));
+  done(error_reply(why, code));
+}
+
 }  // namespace
 
 // --- routes
@@ -593,24 +591,26 @@ struct openai_front_end::state {
 
   void infer(const http_request& request, openai_route route, const body_reader& read_body,
              completion& done, const cancellation& cancel) const {
+    const auto refuse = [&](const status& why, std::string_view code = {}) {
+      refuse_request(request, why, code, done);
+    };
     auto sink = std::make_shared<text_reply>();
     result<buffer> body = read_body(route == openai_route::embeddings ? nullptr : &sink->held);
-    if (!body) return done(error_reply(body.error()));
+    if (!body) return refuse(body.error());
     result<openai_request> asked =
         decode_openai_request(*body, route, service.options().bounds, options.max_embedding_inputs);
-    if (!asked) return done(error_reply(asked.error()));
+    if (!asked) return refuse(asked.error());
     const openai_model* m = find(asked->model);
     const bool fits = m != nullptr && (m->serves == openai_model::kind::embedding) ==
                                           (route == openai_route::embeddings);
     if (!fits) {
-      return done(error_reply(
-          status{errc::not_found,
-                 m == nullptr
-                     ? fmt::format("The model '{}' does not exist", asked->model.substr(0, 200))
-                 : route == openai_route::embeddings
-                     ? fmt::format("The model '{}' does not make embeddings", m->id)
-                     : fmt::format("The model '{}' makes embeddings, not text", m->id)},
-          "model_not_found"));
+      return refuse(status{errc::not_found,
+                           m == nullptr ? fmt::format("The model '{}' does not exist",
+                                                      asked->model.substr(0, 200))
+                           : route == openai_route::embeddings
+                               ? fmt::format("The model '{}' does not make embeddings", m->id)
+                               : fmt::format("The model '{}' makes embeddings, not text", m->id)},
+                    "model_not_found");
     }
     if (route == openai_route::embeddings) return embed(*m, std::move(*asked), done, cancel);
 
@@ -619,7 +619,7 @@ struct openai_front_end::state {
       result<std::string> made = m->chat
                                      ? m->chat(asked->messages)
                                      : result<std::string>{default_chat_template(asked->messages)};
-      if (!made) return done(error_reply(made.error()));
+      if (!made) return refuse(made.error());
       prompt = std::move(*made);
     }
     sink->model_name = m->id;
@@ -663,8 +663,7 @@ void openai_front_end::handle(const http_request& request, std::span<const std::
                               const cancellation& cancel) const {
   const state& s = *state_;
   const auto fail = [&](const status& why, std::string_view code = {}) {
-    log_request_failure(why, fmt::format("{} {}", request.method, request.target.substr(0, 200)));
-    done(error_reply(why, code));
+    refuse_request(request, why, code, done);
   };
   if (status ok = s.authenticated(request); !ok.ok()) {
     return fail(ok, ok.code() == errc::unauthenticated ? "invalid_api_key" : "");

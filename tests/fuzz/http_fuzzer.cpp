@@ -10,6 +10,7 @@
 
 #include <oip/http/server.hpp>
 #include <oip/log.hpp>
+#include <oip/openai.hpp>
 
 #include <cerrno>
 #include <chrono>
@@ -46,7 +47,20 @@ struct served {
     options.bounds.max_body_bytes = 1U << 20U;
     options.bounds.max_elements = 1U << 16U;
     service = std::make_unique<oip::inference_service>(models, workers, options);
-    handler = std::make_unique<oip::http_handler>(*service);
+    // The OpenAI front end over the text reference models that answer once.
+    oip::openai_options openai;
+    oip::openai_model upper{.id = "text_upper", .model = "text_upper"};
+    upper.prompt_input = "prompt";
+    upper.text_output = "completion";
+    upper.field_inputs = {{"max_tokens", "max_tokens", std::int64_t{16}}};
+    oip::openai_model embed{.id = "text_embed", .model = "text_embed"};
+    embed.serves = oip::openai_model::kind::embedding;
+    embed.prompt_input = "text";
+    openai.models = {upper, embed};
+    handler = std::make_unique<oip::http_handler>(
+        *service,
+        oip::http_routes{
+            .protocol = true, .metrics = false, .gauges = {}, .openai = std::move(openai)});
     oip::http::server_options http_options;
     http_options.address = "127.0.0.1";
     http_options.port = 0;
