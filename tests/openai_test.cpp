@@ -126,7 +126,8 @@ struct front_end {
     oip::openai_model lengths{.id = "lengths", .model = "lengths"};
     lengths.serves = oip::openai_model::kind::embedding;
     oip::openai_model broken{.id = "broken", .model = "simple"};  // no BYTES text_input
-    options.models = {text, fields, lengths, broken};
+    oip::openai_model slashed{.id = "org/pieces", .model = "pieces"};
+    options.models = {text, fields, lengths, broken, slashed};
     service = std::make_unique<oip::inference_service>(repository, workers, std::move(server));
     handler = std::make_unique<oip::http_handler>(
         *service,
@@ -187,9 +188,9 @@ TEST_CASE("the text is cut before a stop string, even across responses, and the 
   REQUIRE(r.status == 200);
   CHECK(r.header("Content-Type") == "text/event-stream; charset=utf-8");
   const std::string events = r.body();
-  // A tail that could begin a stop string waits for the next response.
-  CHECK(events.find(R"("text":"a",)") != std::string::npos);
-  CHECK(events.find(R"("text":"bc",)") != std::string::npos);
+  // An end of the text that begins a stop string ("S") waits for the next response; others go.
+  CHECK(events.find(R"("text":"ab",)") != std::string::npos);
+  CHECK(events.find(R"("text":"c",)") != std::string::npos);
   CHECK(f.pieces->sends_failed == 2);
   CHECK(events.find("TOP") == std::string::npos);
   CHECK(events.find(R"("finish_reason":"stop")") != std::string::npos);
@@ -215,6 +216,13 @@ TEST_CASE("a chunk never ends inside a UTF-8 character") {
           .body();
   CHECK(chat.find(R"("delta":{"role":"assistant","content":""})") != std::string::npos);
   CHECK(chat.find(R"("delta":{"content":"hi"})") != std::string::npos);
+  // Usage asked for, from a model that reports no counts: zeros.
+  const std::string usage =
+      f.post("completions", R"({"model":"pieces","prompt":"x","stream":true,"pieces":"a",)"
+                            R"("stream_options":{"include_usage":true}})")
+          .body();
+  CHECK(usage.find(R"("choices":[],"usage":{"prompt_tokens":0,"completion_tokens":0,)") !=
+        std::string::npos);
   // A body that is not UTF-8 is malformed: a 400, the model never runs.
   check_error(f.post("completions", "{\"model\":\"pieces\",\"prompt\":\"caf\xc3\"}"), 400,
               "failed to parse");
@@ -244,7 +252,7 @@ TEST_CASE("embeddings over many texts, in order, on a model that answers on the 
 
 TEST_CASE("what the front end does not offer is a 400 that names it; nothing is a 5xx") {
   front_end f;
-  const std::vector<std::pair<std::string, std::string>> refused = {
+  std::vector<std::pair<std::string, std::string>> refused = {
       {R"({"model":"pieces","prompt":"x","n":3})", "'n' must be 1"},
       {R"({"model":"pieces","prompt":"x","echo":true})", "'echo' is not supported"},
       {R"({"model":"pieces","prompt":"x","logprobs":2})", "'logprobs' is not supported"},
@@ -258,12 +266,21 @@ TEST_CASE("what the front end does not offer is a 400 that names it; nothing is 
       {R"({"model":"pieces","prompt":"x","stop":[1]})", "as tokens"},
       {R"({"model":"pieces","prompt":"x","stream":"yes"})", "expected a boolean"},
       {R"({"model":"pieces","prompt":"x","metadata":{"a":1}})", "'metadata' is not supported"},
+      {R"({"model":"pieces","prompt":"x","timeout":1})", "a parameter of the inference protocol"},
+      {R"({"model":"pieces","prompt":"x","sequence_id":7})", "a parameter of the inference"},
+      {R"({"model":"pieces","prompt":"x","triton_enable_empty_final_response":true})",
+       "a parameter of the inference"},
+      {R"({"model":"pieces","prompt":"x","stop":")" + std::string(257, 's') + R"("})",
+       "at most 256 bytes"},
       {R"({"model":"pieces","prompt":"x","prompt":"y"})", "duplicate key"},
       {R"({"model":"pieces","prompt":"x"} trailing)", "failed to parse"},
       {"[]", "expected an object"},
       {"", "failed to parse"},
       {std::string(300, '[') + std::string(300, ']'), "expected an object"},
   };
+  std::string many_fields = R"({"model":"pieces","prompt":"x")";
+  for (int i = 0; i < 65; ++i) many_fields += fmt::format(R"(,"f{}":{})", i, i);
+  refused.emplace_back(many_fields + "}", "at most 64 fields");
   for (const auto& [body, words] : refused) {
     CAPTURE(body);
     check_error(f.post("completions", body), 400, words);
@@ -302,6 +319,10 @@ TEST_CASE("what the front end does not offer is a 400 that names it; nothing is 
   check_error(f.client->send("GET", "/v1/completions"), 405, "use POST");
   check_error(f.client->send("POST", "/v1/models"), 405, "use GET");
   check_error(f.client->send("GET", "/v1/nothing"), 404, "no route");
+  const oip::http_response slashed = f.client->send("GET", "/v1/models/org/pieces");
+  CHECK(slashed.status == 200);
+  CHECK(slashed.body().starts_with(R"({"id":"org/pieces","object":"model")"));
+  check_error(f.client->send("GET", "/v1/models/org/none"), 404, "model_not_found");
 }
 
 TEST_CASE("API keys: Bearer auth in constant time; none configured accepts any header") {

@@ -49,16 +49,17 @@ struct openai_field_input {
 /// Text models (completions and chats) take the prompt in `prompt_input` (BYTES, one element)
 /// and give text in `text_output` (BYTES; each response's elements are concatenated). A decoupled
 /// model streams its text, one chunk per response; an ordinary model answers once. The sampling
-/// fields (`max_tokens`, `max_completion_tokens` as `max_tokens`, `temperature`, `top_p`, `seed`,
-/// `frequency_penalty`, `presence_penalty`, `stop` when it is one string, and any other number,
-/// string or bool the client sends) are request parameters, unless `field_inputs` sends them to
-/// inputs. A response's parameters `prompt_tokens` and `completion_tokens` (the counts so far)
-/// give the reply's `usage`, and `finish_reason` ("stop" or "length") its finish reason. The
-/// front end also cuts the text before the first of the request's `stop` strings, and then stops
-/// the model.
+/// fields (`max_tokens`, `max_completion_tokens` as `max_tokens`, `temperature`, `top_p` and the
+/// two penalties as doubles, `seed`, `stop` when the request holds one stop string, and any other
+/// number, string or bool the client sends, up to 64 fields; the protocol's own parameters such
+/// as `timeout` or `sequence_id` are refused) are request parameters, unless `field_inputs` sends
+/// them to inputs. The parameters `prompt_tokens` and `completion_tokens` (the counts so far; the
+/// latest of each is kept) give the reply's `usage`, and `finish_reason` ("stop" or "length") its
+/// finish reason. The front end also cuts the text before the first of the request's `stop`
+/// strings and then calls the model's request off, which its statistics count as a cancel.
 ///
 /// Embedding models take one text in `prompt_input` and give its vector in `embedding_output`
-/// (FP32, FP64 or FP16); each text of a request is one inference.
+/// (FP32, FP64, FP16 or BF16); each text of a request is one inference.
 struct openai_model {
   enum class kind : std::uint8_t { text, embedding };
 

@@ -182,6 +182,28 @@ bool is_offered_not(std::string_view key, openai_route route) {
   return false;
 }
 
+// The most fields one request passes to its model, and the longest stop string: what a client
+// can make the front end hold and search stays small.
+constexpr std::size_t max_passed_fields = 64;
+constexpr std::size_t max_stop_bytes = 256;
+
+// Names that the inference service reads as its own request parameters (a deadline, a priority,
+// a sequence, output formats): a client of the OpenAI API does not reach them.
+bool is_reserved(std::string_view key) {
+  if (key.starts_with("triton_")) return true;
+  for (std::string_view k : {"timeout", "priority", "sequence_id", "sequence_start", "sequence_end",
+                             "binary_data_output", "binary_data", "classification", "headers"}) {
+    if (key == k) return true;
+  }
+  return false;
+}
+
+// Fields that OpenAI's API defines as real numbers.
+bool is_real(std::string_view key) {
+  return key == "temperature" || key == "top_p" || key == "frequency_penalty" ||
+         key == "presence_penalty";
+}
+
 }  // namespace
 
 result<openai_request> decode_openai_request(const buffer& body, openai_route route,
@@ -192,6 +214,8 @@ result<openai_request> decode_openai_request(const buffer& body, openai_route ro
   openai_request out;
   bool has_model = false;
   bool has_input = false;
+  bool has_max_tokens = false;
+  std::size_t passed_on = 0;
   status read = parse_document(doc, json, [&](auto&& fields) {
     return fields([&](std::string_view key, od::value value) -> status {
       if (is_null(value)) return {};  // a field sent as null is one left out
@@ -241,8 +265,13 @@ result<openai_request> decode_openai_request(const buffer& body, openai_route ro
       if (key == "stop" && route != openai_route::embeddings) {
         bool array = false;
         if (status s = read_strings(doc, value, key, 16, out.stop, array); !s.ok()) return s;
-        if (out.stop.size() == 1) out.sampling.set("stop", out.stop.front());
         std::erase(out.stop, std::string{});
+        for (const std::string& stop : out.stop) {
+          if (stop.size() > max_stop_bytes) {
+            return invalid(fmt::format("a stop string is at most {} bytes", max_stop_bytes));
+          }
+        }
+        if (out.stop.size() == 1) out.sampling.append_unchecked("stop", out.stop.front());
         return {};
       }
       if (is_offered_not(key, route)) return refuse_offered_not(doc, key, value, route);
@@ -252,18 +281,34 @@ result<openai_request> decode_openai_request(const buffer& body, openai_route ro
         if (status walked = walk_value(doc, value, 1); !walked.ok()) return walked;
         return not_supported(key);
       }
+      if (is_reserved(key)) {
+        if (status walked = walk_value(doc, value, 1); !walked.ok()) return walked;
+        return invalid(fmt::format(
+            "'{}' is a parameter of the inference protocol, not a field of OpenAI's API", key));
+      }
+      if (++passed_on > max_passed_fields) {
+        return invalid(
+            fmt::format("a request passes at most {} fields to the model", max_passed_fields));
+      }
       parameter_value parsed;
       if (status s = read_parameter_value(doc, key, value, parsed); !s.ok()) return s;
-      const std::string name = key == "max_completion_tokens" ? "max_tokens" : std::string{key};
-      if (name == "max_tokens") {
+      const bool tokens = key == "max_tokens" || key == "max_completion_tokens";
+      if (tokens) {
         const auto* i = std::get_if<std::int64_t>(&parsed);
         if (i == nullptr || *i < 0) {
           return invalid(fmt::format("'{}' must be a non-negative integer", key));
         }
+        if (has_max_tokens) {
+          return invalid("'max_tokens' and 'max_completion_tokens' are the same field; send one");
+        }
+        has_max_tokens = true;
       }
-      if (!out.sampling.try_add(name, std::move(parsed))) {
-        return invalid("'max_tokens' and 'max_completion_tokens' are the same field; send one");
+      // Sampling fields are numbers: 0 and 1 from a client's JSON are doubles to the model too.
+      if (const auto* i = std::get_if<std::int64_t>(&parsed); i != nullptr && is_real(key)) {
+        parsed = static_cast<double>(*i);
       }
+      // Keys are unique (the object's reader refuses duplicates): no lookup before adding.
+      out.sampling.append_unchecked(tokens ? "max_tokens" : std::string{key}, std::move(parsed));
       return {};
     });
   });

@@ -297,14 +297,18 @@ struct text_reply final : reply_sink {
       return end_with(outcome);
     }
     if (!stopped) release(true);
-    const std::string_view reason = finish_reason.empty() ? "stop" : finish_reason;
+    // (A conditional of a literal and a std::string would be a temporary string to view.)
+    std::string_view reason = finish_reason;
+    if (reason.empty()) reason = "stop";
     if (!stream) {
       return done(json_reply(200, encode_openai_completion(head, text, reason, usage)));
     }
     start();
     body->push(
         event(encode_openai_chunk(head, {.text = {}, .first = false, .finish_reason = reason})));
-    if (include_usage && usage) body->push(event(encode_openai_usage_chunk(head, *usage)));
+    if (include_usage) {
+      body->push(event(encode_openai_usage_chunk(head, usage.value_or(openai_usage{}))));
+    }
     body->push("data: [DONE]\n\n");
     body->end();
   }
@@ -362,11 +366,23 @@ struct text_reply final : reply_sink {
     }
     std::size_t n = pending.size();
     if (!at_end) {
-      n -= std::min(n, longest == 0 ? 0 : longest - 1);
+      n -= stop_prefix_at_end(longest);
       n = whole_characters(pending, n);
     }
     emit(std::string_view{pending}.substr(0, n));
     pending.erase(0, n);
+  }
+
+  // The length of the longest end of `pending` that begins a stop string (shorter than it).
+  [[nodiscard]] std::size_t stop_prefix_at_end(std::size_t longest) const {
+    const std::string_view waiting = pending;
+    for (std::size_t k = std::min(waiting.size(), longest == 0 ? 0 : longest - 1); k > 0; --k) {
+      const std::string_view end = waiting.substr(waiting.size() - k);
+      for (const std::string& s : stop) {
+        if (s.size() > k && std::string_view{s}.starts_with(end)) return k;
+      }
+    }
+    return 0;
   }
 
   void emit(std::string_view piece) {
@@ -405,12 +421,13 @@ struct embedding_batch : std::enable_shared_from_this<embedding_batch> {
   static constexpr std::size_t in_flight_at_most = 4;
 
   inference_service* service = nullptr;
-  const openai_model* mapping = nullptr;
+  std::optional<openai_model> mapping;  // a copy: the batch may outlive the front end
   std::vector<std::string> texts;
   parameters fields;
   bool base64 = false;
   cancellation cancel;
   completion done;
+  memory_budget::lease held;  // a decompressed body's bytes, until the request ends
 
   std::mutex mutex;
   std::vector<std::vector<float>> vectors;
@@ -595,7 +612,8 @@ struct openai_front_end::state {
       refuse_request(request, why, code, done);
     };
     auto sink = std::make_shared<text_reply>();
-    result<buffer> body = read_body(route == openai_route::embeddings ? nullptr : &sink->held);
+    memory_budget::lease held;  // a decompressed body's bytes, until the request ends
+    result<buffer> body = read_body(&held);
     if (!body) return refuse(body.error());
     result<openai_request> asked =
         decode_openai_request(*body, route, service.options().bounds, options.max_embedding_inputs);
@@ -612,7 +630,10 @@ struct openai_front_end::state {
                                : fmt::format("The model '{}' makes embeddings, not text", m->id)},
                     "model_not_found");
     }
-    if (route == openai_route::embeddings) return embed(*m, std::move(*asked), done, cancel);
+    if (route == openai_route::embeddings) {
+      return embed(*m, std::move(*asked), std::move(held), done, cancel);
+    }
+    sink->held = std::move(held);
 
     std::string prompt = std::move(asked->prompt);
     if (route == openai_route::chat) {
@@ -640,11 +661,12 @@ struct openai_front_end::state {
         std::move(sink));
   }
 
-  void embed(const openai_model& m, openai_request asked, completion& done,
-             const cancellation& cancel) const {
+  void embed(const openai_model& m, openai_request asked, memory_budget::lease held,
+             completion& done, const cancellation& cancel) const {
     auto batch = std::make_shared<embedding_batch>();
+    batch->held = std::move(held);
     batch->service = &service;
-    batch->mapping = &m;
+    batch->mapping = m;
     batch->texts = std::move(asked.texts);
     batch->fields = std::move(asked.sampling);
     batch->base64 = asked.base64;
@@ -677,10 +699,14 @@ void openai_front_end::handle(const http_request& request, std::span<const std::
     r.headers.push_back({"Allow", std::string{allowed}});
     done(std::move(r));
   };
-  if (path.size() >= 2 && path.size() <= 3 && path[1] == "models") {
+  if (path.size() >= 2 && path[1] == "models") {
     if (status ok = s.allowed(request, api_category::model_repository); !ok.ok()) return fail(ok);
     if (!get) return wrong_method("GET, HEAD");
-    return done(path.size() == 2 ? s.model_list_reply() : s.model_reply(path[2]));
+    if (path.size() == 2) return done(s.model_list_reply());
+    // An id may hold slashes ("org/model"), as Hugging Face's names do.
+    std::string id = path[2];
+    for (std::size_t i = 3; i < path.size(); ++i) id += "/" + path[i];
+    return done(s.model_reply(id));
   }
   std::optional<openai_route> route;
   if (path.size() == 2 && path[1] == "completions") route = openai_route::completions;
