@@ -163,6 +163,11 @@ class OIP_EXPORT http_handler {
   /// Handles one request and waits for the reply (tests, and hosts that block anyway).
   [[nodiscard]] http_response handle(http_request request);
 
+  /// The reply to an error that a transport finds before it hands a request over (a body over
+  /// the limit, headers too large, malformed HTTP), for the request's target where it is known:
+  /// OpenAI's error object under `/v1` when the front end is on, the protocol's otherwise.
+  [[nodiscard]] http_response error_reply_for(std::string_view target, const status& error) const;
+
   [[nodiscard]] const server_options& options() const noexcept;
   /// The service it serves (its own, or the one it was given).
   [[nodiscard]] inference_service& service() const noexcept;

@@ -611,11 +611,11 @@ class session : public std::enable_shared_from_this<session> {
     busy_ = true;
     keep_alive_ = false;
     head_only_ = false;
-    http_response reply;
-    reply.status = error.http_status();
-    reply.headers.push_back({"Content-Type", "application/json"});
-    reply.head = error.to_json();
-    write(std::move(reply));
+    // The handler words it for the request's target, once the request line has been read (the
+    // parser keeps the target it read even when a later field or the body's length failed).
+    std::string_view target;
+    if (parser_) target = parser_->get().target();
+    write(server_->handler.error_reply_for(target, error));
   }
 
   void close() {

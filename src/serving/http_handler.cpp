@@ -677,6 +677,13 @@ void http_handler::handle(http_request request, completion done, cancellation ca
   }
 }
 
+http_response http_handler::error_reply_for(std::string_view target, const status& error) const {
+  if (state_->openai && detail::openai_front_end::serves(target)) {
+    return detail::openai_front_end::error_of(error);
+  }
+  return error_reply(error);
+}
+
 http_response http_handler::handle(http_request request) {
   std::mutex mutex;
   std::condition_variable ready;

@@ -677,6 +677,13 @@ struct openai_front_end::state {
   }
 };
 
+http_response openai_front_end::error_of(const status& error) { return detail::error_reply(error); }
+
+bool openai_front_end::serves(std::string_view target) noexcept {
+  target = target.substr(0, target.find('?'));
+  return target == "/v1" || target.starts_with("/v1/");
+}
+
 openai_front_end::openai_front_end(inference_service& service, openai_options options)
     : state_{std::make_shared<const state>(state{service, std::move(options)})} {}
 

@@ -9,7 +9,9 @@ the front end does not offer), and a stream closed by the client, which stops th
 Usage: openai_test.py PATH/TO/oip-serve
 """
 
+import json
 import math
+import socket
 import sys
 import time
 
@@ -196,6 +198,20 @@ def errors_in_openai_shape(clients):
                        headers={"Authorization": f"Bearer {KEY}"}, content=b'{"model": "text_')
     assert reply.status_code == 400, reply.text
     assert reply.json()["error"]["type"] == "invalid_request_error", reply.text
+    # Refused by the HTTP server itself, before the handler reads the body: OpenAI's shape too.
+    host, port = clients.http_url.split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        raw.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                    b"Content-Length: 999999999999\r\n\r\n")
+        reply = b""
+        while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):
+            chunk = raw.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413"), head
+    assert json.loads(body)["error"]["type"] == "invalid_request_error", body
     # No key at all.
     reply = httpx.get(f"http://{clients.http_url}/v1/models")
     assert reply.status_code == 401 and "API key" in reply.json()["error"]["message"], reply.text

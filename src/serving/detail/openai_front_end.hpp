@@ -25,6 +25,11 @@ class openai_front_end {
 
   openai_front_end(inference_service& service, openai_options options);
 
+  // An error in OpenAI's shape, with its status.
+  [[nodiscard]] static http_response error_of(const status& error);
+  // Whether a target is one of the front end's (`/v1`, `/v1/...`; the query aside).
+  [[nodiscard]] static bool serves(std::string_view target) noexcept;
+
   // `path`: the target's segments, "v1" first. `done` is called once.
   void handle(const http_request& request, std::span<const std::string> path,
               const body_reader& body, completion& done, const cancellation& cancel) const;
