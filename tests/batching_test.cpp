@@ -1,5 +1,6 @@
 #include "wait.hpp"
 
+#include <oip/classification.hpp>
 #include <oip/http_handler.hpp>
 #include <oip/inference_service.hpp>
 
@@ -55,7 +56,17 @@ class doubler : public oip::model {
     }
     const oip::tensor& tags = call.request().inputs[1];
     oip::model_output result;
-    result.outputs.push_back(*oip::tensor::from_values<float>("OUT", shape, out));
+    oip::tensor doubled = *oip::tensor::from_values<float>("OUT", shape, out);
+    // Asked for OUT's classification, it classifies the batch itself, as a GPU model does.
+    const std::vector<oip::requested_output>& asked = call.request().outputs;
+    const auto* classes =
+        asked.empty() ? nullptr : asked[0].parameters.get<std::int64_t>("classification");
+    if (classes != nullptr) {
+      result.classified.push_back(*oip::classify(doubled, static_cast<std::size_t>(*classes),
+                                                 oip::classification_rows::batch_rows));
+    } else {
+      result.outputs.push_back(std::move(doubled));
+    }
     result.outputs.push_back(*oip::tensor::make("TAG", tags.type(), tags.shape(), tags.data()));
     call.finish(std::move(result));
   }
@@ -95,8 +106,14 @@ struct service_fixture {
 
   // Sends rows × width values (row r of request `tag` holds tag*1000 + r*width + column).
   std::future<oip::result<oip::inference_response>> send(int tag, std::int64_t rows,
-                                                         std::int64_t width) {
+                                                         std::int64_t width,
+                                                         std::int64_t classes = 0) {
     oip::inference_request r;
+    if (classes > 0) {
+      r.outputs.push_back({"OUT", {}});
+      r.outputs.back().parameters.set("classification", classes);
+      r.outputs.push_back({"TAG", {}});
+    }
     r.id = std::to_string(tag);
     std::vector<float> values(static_cast<std::size_t>(rows * width));
     for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(tag * 1000 + i);
@@ -190,6 +207,37 @@ TEST_CASE("concurrent requests of random shapes are merged and split back exactl
     CHECK(took.count == executions[size]);
     CHECK(took.compute_infer_ns > 0);
   }
+}
+
+TEST_CASE("a batch's own classification is split back per request; other outputs batch apart") {
+  service_fixture f{std::make_shared<doubler>(oip::model_config::batching_settings{2ms, 1024, 1})};
+  f.model->hold();
+  auto first = f.send(0, 1, 4, 2);  // runs alone, held
+  while (f.model->entered.load() == 0) std::this_thread::sleep_for(1ms);
+  std::vector<std::future<oip::result<oip::inference_response>>> classified;
+  for (int tag = 1; tag <= 3; ++tag) classified.push_back(f.send(tag, 2, 4, 2));
+  auto plain = f.send(4, 1, 4);
+  f.model->release();
+  REQUIRE(first.get());
+  for (int tag = 1; tag <= 3; ++tag) {
+    oip::result<oip::inference_response> r = classified[static_cast<std::size_t>(tag - 1)].get();
+    REQUIRE(r);
+    REQUIRE(r->outputs.size() == 2);
+    const oip::tensor& classes = r->outputs[0];
+    CHECK(classes.shape() == oip::shape_type{2, 2});
+    // Each row's top two of 2 × (tag*1000 + i): its last two columns, as "<value>:<index>".
+    std::vector<std::string> got;
+    for (std::string_view e : classes.strings()) got.emplace_back(e);
+    const auto value = [&](int i) { return std::to_string(2 * (tag * 1000 + i)); };
+    CHECK(got == std::vector<std::string>{value(3) + ":3", value(2) + ":2", value(7) + ":3",
+                                          value(6) + ":2"});
+  }
+  oip::result<oip::inference_response> alone = plain.get();
+  REQUIRE(alone);
+  service_fixture::check_own_rows(*alone, 4, 1, 4);
+  // The three that asked the same outputs ran as one batch; the plain one on its own.
+  const std::lock_guard lock{f.model->mutex_};
+  CHECK(f.model->batches == std::vector<std::int64_t>{1, 6, 1});
 }
 
 TEST_CASE("a lone request waits at most the queue delay; a full batch runs at once") {

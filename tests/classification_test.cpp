@@ -384,3 +384,58 @@ TEST_CASE(
   doubles[499] = 1e-300;
   CHECK(top(make<double>(doubles, {500}), 2) == std::vector<std::uint64_t>{499, 0});
 }
+
+TEST_CASE("classes ranked elsewhere give the same classification as the whole output") {
+  std::mt19937_64 rng{77};
+  const std::vector<std::string> labels{"zero", "one", "two"};
+  for (int trial = 0; trial < 40; ++trial) {
+    const bool batched = trial % 2 == 0;
+    const std::size_t rows = batched ? 1 + rng() % 4 : 1;
+    const std::size_t columns = 1 + rng() % 300;
+    std::vector<float> values(rows * columns);
+    const float few[3] = {random_value<float>(rng), 0.25F, std::nanf("")};
+    for (float& v : values) v = trial % 3 == 0 ? few[rng() % 3] : random_value<float>(rng);
+    const oip::shape_type shape = batched ? oip::shape_type{static_cast<std::int64_t>(rows),
+                                                            static_cast<std::int64_t>(columns)}
+                                          : oip::shape_type{static_cast<std::int64_t>(columns)};
+    const oip::tensor output = make<float>(values, shape);
+    const oip::classification_rows layout =
+        batched ? oip::classification_rows::batch_rows : oip::classification_rows::whole_tensor;
+    const std::size_t n = 1 + rng() % 12;
+    const std::vector<std::uint64_t> at = top(output, n, batched);
+    const std::size_t k = at.size() / rows;
+    std::vector<float> best;
+    for (std::size_t i = 0; i < at.size(); ++i) best.push_back(values[(i / k) * columns + at[i]]);
+    const oip::shape_type best_shape =
+        batched ? oip::shape_type{static_cast<std::int64_t>(rows), static_cast<std::int64_t>(k)}
+                : oip::shape_type{static_cast<std::int64_t>(k)};
+    oip::result<oip::tensor> whole = oip::classify(output, n, layout, labels);
+    oip::result<oip::tensor> ranked =
+        oip::classification_of_ranked(make<float>(best, best_shape), at, layout, labels);
+    REQUIRE(whole.ok());
+    REQUIRE(ranked.ok());
+    CHECK(ranked->name() == whole->name());
+    CHECK(ranked->shape() == whole->shape());
+    CHECK(strings(*ranked) == strings(*whole));
+  }
+}
+
+TEST_CASE("ranked classes that do not match their indices are the model's mistake: 500") {
+  const std::vector<float> best{3.0F, 2.0F};
+  const std::vector<std::uint64_t> one_index{4};
+  oip::result<oip::tensor> r = oip::classification_of_ranked(
+      make<float>(best, {2}), one_index, oip::classification_rows::whole_tensor);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().http_status() == 500);
+  const std::vector<std::uint64_t> two{4, 1};
+  oip::result<oip::tensor> unbatched_shape = oip::classification_of_ranked(
+      make<float>(best, {2}), two, oip::classification_rows::batch_rows);
+  CHECK_FALSE(unbatched_shape.ok());
+  const std::vector<std::uint8_t> flags{1, 0};
+  oip::result<oip::tensor> flags_ranked = oip::classification_of_ranked(
+      *oip::tensor::make("B", oip::datatype::boolean, {2},
+                         *oip::buffer::copy_of(std::as_bytes(std::span{flags}))),
+      two, oip::classification_rows::whole_tensor);
+  REQUIRE_FALSE(flags_ranked.ok());
+  CHECK(flags_ranked.error().http_status() == 400);
+}

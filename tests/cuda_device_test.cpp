@@ -5,9 +5,13 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include "served.hpp"
 
+#include <oip/classification.hpp>
 #include <oip/cuda/device.hpp>
 #include <oip/cuda/models.hpp>
+#include <oip/cuda/top_classes.hpp>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -18,7 +22,9 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
+#include <cuda_runtime.h>
 #include <device_models.hpp>
 #include <reference_models.hpp>
 
@@ -139,6 +145,113 @@ TEST_CASE("the classifier matches the CPU path within FP32 rounding, batched und
     REQUIRE(a.shape() == b.shape());
     for (std::size_t j = 0; j < a.element_count(); ++j) {
       CHECK(b.at<float>(j) == doctest::Approx(a.at<float>(j)).epsilon(1e-3).scale(1e-6));
+    }
+  }
+}
+
+// Rows that stress the order: random bits (NaNs, infinities, signed zeros), few distinct values
+// (ties), rows sorted ascending (the ranking's worst case) and rows of one value.
+std::vector<float> hard_rows(std::mt19937& rng, std::size_t rows, std::size_t columns, int kind) {
+  std::vector<float> values(rows * columns);
+  const float few[4] = {0.5F, -0.0F, 0.0F, std::nanf("")};
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    switch (kind % 4) {
+      case 0: values[i] = std::bit_cast<float>(static_cast<std::uint32_t>(rng())); break;
+      case 1: values[i] = few[rng() % 4]; break;
+      case 2: values[i] = static_cast<float>(i % columns); break;
+      default: values[i] = 1.0F; break;
+    }
+  }
+  return values;
+}
+
+TEST_CASE("the top classes ranked on the device are the host's, ties and NaN included") {
+  std::mt19937 rng{11};
+  int kind = 0;
+  for (const std::size_t columns : {1U, 2U, 255U, 256U, 257U, 1000U, 4099U, 8192U}) {
+    for (const std::size_t rows : {1U, 3U, 64U}) {
+      const std::size_t k =
+          std::min<std::size_t>(columns, 1 + rng() % oip::cuda::max_ranked_classes);
+      const std::vector<float> values = hard_rows(rng, rows, columns, kind++);
+      CAPTURE(columns);
+      CAPTURE(rows);
+      CAPTURE(k);
+      float* on_device = nullptr;
+      float* best = nullptr;
+      std::uint32_t* at = nullptr;
+      REQUIRE(cudaMalloc(&on_device, values.size() * sizeof(float)) == cudaSuccess);
+      REQUIRE(cudaMalloc(&best, rows * k * sizeof(float)) == cudaSuccess);
+      REQUIRE(cudaMalloc(&at, rows * k * sizeof(std::uint32_t)) == cudaSuccess);
+      REQUIRE(cudaMemcpy(on_device, values.data(), values.size() * sizeof(float),
+                         cudaMemcpyHostToDevice) == cudaSuccess);
+      REQUIRE(oip::cuda::rank_top_classes(on_device, rows, columns, k, best, at, nullptr).ok());
+      std::vector<float> got_best(rows * k);
+      std::vector<std::uint32_t> got_at(rows * k);
+      REQUIRE(cudaMemcpy(got_best.data(), best, got_best.size() * sizeof(float),
+                         cudaMemcpyDeviceToHost) == cudaSuccess);
+      REQUIRE(cudaMemcpy(got_at.data(), at, got_at.size() * sizeof(std::uint32_t),
+                         cudaMemcpyDeviceToHost) == cudaSuccess);
+      cudaFree(on_device);
+      cudaFree(best);
+      cudaFree(at);
+      const oip::tensor output = *oip::tensor::from_values<float>(
+          "OUTPUT0", {static_cast<std::int64_t>(rows), static_cast<std::int64_t>(columns)}, values);
+      const oip::result<std::vector<std::uint64_t>> host =
+          oip::top_classes(output, k, oip::classification_rows::batch_rows);
+      REQUIRE(host);
+      REQUIRE(host->size() == got_at.size());
+      for (std::size_t i = 0; i < got_at.size(); ++i) {
+        CHECK(got_at[i] == (*host)[i]);
+        const float expected = values[(i / k) * columns + (*host)[i]];
+        CHECK(std::bit_cast<std::uint32_t>(got_best[i]) == std::bit_cast<std::uint32_t>(expected));
+      }
+    }
+  }
+  // Out of range: a 400, nothing launched.
+  CHECK(oip::cuda::rank_top_classes(nullptr, 1, 10, 0, nullptr, nullptr, nullptr).http_status() ==
+        400);
+  CHECK(oip::cuda::rank_top_classes(nullptr, 1, 10, 11, nullptr, nullptr, nullptr).http_status() ==
+        400);
+  CHECK(oip::cuda::rank_top_classes(nullptr, 1, 1000, oip::cuda::max_ranked_classes + 1, nullptr,
+                                    nullptr, nullptr)
+            .http_status() == 400);
+  CHECK(oip::cuda::rank_top_classes(nullptr, 1, oip::cuda::max_ranked_columns + 1, 5, nullptr,
+                                    nullptr, nullptr)
+            .http_status() == 400);
+}
+
+TEST_CASE("the classifier's classification on the device matches the host's of its output") {
+  both_paths paths;
+  std::vector<std::string> labels;  // as oip-serve's classifier has them
+  for (int i = 0; i < 1000; ++i) labels.push_back(fmt::format("class_{:03}", i));
+  std::mt19937 rng{9};
+  std::normal_distribution<float> dist{0.0F, 1.0F};
+  for (const std::int64_t rows : {1, 3, 8}) {
+    // Ranked on the device from 16 KB of output (8 rows) and up to max_ranked_classes; smaller
+    // outputs and more classes on the host.
+    for (const std::int64_t k : {1, 5, 64, 65, 1000, 5000}) {
+      CAPTURE(rows);
+      CAPTURE(k);
+      std::vector<float> x(static_cast<std::size_t>(rows) * 2048);
+      for (float& v : x) v = dist(rng);
+      oip::inference_request whole;
+      whole.inputs.push_back(*oip::tensor::from_values<float>("INPUT0", {rows, 2048}, x));
+      oip::inference_request classified = whole;
+      classified.outputs.push_back({"OUTPUT0", {}});
+      classified.outputs.back().parameters.set("classification", k);
+      oip::result<oip::inference_response> full = paths.device->infer("classifier", whole);
+      oip::result<oip::inference_response> ranked = paths.device->infer("classifier", classified);
+      REQUIRE(full);
+      REQUIRE(ranked);
+      oip::result<oip::tensor> expected =
+          oip::classify(full->outputs.at(0), static_cast<std::size_t>(k),
+                        oip::classification_rows::batch_rows, labels);
+      REQUIRE(expected);
+      const oip::tensor& got = ranked->outputs.at(0);
+      CHECK(got.shape() == expected->shape());
+      CHECK(got.data().bytes().size() == expected->data().bytes().size());
+      CHECK(std::equal(got.data().bytes().begin(), got.data().bytes().end(),
+                       expected->data().bytes().begin(), expected->data().bytes().end()));
     }
   }
 }

@@ -5,6 +5,7 @@
 #include "serving_support.hpp"
 #include "test_support.hpp"
 
+#include <oip/classification.hpp>
 #include <oip/http_handler.hpp>
 #include <oip/in_process_client.hpp>
 #include <oip/json.hpp>
@@ -268,6 +269,78 @@ TEST_CASE("classification through the protocol: JSON and binary, labels, batch r
   got.clear();
   for (std::string_view e : rows->outputs[0].strings()) got.emplace_back(e);
   CHECK(got == std::vector<std::string>{"30:15", "62:15"});
+}
+
+// `scores` with its own ranking: it answers a classification with the classes it ranked itself
+// (as a model on a GPU does) and leaves the output out; anything else as `scores`.
+std::shared_ptr<oip::model> make_self_ranking_scores() {
+  oip::model_config c = oip::testing::make_scores()->config();
+  c.name = "self_ranking";
+  return oip::make_model(
+      std::move(c), [](const oip::inference_request& r) -> oip::result<oip::model_output> {
+        oip::model_output out;
+        const oip::tensor& in = r.inputs[0];
+        oip::result<oip::tensor> all = oip::tensor::make("OUT", in.type(), in.shape(), in.data());
+        REQUIRE(all.ok());
+        const auto* asked = r.outputs.empty()
+                                ? nullptr
+                                : r.outputs[0].parameters.get<std::int64_t>("classification");
+        if (asked == nullptr) {
+          out.outputs.push_back(std::move(*all));
+          return out;
+        }
+        const oip::classification_rows rows = oip::classification_rows::whole_tensor;
+        oip::result<std::vector<std::uint64_t>> at =
+            oip::top_classes(*all, static_cast<std::size_t>(*asked), rows);
+        if (!at) return std::move(at).error();
+        std::vector<float> best;
+        for (const std::uint64_t i : *at) best.push_back(all->at<float>(i));
+        const auto k = static_cast<std::int64_t>(best.size());
+        oip::result<oip::tensor> values =
+            oip::tensor::from_values<float>("OUT", {k}, std::span<const float>(best));
+        REQUIRE(values.ok());
+        oip::result<oip::tensor> classes = oip::classification_of_ranked(
+            *values, *at, rows, std::vector<std::string>{"cat", "dog", "bird"});
+        if (!classes) return std::move(classes).error();
+        out.classified.push_back(std::move(*classes));
+        return out;
+      });
+}
+
+TEST_CASE("a model that ranks its own classes answers as oip's classification does") {
+  server s;
+  REQUIRE(s.repository.add(make_self_ranking_scores()).ok());
+  for (const std::string top : {"1", "2", "3", "9"}) {
+    CAPTURE(top);
+    const std::string body =
+        std::string{
+            R"({"inputs":[{"name":"IN","shape":[5],"datatype":"FP32","data":[0.5,3.3,-1,3.3,-7]}],)"} +
+        R"("outputs":[{"name":"OUT","parameters":{"classification":)" + top + "}}]}";
+    const http_response by_oip = s.send("POST", "/v2/models/scores/infer", body);
+    const http_response by_model = s.send("POST", "/v2/models/self_ranking/infer", body);
+    REQUIRE(by_oip.status == 200);
+    REQUIRE(by_model.status == 200);
+    oip::result<oip::inference_response> a =
+        oip::decode_response(oip::buffer::from_string(by_oip.body()), std::nullopt);
+    oip::result<oip::inference_response> b =
+        oip::decode_response(oip::buffer::from_string(by_model.body()), std::nullopt);
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    REQUIRE(b->outputs.size() == 1);
+    CHECK(b->outputs[0].shape() == a->outputs[0].shape());
+    const auto as_strings = [](const oip::tensor& t) {
+      std::vector<std::string> out;
+      for (std::string_view e : t.strings()) out.emplace_back(e);
+      return out;
+    };
+    CHECK(as_strings(b->outputs[0]) == as_strings(a->outputs[0]));
+  }
+  // Without a classification the output itself comes back.
+  const http_response plain =
+      s.send("POST", "/v2/models/self_ranking/infer",
+             R"({"inputs":[{"name":"IN","shape":[2],"datatype":"FP32","data":[1,2]}]})");
+  CHECK(plain.status == 200);
+  CHECK(plain.body().find(R"("datatype":"FP32")") != std::string::npos);
 }
 
 TEST_CASE("a raw binary request goes to the model's only input; outputs come back binary") {

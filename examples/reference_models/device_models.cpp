@@ -89,4 +89,17 @@ placement place_models(std::vector<std::shared_ptr<oip::model>> cpu_models, std:
 #endif
 }
 
+oip::result<std::shared_ptr<oip::model>> device_classifier(std::int64_t max_batch_size) {
+#if OIP_SERVE_WITH_CUDA
+  oip::result<std::shared_ptr<oip::cuda::device>> device = oip::cuda::device::open(0);
+  if (!device) return std::move(device).error();
+  oip::model_config c = reference_model("classifier", false)->config();
+  c.max_batch_size = max_batch_size;
+  return oip::cuda::dense_softmax_model(*device, std::move(c), classifier_weights());
+#else
+  static_cast<void>(max_batch_size);
+  return oip::status{oip::errc::unavailable, "oip was built without the CUDA component"};
+#endif
+}
+
 }  // namespace oip_serve

@@ -5,6 +5,7 @@
 #include <oip/metrics.hpp>
 #include <oip/model.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -24,5 +25,10 @@ struct placement {
 /// used when one was asked for) leaves `models` empty and says why in `where`.
 placement place_models(std::vector<std::shared_ptr<oip::model>> cpu_models, std::string_view choice,
                        bool& failed);
+
+/// The classifier on CUDA device 0, taking batches of up to `max_batch_size` rows and running each
+/// request as it comes (no dynamic batching): for benchmarks at batch sizes past oip-serve's 8.
+/// `errc::unavailable` without a usable device or the CUDA component.
+oip::result<std::shared_ptr<oip::model>> device_classifier(std::int64_t max_batch_size);
 
 }  // namespace oip_serve

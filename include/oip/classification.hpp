@@ -60,4 +60,20 @@ enum class classification_rows : std::uint8_t { whole_tensor, batch_rows };
                                                  classification_rows rows,
                                                  std::span<const std::string> labels = {});
 
+/// The same classification from classes ranked elsewhere, for a model that ranks its output itself
+/// (a model on a GPU that copies back only its best classes): `best` holds, per row, the values of
+/// its top k classes best first, named and typed as the output, shape [rows, k] (`batch_rows`) or
+/// [k] (`whole_tensor`); `indices` holds their indices in their rows, in the same order. 500 when
+/// the two do not agree (the model's mistake), 400 for BOOL and BYTES, as `classify`.
+///
+/// Example:
+/// \code
+///   // top3: FP32 [1, 3] {0.9, 0.05, 0.03}, ranked on the device; at: {2, 0, 7}
+///   oip::result<oip::tensor> classes = oip::classification_of_ranked(top3, at,
+///   oip::classification_rows::batch_rows, labels);  // [["0.9:2:cat", ...]]
+/// \endcode
+[[nodiscard]] OIP_EXPORT result<tensor> classification_of_ranked(
+    const tensor& best, std::span<const std::uint64_t> indices, classification_rows rows,
+    std::span<const std::string> labels = {});
+
 }  // namespace oip

@@ -33,6 +33,11 @@ namespace oip {
 struct model_output {
   std::vector<tensor> outputs;
   oip::parameters parameters;
+  /// Outputs the model classified itself, for requested outputs that ask for `classification`:
+  /// the tensor that `classify` would make, answered in place of the output (which the model may
+  /// then leave out). A model on a GPU ranks there and copies back only the best classes
+  /// (`classification_of_ranked`); oip classifies every other output itself.
+  std::vector<tensor> classified = {};
 };
 
 class model;

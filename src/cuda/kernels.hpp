@@ -23,4 +23,12 @@ cudaError_t launch_add_scalar(const std::int32_t* in, std::int32_t addend, std::
 cudaError_t launch_softmax_rows(float* values, std::size_t rows, std::size_t columns,
                                 cudaStream_t stream);
 
+/// The top `k` (at most `columns` and oip::cuda::max_ranked_classes; `columns` at most
+/// oip::cuda::max_ranked_columns) of each of
+/// `rows` rows of `columns` values, in oip::top_classes' order: their values into best[rows, k]
+/// and their indices in the row into indices[rows, k].
+cudaError_t launch_top_k_rows(const float* values, std::size_t rows, std::size_t columns,
+                              std::size_t k, float* best, std::uint32_t* indices,
+                              cudaStream_t stream);
+
 }  // namespace oip::cuda::detail

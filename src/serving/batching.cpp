@@ -16,9 +16,13 @@ namespace {
 using clock = std::chrono::steady_clock;
 
 // Whether two requests can run as one batch: the same inputs in the same order (names, datatypes,
-// dimensions past the batch dimension) and the same parameters.
+// dimensions past the batch dimension), the same parameters and the same requested outputs (the
+// model sees the batch's: a model on a GPU answers an output's `classification` there).
 bool batchable_together(const inference_request& a, const inference_request& b) {
-  if (a.inputs.size() != b.inputs.size() || !(a.parameters == b.parameters)) return false;
+  if (a.inputs.size() != b.inputs.size() || !(a.parameters == b.parameters) ||
+      a.outputs != b.outputs) {
+    return false;
+  }
   for (std::size_t i = 0; i < a.inputs.size(); ++i) {
     const tensor& x = a.inputs[i];
     const tensor& y = b.inputs[i];
@@ -50,11 +54,41 @@ std::vector<std::size_t> row_offsets(const tensor& t, std::uint64_t rows) {
   return offsets;
 }
 
+// Splits `t`, an output of a batch of `total` rows, into each request's rows, appended to the
+// request's `into` (its outputs, or the classes that the model ranked).
+status split_rows(const tensor& t, const std::vector<batch_item>& items, std::uint64_t total,
+                  std::string_view model_name, std::vector<model_output>& parts,
+                  std::vector<tensor> model_output::*into) {
+  if (t.shape().empty() || t.shape()[0] != static_cast<std::int64_t>(total)) {
+    return status{errc::internal,
+                  fmt::format("model '{}' returned output '{}' of shape {} for a batch of {} "
+                              "rows",
+                              model_name, t.name(), to_string(t.shape()), total)};
+  }
+  const std::vector<std::size_t> offsets = row_offsets(t, total);
+  std::uint64_t row = 0;
+  for (std::size_t j = 0; j < items.size(); ++j) {
+    const std::uint64_t rows = items[j].pending->batch;
+    const std::size_t begin = offsets[row];
+    result<buffer> slice = t.data().slice(begin, offsets[row + rows] - begin);
+    if (!slice) return std::move(slice).error();
+    shape_type shape = t.shape();
+    shape[0] = static_cast<std::int64_t>(rows);
+    result<tensor> part = tensor::make(t.name(), t.type(), std::move(shape), std::move(*slice));
+    if (!part) return std::move(part).error();
+    part->parameters() = t.parameters();
+    (parts[j].*into).push_back(std::move(*part));
+    row += rows;
+  }
+  return {};
+}
+
 }  // namespace
 
 result<inference_request> merge(const std::vector<batch_item>& items) {
   inference_request merged;
   merged.parameters = items.front().request->parameters;
+  merged.outputs = items.front().request->outputs;
   const std::vector<tensor>& first = items.front().request->inputs;
   for (std::size_t i = 0; i < first.size(); ++i) {
     std::size_t bytes = 0;
@@ -87,29 +121,15 @@ result<std::vector<model_output>> split(model_output&& batch, const std::vector<
   for (const batch_item& item : items) total += item.pending->batch;
   std::vector<model_output> parts(items.size());
   for (model_output& part : parts) part.parameters = batch.parameters;
-  for (const tensor& t : batch.outputs) {
-    if (t.shape().empty() || t.shape()[0] != static_cast<std::int64_t>(total)) {
-      return status{errc::internal,
-                    fmt::format("model '{}' returned output '{}' of shape {} for a batch of {} "
-                                "rows",
-                                model_name, t.name(), to_string(t.shape()), total)};
+  const auto split_each = [&](const std::vector<tensor>& batched,
+                              std::vector<tensor> model_output::*into) -> status {
+    for (const tensor& t : batched) {
+      if (status s = split_rows(t, items, total, model_name, parts, into); !s.ok()) return s;
     }
-    const std::vector<std::size_t> offsets = row_offsets(t, total);
-    std::uint64_t row = 0;
-    for (std::size_t j = 0; j < items.size(); ++j) {
-      const std::uint64_t rows = items[j].pending->batch;
-      const std::size_t begin = offsets[row];
-      result<buffer> slice = t.data().slice(begin, offsets[row + rows] - begin);
-      if (!slice) return std::move(slice).error();
-      shape_type shape = t.shape();
-      shape[0] = static_cast<std::int64_t>(rows);
-      result<tensor> part = tensor::make(t.name(), t.type(), std::move(shape), std::move(*slice));
-      if (!part) return std::move(part).error();
-      part->parameters() = t.parameters();
-      parts[j].outputs.push_back(std::move(*part));
-      row += rows;
-    }
-  }
+    return {};
+  };
+  if (status s = split_each(batch.outputs, &model_output::outputs); !s.ok()) return s;
+  if (status s = split_each(batch.classified, &model_output::classified); !s.ok()) return s;
   return parts;
 }
 

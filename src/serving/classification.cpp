@@ -462,34 +462,26 @@ result<std::vector<std::uint64_t>> top_classes(const tensor& output, std::size_t
   return indices;
 }
 
-result<tensor> classify(const tensor& output, std::size_t n, classification_rows rows,
-                        std::span<const std::string> labels) {
-  result<row_layout> layout = layout_of(output, n, rows == classification_rows::batch_rows);
-  if (!layout) return std::move(layout).error();
-  // Most requests ask for a few classes of one row: their indices stay on the stack.
-  const std::size_t total = layout->rows * layout->k;
-  std::array<std::uint64_t, 64> few;  // NOLINT(cppcoreguidelines-pro-type-member-init)
-  std::vector<std::uint64_t> many;
-  std::span<std::uint64_t> top{few.data(), std::min(total, few.size())};
-  if (total > few.size()) {
-    many.resize(total);
-    top = many;
-  }
-  result<std::size_t> written = top_classes(output, n, rows, top);
-  if (!written) return std::move(written).error();
+namespace {
 
+// The classification tensor of output `name`: for each of `rows` rows (a `layout` row, or the
+// whole tensor) the `k` classes at `top` (indices in their row, best first), each as a BYTES
+// element "<value>:<index>[:<label>]", `value_of(i)` giving the value of the i-th of `top`.
+template <class ValueOf>
+result<tensor> classification_tensor(std::string name, datatype type, std::size_t rows,
+                                     std::size_t k, std::span<const std::uint64_t> top,
+                                     classification_rows layout, ValueOf value_of,
+                                     std::span<const std::string> labels) {
   // The BYTES elements, each a 4-byte length then "<value>:<index>[:<label>]", written straight
   // into the tensor's bytes.
   std::string elements;
   elements.reserve(top.size() * 32);
   bool too_long = false;
-  visit_numeric(output.type(), [&](auto tag) {
-    using T = decltype(tag);
+  visit_numeric(type, [&](auto tag) {
     for (std::size_t i = 0; i < top.size(); ++i) {
-      const std::size_t row = layout->k == 0 ? 0 : i / layout->k;
       const std::uint64_t index = top[i];
       char text[2 * detail::max_number_chars + 1];
-      char* end = write_value(text, output.data().load<T>(row * layout->row_size + index));
+      char* end = write_value(text, value_of(tag, i));
       *end++ = ':';
       end = detail::write_integer(end, index);
       const bool labelled = index < labels.size();
@@ -513,14 +505,67 @@ result<tensor> classify(const tensor& output, std::size_t n, classification_rows
   if (too_long) {
     return status{
         errc::internal,
-        fmt::format("a class label of output '{}' is too long for a BYTES element", output.name())};
+        fmt::format("a class label of output '{}' is too long for a BYTES element", name)};
   }
   shape_type shape;
-  if (rows == classification_rows::batch_rows)
-    shape.push_back(static_cast<std::int64_t>(layout->rows));
-  shape.push_back(static_cast<std::int64_t>(layout->k));
-  return tensor::make(output.name(), datatype::bytes, std::move(shape),
+  if (layout == classification_rows::batch_rows) shape.push_back(static_cast<std::int64_t>(rows));
+  shape.push_back(static_cast<std::int64_t>(k));
+  return tensor::make(std::move(name), datatype::bytes, std::move(shape),
                       buffer::from_string(std::move(elements)));
+}
+
+}  // namespace
+
+result<tensor> classify(const tensor& output, std::size_t n, classification_rows rows,
+                        std::span<const std::string> labels) {
+  result<row_layout> layout = layout_of(output, n, rows == classification_rows::batch_rows);
+  if (!layout) return std::move(layout).error();
+  // Most requests ask for a few classes of one row: their indices stay on the stack.
+  const std::size_t total = layout->rows * layout->k;
+  std::array<std::uint64_t, 64> few;  // NOLINT(cppcoreguidelines-pro-type-member-init)
+  std::vector<std::uint64_t> many;
+  std::span<std::uint64_t> top{few.data(), std::min(total, few.size())};
+  if (total > few.size()) {
+    many.resize(total);
+    top = many;
+  }
+  result<std::size_t> written = top_classes(output, n, rows, top);
+  if (!written) return std::move(written).error();
+  const auto value_of = [&](auto tag, std::size_t i) {
+    using T = decltype(tag);
+    const std::size_t row = layout->k == 0 ? 0 : i / layout->k;
+    return output.data().load<T>(row * layout->row_size + top[i]);
+  };
+  return classification_tensor(output.name(), output.type(), layout->rows, layout->k, top, rows,
+                               value_of, labels);
+}
+
+result<tensor> classification_of_ranked(const tensor& best, std::span<const std::uint64_t> indices,
+                                        classification_rows rows,
+                                        std::span<const std::string> labels) {
+  const bool batched = rows == classification_rows::batch_rows;
+  if (best.type() == datatype::bytes || best.type() == datatype::boolean) {
+    return status{errc::invalid_argument,
+                  fmt::format("class result not available for output '{}' due to unsupported "
+                              "type '{}'",
+                              best.name(), to_string(best.type()))};
+  }
+  if (best.shape().size() != (batched ? 2U : 1U) || indices.size() != best.element_count()) {
+    return status{
+        errc::internal,
+        fmt::format("the ranked classes of output '{}' are {} values of shape {} and {} "
+                    "indices: expected [rows, k] values with an index each ([k] for the "
+                    "whole tensor)",
+                    best.name(), best.element_count(), to_string(best.shape()), indices.size())};
+  }
+  const auto row_count = static_cast<std::size_t>(batched ? best.shape()[0] : 1);
+  const auto k = static_cast<std::size_t>(best.shape().back());
+  const auto value_of = [&](auto tag, std::size_t i) {
+    using T = decltype(tag);
+    return best.data().load<T>(i);
+  };
+  return classification_tensor(best.name(), best.type(), row_count, k, indices, rows, value_of,
+                               labels);
 }
 
 }  // namespace oip

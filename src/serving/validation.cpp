@@ -49,6 +49,15 @@ status check_classification(const requested_output& output) {
   return {};
 }
 
+// The last of `tensors` named `name`, or null.
+tensor* named(std::vector<tensor>& tensors, std::string_view name) {
+  tensor* found = nullptr;
+  for (tensor& t : tensors) {
+    if (t.name() == name) found = &t;
+  }
+  return found;
+}
+
 }  // namespace
 
 status validate_request(const model_config& config, const inference_request& request) {
@@ -182,17 +191,21 @@ result<inference_response> make_response(const model_config& config, std::uint64
   }
   response.outputs.reserve(asked.size());
   for (const requested_output& output : asked) {
-    tensor* found = nullptr;
-    for (tensor& t : produced.outputs) {
-      if (t.name() == output.name) found = &t;
+    const auto* top = output.parameters.get<std::int64_t>(parameter_names::classification);
+    const bool classifying = top != nullptr && *top > 0;
+    if (classifying) {
+      if (tensor* ranked = named(produced.classified, output.name); ranked != nullptr) {
+        response.outputs.push_back(std::move(*ranked));
+        continue;
+      }
     }
+    tensor* found = named(produced.outputs, output.name);
     if (found == nullptr) {
       return status{errc::internal, fmt::format("model '{}' did not produce the requested output "
                                                 "'{}'",
                                                 config.name, output.name)};
     }
-    const auto* top = output.parameters.get<std::int64_t>(parameter_names::classification);
-    if (top != nullptr && *top > 0) {
+    if (classifying) {
       const classification_rows rows = config.max_batch_size > 0
                                            ? classification_rows::batch_rows
                                            : classification_rows::whole_tensor;
