@@ -33,3 +33,18 @@ TEST_CASE("decoding: padding, and anything else than standard base64 refused") {
   CHECK_FALSE(from_base64("b2l-"));
   CHECK_FALSE(from_base64("b=lw"));
 }
+
+TEST_CASE("line breaks, as libb64 writes them for Triton's C++ clients, are skipped") {
+  using oip::detail::from_base64;
+  // 64 bytes (a CUDA IPC handle) as libb64 writes them: 72 characters, a break, the rest, a break.
+  std::string bytes(64, '\0');
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7);
+  std::string encoded;
+  oip::detail::append_base64(encoded, reinterpret_cast<const unsigned char*>(bytes.data()),
+                             bytes.size());
+  REQUIRE(encoded.size() == 88);
+  const std::string broken = encoded.substr(0, 72) + "\n" + encoded.substr(72) + "\n";
+  CHECK(from_base64(broken) == bytes);
+  CHECK(from_base64(encoded.substr(0, 72) + "\r\n" + encoded.substr(72)) == bytes);
+  CHECK(from_base64(encoded.substr(0, 72) + " " + encoded.substr(72)) == std::nullopt);
+}

@@ -8,7 +8,7 @@
 cmake_minimum_required(VERSION 3.25)
 
 set(core_headers
-  buffer cancellation chat_message datatype elementwise export float16 infer limits log_settings metadata
+  buffer cancellation chat_message datatype device_memory elementwise export float16 infer limits log_settings metadata
   model_config parameters shape statistics status tensor trace_settings version)
 set(codecs_headers binary generate json)
 set(serving_headers

@@ -1,3 +1,4 @@
+#include "fake_device_memory.hpp"
 #include "serving_support.hpp"
 #include "shm_object.hpp"
 #include "trace_support.hpp"
@@ -17,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -767,6 +769,91 @@ TEST_CASE("system shared memory over gRPC: register, infer through regions, stat
     inference::CudaSharedMemoryUnregisterRequest request;
     inference::CudaSharedMemoryUnregisterResponse ignored;
     CHECK(stub->CudaSharedMemoryUnregister(&cuda_context, request, &ignored).ok());
+  }
+  server.stop();
+}
+
+TEST_CASE("CUDA shared memory over gRPC: register, infer through regions, status, unregister") {
+  auto device = std::make_shared<oip::testing::fake_device_memory>();
+  const std::string in_handle = device->allocate(128);
+  const std::string out_handle = device->allocate(64);
+  const std::vector<std::int32_t> a = oip::testing::iota(0, 16);
+  const std::vector<std::int32_t> b(16, 2);
+  std::memcpy(device->block(0).data(), a.data(), 64);
+  std::memcpy(device->block(0).data() + 64, b.data(), 64);
+  oip::model_repository models;
+  oip::executor workers{oip::executor_options{2, 64}};
+  oip::server_options options;
+  options.shared_memory = true;
+  options.device_memory = device;
+  oip::inference_service service{models, workers, options};
+  REQUIRE(models.add(oip::testing::make_simple()).ok());
+  oip::grpc::server server{service, {"127.0.0.1", 0}};
+  oip::result<std::uint16_t> port = server.start();
+  REQUIRE(port);
+  auto stub = inference::GRPCInferenceService::NewStub(::grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(*port), ::grpc::InsecureChannelCredentials()));
+
+  for (const auto& [name, handle, size] :
+       {std::tuple{"in", in_handle, 128}, std::tuple{"out", out_handle, 64}}) {
+    ::grpc::ClientContext context;
+    inference::CudaSharedMemoryRegisterRequest request;
+    request.set_name(name);
+    request.set_raw_handle(handle);
+    request.set_device_id(0);
+    request.set_byte_size(static_cast<std::uint64_t>(size));
+    inference::CudaSharedMemoryRegisterResponse response;
+    const ::grpc::Status registered = stub->CudaSharedMemoryRegister(&context, request, &response);
+    REQUIRE_MESSAGE(registered.ok(), registered.error_message());
+  }
+  {
+    ::grpc::ClientContext context;
+    inference::CudaSharedMemoryRegisterRequest request;
+    request.set_name("bad");
+    request.set_raw_handle("short");
+    request.set_byte_size(8);
+    inference::CudaSharedMemoryRegisterResponse response;
+    const ::grpc::Status refused = stub->CudaSharedMemoryRegister(&context, request, &response);
+    CHECK(refused.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(refused.error_message() ==
+          "failed to register CUDA shared memory region 'bad': failed to open CUDA IPC handle: "
+          "invalid argument");
+  }
+  {
+    ::grpc::ClientContext context;
+    inference::CudaSharedMemoryStatusRequest request;
+    inference::CudaSharedMemoryStatusResponse regions;
+    REQUIRE(stub->CudaSharedMemoryStatus(&context, request, &regions).ok());
+    REQUIRE(regions.regions().size() == 2);
+    CHECK(regions.regions().at("in").byte_size() == 128);
+    CHECK(regions.regions().at("out").device_id() == 0);
+  }
+  {
+    oip::inference_request r;
+    r.shared_memory_inputs.push_back(
+        {0, "INPUT0", oip::datatype::int32, {1, 16}, {}, {"in", 0, 64}});
+    r.shared_memory_inputs.push_back(
+        {1, "INPUT1", oip::datatype::int32, {1, 16}, {}, {"in", 64, 64}});
+    r.outputs.push_back({"OUTPUT0", {}});
+    r.outputs.back().parameters.set("shared_memory_region", std::string{"out"});
+    r.outputs.back().parameters.set("shared_memory_byte_size", std::int64_t{64});
+    inference::ModelInferRequest message;
+    REQUIRE(
+        oip::grpc::encode_request(r, "simple", "", oip::grpc::contents_form::raw, message).ok());
+    ::grpc::ClientContext context;
+    inference::ModelInferResponse response;
+    const ::grpc::Status answered = stub->ModelInfer(&context, message, &response);
+    REQUIRE_MESSAGE(answered.ok(), answered.error_message());
+    std::vector<std::int32_t> sums(16);
+    std::memcpy(sums.data(), device->block(1).data(), 64);
+    CHECK(sums == oip::testing::iota(2, 16));
+  }
+  {
+    ::grpc::ClientContext context;
+    inference::CudaSharedMemoryUnregisterRequest request;  // no name: every CUDA region
+    inference::CudaSharedMemoryUnregisterResponse ignored;
+    REQUIRE(stub->CudaSharedMemoryUnregister(&context, request, &ignored).ok());
+    CHECK(device->closed == 2);
   }
   server.stop();
 }

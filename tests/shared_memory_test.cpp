@@ -1,6 +1,9 @@
-// The system shared-memory extension: the registry (mapping, bounds, lifetime), its routes, and
-// inputs and outputs that pass through regions, in Triton's shapes and wording.
+// The shared-memory extensions: the registry (mapping, bounds, lifetime), its routes, and inputs
+// and outputs that pass through regions, in Triton's shapes and wording; CUDA regions through a
+// stand-in for the GPU runtime (tests/fake_device_memory.hpp; the real one in gpu-check).
 
+#include "codecs/detail/base64.hpp"
+#include "fake_device_memory.hpp"
 #include "serving_support.hpp"
 #include "shm_object.hpp"
 #include "test_support.hpp"
@@ -13,6 +16,7 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -127,7 +131,9 @@ struct shm_server {
   oip::http_handler handler;
   oip::in_process_client client{handler};
 
-  explicit shm_server(bool offered = true) : handler{repository, workers, make_options(offered)} {
+  explicit shm_server(bool offered = true) : shm_server{make_options(offered)} {}
+  explicit shm_server(oip::server_options options)
+      : handler{repository, workers, std::move(options)} {
     REQUIRE(repository.add(oip::testing::make_simple()).ok());
   }
   static oip::server_options make_options(bool offered) {
@@ -613,4 +619,160 @@ TEST_CASE("registered regions are bounded in number and in bytes mapped") {
   oip::inference_service service{repository, workers, options};
   REQUIRE(service.register_system_shared_memory({"one", object.key(), 0, 64}).ok());
   CHECK(service.register_system_shared_memory({"two", object.key(), 0, 64}).http_status() == 400);
+}
+
+namespace {
+
+// A server offering CUDA regions through `device`.
+struct cuda_shm_server : shm_server {
+  explicit cuda_shm_server(std::shared_ptr<oip::device_memory_access> device)
+      : shm_server{make_options(std::move(device))} {}
+  static oip::server_options make_options(std::shared_ptr<oip::device_memory_access> device) {
+    oip::server_options options;
+    options.shared_memory = true;
+    options.device_memory = std::move(device);
+    return options;
+  }
+};
+
+std::string cuda_register_body(const std::string& handle, std::int64_t device,
+                               std::uint64_t byte_size) {
+  std::string b64;
+  oip::detail::append_base64(b64, reinterpret_cast<const unsigned char*>(handle.data()),
+                             handle.size());
+  return R"({"raw_handle":{"b64":")" + b64 + R"("},"device_id":)" + std::to_string(device) +
+         R"(,"byte_size":)" + std::to_string(byte_size) + "}";
+}
+
+template <class T>
+std::vector<T> values_in(const std::vector<std::byte>& block, std::size_t offset,
+                         std::size_t count) {
+  std::vector<T> out(count);
+  std::memcpy(out.data(), block.data() + offset, count * sizeof(T));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("CUDA regions: register, status, inputs and outputs through the device, unregister") {
+  auto device = std::make_shared<oip::testing::fake_device_memory>();
+  const std::string in_handle = device->allocate(128);
+  const std::string out_handle = device->allocate(256);
+  const std::vector<std::int32_t> a = oip::testing::iota(0, 16);
+  const std::vector<std::int32_t> b(16, 1);
+  std::memcpy(device->block(0).data(), a.data(), 64);
+  std::memcpy(device->block(0).data() + 64, b.data(), 64);
+  cuda_shm_server server{device};
+
+  CHECK(server.send("GET", "/v2").body().find("\"cuda_shared_memory\"") != std::string::npos);
+  for (const auto& [name, handle, size] :
+       {std::tuple{"in", in_handle, 128}, std::tuple{"out", out_handle, 256}}) {
+    const oip::http_response r =
+        server.send("POST", std::string{"/v2/cudasharedmemory/region/"} + name + "/register",
+                    cuda_register_body(handle, 0, static_cast<std::uint64_t>(size)));
+    REQUIRE_MESSAGE(r.status == 200, r.body());
+  }
+  CHECK(device->opened == 2);
+  CHECK(
+      server.send("GET", "/v2/cudasharedmemory/status").body() ==
+      R"([{"name":"in","device_id":0,"byte_size":128},{"name":"out","device_id":0,"byte_size":256}])");
+  CHECK(server.send("GET", "/v2/cudasharedmemory/region/out/status").body() ==
+        R"([{"name":"out","device_id":0,"byte_size":256}])");
+  // One name space for both kinds, each listed by its own routes.
+  CHECK(server.send("GET", "/v2/systemsharedmemory/status").body() == "[]");
+  const oip::http_response other_kind =
+      server.send("GET", "/v2/systemsharedmemory/region/in/status");
+  CHECK(other_kind.status == 404);
+  CHECK(oip::decode_error(other_kind.body(), other_kind.status).message() ==
+        "The region named 'in' is registered as CUDA shared memory, not system shared memory");
+  oip::testing::shm_object system_object{"cuda_names", 64};
+  const oip::http_response taken =
+      server.send("POST", "/v2/systemsharedmemory/region/in/register",
+                  oip::encode_shared_memory_register({"in", system_object.key(), 0, 64}));
+  CHECK(taken.status == 400);
+  CHECK(oip::decode_error(taken.body(), taken.status).message() ==
+        "shared memory region 'in' already in manager");
+
+  const std::string body = R"({"inputs":[)" + shm_input("INPUT0", "in", 0, 64) + "," +
+                           shm_input("INPUT1", "in", 64, 64) + R"(],"outputs":[)" +
+                           shm_output("OUTPUT0", "out", 128, 64) + "," +
+                           shm_output("OUTPUT1", "out", 0, 64) + "]}";
+  const oip::http_response r = server.send("POST", "/v2/models/simple/infer", body);
+  REQUIRE_MESSAGE(r.status == 200, r.body());
+  CHECK(r.body().find(R"({"name":"OUTPUT0","datatype":"INT32","shape":[1,16]})") !=
+        std::string::npos);
+  CHECK(values_in<std::int32_t>(device->block(1), 128, 16) == oip::testing::iota(1, 16));
+  CHECK(values_in<std::int32_t>(device->block(1), 0, 16) == oip::testing::iota(-1, 16));
+
+  // A range past the region, and one the client's memory does not hold (its byte_size lied).
+  const oip::http_response past =
+      server.send("POST", "/v2/models/simple/infer",
+                  R"({"inputs":[)" + shm_input("INPUT0", "in", 100, 64) + "," +
+                      shm_input("INPUT1", "in", 0, 64) + "]}");
+  CHECK(past.status == 400);
+  CHECK(oip::decode_error(past.body(), past.status)
+            .message()
+            .starts_with("Invalid offset + byte size for shared memory region: 'in'"));
+  const std::string short_handle = device->allocate(32);
+  REQUIRE(server
+              .send("POST", "/v2/cudasharedmemory/region/short/register",
+                    cuda_register_body(short_handle, 0, 128))
+              .status == 200);
+  const oip::http_response beyond =
+      server.send("POST", "/v2/models/simple/infer",
+                  R"({"inputs":[)" + shm_input("INPUT0", "short", 0, 64) + "," +
+                      shm_input("INPUT1", "in", 0, 64) + "]}");
+  CHECK(beyond.status == 400);
+
+  CHECK(server.send("POST", "/v2/cudasharedmemory/region/in/unregister").status == 200);
+  CHECK(device->closed == 1);
+  CHECK(server.send("GET", "/v2/cudasharedmemory/region/in/status").status == 404);
+  // Unregistering a system region by a CUDA region's name leaves it.
+  CHECK(server.send("POST", "/v2/systemsharedmemory/region/out/unregister").status == 200);
+  CHECK(server.send("GET", "/v2/cudasharedmemory/region/out/status").status == 200);
+  CHECK(server.send("POST", "/v2/cudasharedmemory/unregister").status == 200);
+  CHECK(server.send("GET", "/v2/cudasharedmemory/status").body() == "[]");
+  CHECK(device->closed == 3);
+}
+
+TEST_CASE("CUDA registrations a client gets wrong are 4xx; a region in use closes after it") {
+  auto device = std::make_shared<oip::testing::fake_device_memory>();
+  const std::string handle = device->allocate(64);
+  cuda_shm_server server{device};
+  const auto refused = [&](const std::string& target, const std::string& body) {
+    const oip::http_response r = server.send("POST", target, body);
+    CHECK(r.status == 400);
+    return oip::decode_error(r.body(), r.status).message();
+  };
+  const std::string target = "/v2/cudasharedmemory/region/r/register";
+  CHECK(refused(target, R"({"device_id":0,"byte_size":64})") ==
+        "CUDA shared memory register request has no 'raw_handle' field");
+  CHECK(refused(target, R"({"raw_handle":{"b64":"%%%"},"device_id":0,"byte_size":64})") ==
+        R"('raw_handle' must be {"b64": <the handle's bytes in base64>})");
+  CHECK(refused(target, cuda_register_body("abc", 0, 64)) ==
+        "failed to register CUDA shared memory region 'r': failed to open CUDA IPC handle: "
+        "invalid argument");
+  CHECK(refused(target, cuda_register_body(handle, -1, 64)) ==
+        "failed to register CUDA shared memory region 'r': no CUDA device -1");
+  CHECK(refused(target, cuda_register_body(handle, 0, 0)) ==
+        "failed to register CUDA shared memory region 'r': byte_size must be at least 1");
+  CHECK(refused("/v2/cudasharedmemory/register", cuda_register_body(handle, 0, 64)) ==
+        "'region name' is necessary to register CUDA shared memory region");
+  CHECK(device->opened == 0);
+
+  // The registry: an output's place holds the region open past its unregistration.
+  oip::shared_memory_registry regions{{}, device};
+  REQUIRE(regions.register_cuda_region("r", std::as_bytes(std::span{handle}), 0, 64).ok());
+  oip::result<std::vector<oip::shared_memory_destination>> places =
+      regions.destinations({{"OUT", {"r", 0, 16}}});
+  REQUIRE(places);
+  regions.unregister("r", oip::shared_memory_kind::cuda);
+  CHECK(device->closed == 0);
+  oip::inference_response response;
+  response.outputs.push_back(
+      *oip::tensor::from_values<std::int32_t>("OUT", {4}, oip::testing::iota(3, 4)));
+  REQUIRE(oip::write_outputs(*places, response).ok());
+  CHECK(values_in<std::int32_t>(device->block(0), 0, 4) == oip::testing::iota(3, 4));
+  places->clear();
+  CHECK(device->closed == 1);
 }

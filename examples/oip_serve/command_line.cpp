@@ -107,9 +107,10 @@ A value that is not one the option takes is an error (exit code 2).
                          loads every model of --models)
   --no-dynamic-batching  run the classifier's requests one by one (for comparisons)
   --allow-shared-memory B
-                         offer Triton's system shared-memory extension (default false: a client
-                         could then map any shared-memory object this process can open, so
-                         allow it only where every client is trusted)
+                         offer Triton's system shared-memory extension, and its CUDA one where
+                         models run on a GPU (default false: a client could then map any
+                         shared-memory object this process can open, so allow it only where
+                         every client is trusted)
   --device D             auto, cpu, cuda or cuda:N (default auto: a usable CUDA device, else
                          the CPU); simple*, identity_*, sequence_accumulator and classifier run
                          on a CUDA device, the others on the CPU

@@ -297,7 +297,10 @@ int main(int argc, char** argv) {
   if (explicit_mode) repository.set_loader(std::make_shared<reference_loader>(o, held));
 
   oip::executor workers{o.executor};
-  oip::inference_service service{repository, workers, o.server};
+  oip::server_options server_options = o.server;
+  // CUDA regions as well as system ones, where the models run on a GPU.
+  if (server_options.shared_memory) server_options.device_memory = placed.device_memory;
+  oip::inference_service service{repository, workers, std::move(server_options)};
   if (o.allow_grpc) {
     if (const oip::status tls = grpc_security(o); !tls.ok()) {
       std::cerr << "oip-serve: " << tls.message() << "\n";

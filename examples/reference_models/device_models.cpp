@@ -8,6 +8,7 @@
 
 #if OIP_SERVE_WITH_CUDA
 #include <oip/cuda/device.hpp>
+#include <oip/cuda/ipc_memory.hpp>
 #include <oip/cuda/models.hpp>
 #endif
 
@@ -74,7 +75,8 @@ placement place_models(std::vector<std::shared_ptr<oip::model>> cpu_models, std:
         [on] { return static_cast<double>(on->pinned_memory().stats().bytes_in_use); }}}};
   return {std::move(cpu_models),
           selected->reason + " (simple*, identity_*, sequence_accumulator and classifier on it)",
-          {std::move(in_use)}};
+          {std::move(in_use)},
+          oip::cuda::ipc_memory_access()};
 #else
   if (choice == "auto" || choice == "cpu") {
     return {std::move(cpu_models), choice == "cpu"

@@ -2,6 +2,7 @@
 // Where oip-serve's models run (--device): the reference models that oip::cuda provides move to
 // the chosen CUDA device; the others, and all of them on the CPU path, stay as they are.
 
+#include <oip/device_memory.hpp>
 #include <oip/metrics.hpp>
 #include <oip/model.hpp>
 
@@ -19,6 +20,8 @@ struct placement {
   std::string where;
   /// Memory in use in the device's pools, for /metrics (empty on the CPU path).
   std::vector<oip::metric_gauge> gauges = {};
+  /// The CUDA runtime's IPC, for the CUDA shared-memory extension (null on the CPU path).
+  std::shared_ptr<oip::device_memory_access> device_memory = {};
 };
 
 /// `choice` is auto, cpu, cuda or cuda:N. An error (bad choice, or a CUDA device that cannot be

@@ -5,6 +5,7 @@
 /// one transport goes on over the other, in order.
 
 #include <oip/access.hpp>
+#include <oip/device_memory.hpp>
 #include <oip/executor.hpp>
 #include <oip/export.hpp>
 #include <oip/infer.hpp>
@@ -65,6 +66,10 @@ struct server_options {
   /// registers a region maps any shared-memory object it can name that this process may open,
   /// so turn it on only where every client is trusted (as Triton's `--allow-client-shm`).
   bool shared_memory = false;
+  /// With `shared_memory`, offer Triton's CUDA shared-memory extension too, through this GPU
+  /// runtime (`oip::cuda::ipc_memory_access()`): clients register their device memory by handle,
+  /// and inputs and outputs pass through it. Null (the default): CUDA regions are refused (501).
+  std::shared_ptr<device_memory_access> device_memory{};
   /// The HTTP routes that need a header (Triton's `--http-restricted-api`); none by default. The
   /// gRPC server has its own set (`grpc::server_options::restricted_protocol`), as in Triton.
   api_restrictions restricted_http_api{};
@@ -161,13 +166,17 @@ class OIP_EXPORT inference_service {
   [[nodiscard]] status register_system_shared_memory(shared_memory_region region);
   /// Every region (no name) or the one named; an unknown name is not an error (as in Triton).
   [[nodiscard]] status unregister_system_shared_memory(std::optional<std::string_view> region);
-  /// CUDA regions need a device handle from the client's process, which oip does not take: the
-  /// status is empty (404 for a named region), registering is a 501, and unregistering succeeds
-  /// (perf_analyzer unregisters CUDA's regions too, whatever its mode).
-  [[nodiscard]] static result<std::vector<shared_memory_region>> cuda_shared_memory_status(
-      std::optional<std::string_view> region);
-  [[nodiscard]] static status register_cuda_shared_memory();
-  [[nodiscard]] static status unregister_cuda_shared_memory();
+  /// Every CUDA region (no name) or the one named (404 when unknown). Where the server does not
+  /// offer the CUDA extension (`server_options::device_memory` unset) there is none.
+  [[nodiscard]] result<std::vector<cuda_shared_memory_region>> cuda_shared_memory_status(
+      std::optional<std::string_view> region) const;
+  /// 501 where the server does not offer the CUDA extension; else as
+  /// `shared_memory_registry::register_cuda_region`.
+  [[nodiscard]] status register_cuda_shared_memory(const cuda_shared_memory_registration& region);
+  /// Every CUDA region (no name) or the one named; an unknown name is not an error, and where
+  /// the extension is not offered this succeeds too (perf_analyzer unregisters CUDA's regions,
+  /// whatever its mode).
+  [[nodiscard]] status unregister_cuda_shared_memory(std::optional<std::string_view> region);
 
   // --- the trace extension ---------------------------------------------------------------------
   /// The global trace settings (no model) or a model's; 400 for a model that is unknown or not

@@ -191,6 +191,16 @@ inline constexpr request_format binary_format{.binary_inputs = true, .binary_out
 [[nodiscard]] OIP_EXPORT result<std::vector<shared_memory_region>> decode_shared_memory_status(
     std::string_view json, const limits& bounds = {});
 
+// --- the CUDA shared-memory extension ---------------------------------------------------------
+
+/// Reads the body of `POST /v2/cudasharedmemory/region/<name>/register` for region `name`:
+/// `raw_handle` (`{"b64": "<the cudaIpcMemHandle_t's bytes in base64>"}`), `device_id` and
+/// `byte_size`, all required; other keys are ignored. 400 otherwise.
+[[nodiscard]] OIP_EXPORT result<cuda_shared_memory_registration> decode_cuda_shared_memory_register(
+    std::string_view json, std::string name, const limits& bounds = {});
+/// The CUDA status routes' reply: `[{"name", "device_id", "byte_size"}, ...]`.
+[[nodiscard]] OIP_EXPORT std::string encode(const std::vector<cuda_shared_memory_region>& regions);
+
 // --- the logging extension --------------------------------------------------------------------
 
 /// `GET /v2/logging`'s reply, in Triton's shape: `log_file` (always "": oip writes to its sink),

@@ -92,4 +92,23 @@ struct shared_memory_region {
   friend bool operator==(const shared_memory_region&, const shared_memory_region&) = default;
 };
 
+/// A CUDA shared-memory region, as Triton's status routes list one.
+struct cuda_shared_memory_region {
+  std::string name;
+  std::int64_t device_id = 0;
+  std::uint64_t byte_size = 0;
+
+  friend bool operator==(const cuda_shared_memory_region&,
+                         const cuda_shared_memory_region&) = default;
+};
+
+/// A request to register a CUDA region: the client's `cudaIpcMemHandle_t` (its raw bytes), the
+/// device it is on and its size.
+struct cuda_shared_memory_registration {
+  std::string name;
+  std::string raw_handle;
+  std::int64_t device_id = 0;
+  std::uint64_t byte_size = 0;
+};
+
 }  // namespace oip

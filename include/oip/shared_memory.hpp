@@ -1,11 +1,12 @@
 #pragma once
 /// \file
-/// Triton's system shared-memory extension: regions of POSIX shared memory (`shm_open`) that a
-/// client on the same host registers by name, so that tensors pass through them instead of the
-/// request and response bodies.
+/// Triton's shared-memory extensions: regions of POSIX shared memory (`shm_open`), and of a GPU's
+/// memory (CUDA), that a client on the same host registers by name, so that tensors pass through
+/// them instead of the request and response bodies.
 
 #include <oip/buffer.hpp>
 #include <oip/datatype.hpp>
+#include <oip/device_memory.hpp>
 #include <oip/export.hpp>
 #include <oip/infer.hpp>
 #include <oip/limits.hpp>
@@ -38,20 +39,31 @@ struct shared_memory_output {
 [[nodiscard]] OIP_EXPORT result<std::vector<shared_memory_output>> take_shared_memory_outputs(
     inference_request& request);
 
+/// The two kinds of region, which share one name space (as in Triton).
+enum class shared_memory_kind : std::uint8_t { system, cuda };
+
 /// An output's place in a region, looked up when the request arrives (as Triton does): the bytes
-/// stay mapped while it is held, even if the region is unregistered meanwhile.
+/// stay mapped (a CUDA region open) while it is held, even if the region is unregistered
+/// meanwhile.
 struct shared_memory_destination {
   std::string output;
+  /// In a system region: the mapped bytes.
   std::span<std::byte> room;
   std::shared_ptr<const void> mapping;
   /// The region's object, open while `mapping` is held, and where `room` ends in it: checked
   /// again before the output is written, since the client may shrink the object meanwhile.
   int object = -1;
   std::uint64_t object_end = 0;
+  /// In a CUDA region instead: `device_bytes` of device memory at `device_room` on `device`,
+  /// written through `device_access` (kept alive by `mapping`).
+  void* device_room = nullptr;
+  std::uint64_t device_bytes = 0;
+  int device = -1;
+  device_memory_access* device_access = nullptr;
 };
 
-/// Copies each output of `response` that a destination names into it; an output the response
-/// lacks is skipped. 400 when an output is larger than its room.
+/// Copies each output of `response` that a destination names into it (to the device for a CUDA
+/// region); an output the response lacks is skipped. 400 when an output is larger than its room.
 [[nodiscard]] OIP_EXPORT status write_outputs(const std::vector<shared_memory_destination>& places,
                                               const inference_response& response);
 
@@ -131,6 +143,11 @@ struct OIP_EXPORT shared_memory_outputs final : shared_memory_output_source {
 /// from a region is a view that keeps the mapping alive, so unregistering a region while a request
 /// uses it is safe (the mapping goes when the request is done). Thread-safe.
 ///
+/// CUDA regions, where the registry has a `device_memory_access`: each is opened once, at
+/// registration (`cudaIpcOpenMemHandle`), and closed once it is unregistered and no request that
+/// placed an output there is still running. An input read from one is copied to host memory
+/// (one copy), and an output is copied to the device after the model has run.
+///
 /// The bytes stay the client's: fixed-size inputs are views that the client could still change
 /// while the model reads them (its own race, as in Triton), and BYTES inputs are copied, since
 /// their length prefixes must not change once checked. Each use checks that the object still
@@ -154,7 +171,9 @@ class OIP_EXPORT shared_memory_registry {
   };
 
   shared_memory_registry();
-  explicit shared_memory_registry(bounds caps);
+  /// With `device_memory`, CUDA regions are offered too (their bytes count in `caps` as well).
+  explicit shared_memory_registry(bounds caps,
+                                  std::shared_ptr<device_memory_access> device_memory = nullptr);
   shared_memory_registry(const shared_memory_registry&) = delete;
   shared_memory_registry& operator=(const shared_memory_registry&) = delete;
   ~shared_memory_registry();
@@ -164,17 +183,32 @@ class OIP_EXPORT shared_memory_registry {
   /// the registry's `bounds`.
   [[nodiscard]] status register_region(std::string name, std::string key, std::uint64_t offset,
                                        std::uint64_t byte_size);
-  /// An unknown name is not an error (as in Triton).
-  void unregister(std::string_view name);
-  void unregister_all();
+  /// Whether CUDA regions are offered.
+  [[nodiscard]] bool offers_cuda() const noexcept;
+  /// Opens the device memory that `handle` (a `cudaIpcMemHandle_t`'s bytes) exports on device
+  /// `device_id` as region `name` of `byte_size` bytes. 501 when CUDA regions are not offered;
+  /// 400 when the name is taken (by a region of either kind), the handle cannot be opened, or the
+  /// region would pass the registry's `bounds`.
+  [[nodiscard]] status register_cuda_region(std::string name, std::span<const std::byte> handle,
+                                            std::int64_t device_id, std::uint64_t byte_size);
+  /// The region of `kind` named so; an unknown name, or a region of the other kind, is not an
+  /// error (as in Triton).
+  void unregister(std::string_view name, shared_memory_kind kind = shared_memory_kind::system);
+  /// Every region of `kind`.
+  void unregister_all(shared_memory_kind kind = shared_memory_kind::system);
 
-  /// Every region (no name) in name order, or the one named (404 when unknown).
+  /// Every system region (no name) in name order, or the one named (404 when unknown or a CUDA
+  /// region, in Triton's words).
   [[nodiscard]] result<std::vector<shared_memory_region>> regions(
+      std::optional<std::string_view> name = std::nullopt) const;
+  /// The same for CUDA regions.
+  [[nodiscard]] result<std::vector<cuda_shared_memory_region>> cuda_regions(
       std::optional<std::string_view> name = std::nullopt) const;
 
   /// The bytes [offset, offset + byte_size) of region `name` (offsets within the region), as a
-  /// buffer that keeps the mapping alive. 404 for an unknown region, 400 when the range is not
-  /// inside it or its object no longer holds it (shrunk since it was registered).
+  /// buffer that keeps the mapping alive (for a CUDA region, a copy in host memory). 404 for an
+  /// unknown region, 400 when the range is not inside it or its object no longer holds it (shrunk
+  /// since it was registered).
   [[nodiscard]] result<buffer> bytes(std::string_view name, std::uint64_t offset,
                                      std::uint64_t byte_size) const;
 

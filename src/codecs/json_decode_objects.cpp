@@ -358,6 +358,63 @@ result<parameters> decode_repository_load_request(std::string_view json, const l
   return decoded;
 }
 
+result<cuda_shared_memory_registration> decode_cuda_shared_memory_register(std::string_view json,
+                                                                           std::string name,
+                                                                           const limits& bounds) {
+  cuda_shared_memory_registration out;
+  out.name = std::move(name);
+  bool has_handle = false;
+  bool has_device = false;
+  bool has_byte_size = false;
+  status s = decode_small(
+      json, "CUDA shared memory register request", bounds, [&](auto& doc, auto&& fields) {
+        return fields([&](std::string_view key, od::value v) -> status {
+          if (key == "raw_handle") {
+            has_handle = true;
+            std::string encoded;
+            bool has_b64 = false;
+            status read = for_each_field(doc, v, 1, [&](std::string_view inner, od::value w) {
+              if (inner != "b64") return walk_value(doc, w, 2);
+              has_b64 = true;
+              return read_string(doc, w, "raw_handle.b64", encoded);
+            });
+            if (!read.ok()) return read;
+            std::optional<std::string> bytes =
+                has_b64 ? detail::from_base64(encoded) : std::nullopt;
+            if (!bytes) {
+              return status{errc::invalid_argument,
+                            "'raw_handle' must be {\"b64\": <the handle's bytes in base64>}"};
+            }
+            out.raw_handle = std::move(*bytes);
+            return status{};
+          }
+          if (key == "device_id") {
+            has_device = true;
+            if (v.get_int64().get(out.device_id) != error_code::SUCCESS) {
+              if (status walked = walk_value(doc, v, 1); !walked.ok()) return walked;
+              return wrong_type(doc, "device_id", "an integer");
+            }
+            return status{};
+          }
+          if (key == "byte_size") {
+            has_byte_size = true;
+            return read_unsigned(doc, v, "byte_size", out.byte_size);
+          }
+          return walk_value(doc, v, 1);
+        });
+      });
+  if (!s.ok()) return s;
+  for (const auto& [present, field] :
+       {std::pair{has_handle, "raw_handle"}, std::pair{has_device, "device_id"},
+        std::pair{has_byte_size, "byte_size"}}) {
+    if (!present) {
+      return status{errc::invalid_argument,
+                    fmt::format("CUDA shared memory register request has no '{}' field", field)};
+    }
+  }
+  return out;
+}
+
 result<shared_memory_region> decode_shared_memory_register(std::string_view json, std::string name,
                                                            const limits& bounds) {
   shared_memory_region out;

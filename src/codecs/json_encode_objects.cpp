@@ -154,6 +154,22 @@ std::string encode_shared_memory_register(const shared_memory_region& region) {
   return text;
 }
 
+std::string encode(const std::vector<cuda_shared_memory_region>& regions) {
+  std::string text;
+  json_out out{text};
+  out.raw('[');
+  for (std::size_t i = 0; i < regions.size(); ++i) {
+    if (i != 0) out.raw(',');
+    out.raw('{');
+    out.key<"name">();
+    out.string(regions[i].name);
+    out.raw(fmt::format(R"(,"device_id":{},"byte_size":{}}})", regions[i].device_id,
+                        regions[i].byte_size));
+  }
+  out.raw(']');
+  return text;
+}
+
 std::string encode(const std::vector<shared_memory_region>& regions) {
   std::string text;
   json_out out{text};

@@ -1,6 +1,7 @@
 // OpenAI's replies (`detail/openai_json.hpp`): completions, their stream chunks, embeddings, the
 // model list and errors, in the members and order OpenAI's own API writes.
 
+#include "codecs/detail/base64.hpp"
 #include "codecs/detail/number_format.hpp"
 #include "codecs/detail/openai_json.hpp"
 #include "core/detail/json_string.hpp"
@@ -52,25 +53,6 @@ void append_finish_reason(std::string& out, std::string_view finish_reason) {
   } else {
     append_json_string(out, finish_reason);
   }
-}
-
-constexpr std::string_view base64_alphabet =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-void append_base64(std::string& out, const unsigned char* bytes, std::size_t size) {
-  std::size_t i = 0;
-  for (; i + 3 <= size; i += 3) {
-    const std::uint32_t group = (std::uint32_t{bytes[i]} << 16U) |
-                                (std::uint32_t{bytes[i + 1]} << 8U) | std::uint32_t{bytes[i + 2]};
-    for (const unsigned shift : {18U, 12U, 6U, 0U}) out += base64_alphabet[(group >> shift) & 63U];
-  }
-  if (i == size) return;
-  std::uint32_t group = std::uint32_t{bytes[i]} << 16U;
-  if (i + 1 < size) group |= std::uint32_t{bytes[i + 1]} << 8U;
-  out += base64_alphabet[(group >> 18U) & 63U];
-  out += base64_alphabet[(group >> 12U) & 63U];
-  out += i + 1 < size ? base64_alphabet[(group >> 6U) & 63U] : '=';
-  out += '=';
 }
 
 }  // namespace
@@ -164,8 +146,8 @@ result<std::string> encode_openai_embeddings(std::string_view model,
       // OpenAI's clients read the bytes as little-endian float32.
       static_assert(std::endian::native == std::endian::little);
       out += '"';
-      append_base64(out, reinterpret_cast<const unsigned char*>(v.data()),
-                    v.size() * sizeof(float));
+      detail::append_base64(out, reinterpret_cast<const unsigned char*>(v.data()),
+                            v.size() * sizeof(float));
       out += '"';
     } else {
       out += '[';

@@ -470,10 +470,17 @@ class service_impl final : public raw_service {
     return answer<inference::CudaSharedMemoryStatusRequest,
                   inference::CudaSharedMemoryStatusResponse>(
         allowed(context, api_category::shared_memory), context, in, out,
-        [](const auto& request, auto& /*response*/) {
-          // Never a region to list: oip registers none.
-          return inference_service::cuda_shared_memory_status(region_named(request.name()))
-              .to_status();
+        [this](const auto& request, auto& response) {
+          result<std::vector<cuda_shared_memory_region>> found =
+              service_.cuda_shared_memory_status(region_named(request.name()));
+          if (!found) return found.error();
+          for (const cuda_shared_memory_region& region : *found) {
+            auto& entry = (*response.mutable_regions())[region.name];
+            entry.set_name(region.name);
+            entry.set_device_id(static_cast<std::uint64_t>(region.device_id));
+            entry.set_byte_size(region.byte_size);
+          }
+          return status{};
         });
   }
 
@@ -482,8 +489,9 @@ class service_impl final : public raw_service {
     return answer<inference::CudaSharedMemoryRegisterRequest,
                   inference::CudaSharedMemoryRegisterResponse>(
         allowed(context, api_category::shared_memory), context, in, out,
-        [](const auto& /*request*/, auto& /*response*/) {
-          return inference_service::register_cuda_shared_memory();
+        [this](const auto& request, auto& /*response*/) {
+          return service_.register_cuda_shared_memory(
+              {request.name(), request.raw_handle(), request.device_id(), request.byte_size()});
         });
   }
 
@@ -492,8 +500,8 @@ class service_impl final : public raw_service {
     return answer<inference::CudaSharedMemoryUnregisterRequest,
                   inference::CudaSharedMemoryUnregisterResponse>(
         allowed(context, api_category::shared_memory), context, in, out,
-        [](const auto& /*request*/, auto& /*response*/) {
-          return inference_service::unregister_cuda_shared_memory();
+        [this](const auto& request, auto& /*response*/) {
+          return service_.unregister_cuda_shared_memory(region_named(request.name()));
         });
   }
 

@@ -222,26 +222,51 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
 
   // --- the shared-memory extensions --------------------------------------------------------------
 
+  // POST /v2/cudasharedmemory/region/<name>/register
+  http_response cuda_register_reply(const http_request& request,
+                                    std::optional<std::string_view> region) const {
+    const shared_memory_registry* regions = service.shared_memory();
+    if (regions == nullptr || !regions->offers_cuda()) {  // refused before the request is read
+      return error_reply(service.register_cuda_shared_memory({}));
+    }
+    if (!region) {
+      return error_reply(
+          status{errc::invalid_argument,
+                 "'region name' is necessary to register CUDA shared memory region"});
+    }
+    result<buffer> body = plain_body(request);
+    if (!body) return error_reply(body.error());
+    result<cuda_shared_memory_registration> wanted = decode_cuda_shared_memory_register(
+        body->as_string_view(), std::string{*region}, options.bounds);
+    if (!wanted) return error_reply(wanted.error());
+    if (status s = service.register_cuda_shared_memory(*wanted); !s.ok()) return error_reply(s);
+    return json_reply(200, "");
+  }
+
   // /v2/(system|cuda)sharedmemory[/region/<name>]/(status|register|unregister)
   http_response shared_memory_reply(const http_request& request, bool cuda,
                                     std::optional<std::string_view> region,
                                     std::string_view action) const {
     if (action == "status") {
-      result<std::vector<shared_memory_region>> found =
-          cuda ? inference_service::cuda_shared_memory_status(region)
-               : service.system_shared_memory_status(region);
+      if (cuda) {
+        result<std::vector<cuda_shared_memory_region>> found =
+            service.cuda_shared_memory_status(region);
+        if (!found) return error_reply(found.error());
+        return json_reply(200, encode(*found));
+      }
+      result<std::vector<shared_memory_region>> found = service.system_shared_memory_status(region);
       if (!found) return error_reply(found.error());
       return json_reply(200, encode(*found));
     }
     if (action == "unregister") {
-      if (status s = cuda ? inference_service::unregister_cuda_shared_memory()
+      if (status s = cuda ? service.unregister_cuda_shared_memory(region)
                           : service.unregister_system_shared_memory(region);
           !s.ok()) {
         return error_reply(s);
       }
       return json_reply(200, "");
     }
-    if (cuda) return error_reply(inference_service::register_cuda_shared_memory());
+    if (cuda) return cuda_register_reply(request, region);
     if (service.shared_memory() == nullptr) {  // refused before the request is looked at
       return error_reply(service.register_system_shared_memory({}));
     }

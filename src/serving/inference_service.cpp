@@ -217,10 +217,12 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     if (options.version.empty()) options.version = std::string{oip::version_string};
     if (options.shared_memory) {
       const limits& bounds = options.bounds;
-      regions = std::make_unique<shared_memory_registry>(shared_memory_registry::bounds{
-          .max_regions = bounds.max_shared_memory_regions,
-          .max_mapped_bytes = bounds.max_shared_memory_bytes != 0 ? bounds.max_shared_memory_bytes
-                                                                  : physical_memory_bytes()});
+      regions = std::make_unique<shared_memory_registry>(
+          shared_memory_registry::bounds{.max_regions = bounds.max_shared_memory_regions,
+                                         .max_mapped_bytes = bounds.max_shared_memory_bytes != 0
+                                                                 ? bounds.max_shared_memory_bytes
+                                                                 : physical_memory_bytes()},
+          options.device_memory);
     }
   }
 
@@ -781,6 +783,9 @@ server_metadata inference_service::metadata() const {
                   "model_repository",   "parameters",     "sequence", "sequence(string_id)",
                   "statistics",         "trace"};
   if (state_->regions) m.extensions.emplace_back("system_shared_memory");
+  if (state_->regions && state_->regions->offers_cuda()) {
+    m.extensions.emplace_back("cuda_shared_memory");
+  }
   return m;
 }
 
@@ -831,28 +836,48 @@ status inference_service::register_system_shared_memory(shared_memory_region reg
                                           region.offset, region.byte_size);
 }
 
-status inference_service::unregister_system_shared_memory(std::optional<std::string_view> region) {
-  if (!state_->regions) return status{};  // nothing was registered
+namespace {
+
+// The region named, or every region, of `kind`; nothing to do where nothing was registered.
+status unregister_regions(shared_memory_registry* regions, std::optional<std::string_view> region,
+                          shared_memory_kind kind) {
+  if (regions == nullptr) return status{};
   if (region) {
-    state_->regions->unregister(*region);
+    regions->unregister(*region, kind);
   } else {
-    state_->regions->unregister_all();
+    regions->unregister_all(kind);
   }
   return status{};
 }
 
-result<std::vector<shared_memory_region>> inference_service::cuda_shared_memory_status(
-    std::optional<std::string_view> region) {
-  if (!region) return std::vector<shared_memory_region>{};
+}  // namespace
+
+status inference_service::unregister_system_shared_memory(std::optional<std::string_view> region) {
+  return unregister_regions(state_->regions.get(), region, shared_memory_kind::system);
+}
+
+result<std::vector<cuda_shared_memory_region>> inference_service::cuda_shared_memory_status(
+    std::optional<std::string_view> region) const {
+  if (state_->regions && state_->regions->offers_cuda()) {
+    return state_->regions->cuda_regions(region);
+  }
+  if (!region) return std::vector<cuda_shared_memory_region>{};
   return status{errc::not_found,
                 fmt::format("Unable to find cuda shared memory region: '{}'", *region)};
 }
 
-status inference_service::unregister_cuda_shared_memory() { return status{}; }
+status inference_service::unregister_cuda_shared_memory(std::optional<std::string_view> region) {
+  return unregister_regions(state_->regions.get(), region, shared_memory_kind::cuda);
+}
 
-status inference_service::register_cuda_shared_memory() {
-  return status{errc::not_implemented,
-                "CUDA shared memory is not supported by this server; use system shared memory"};
+status inference_service::register_cuda_shared_memory(
+    const cuda_shared_memory_registration& region) {
+  if (!state_->regions || !state_->regions->offers_cuda()) {
+    return status{errc::not_implemented,
+                  "this server does not offer the CUDA shared-memory extension"};
+  }
+  return state_->regions->register_cuda_region(region.name, as_bytes(std::span{region.raw_handle}),
+                                               region.device_id, region.byte_size);
 }
 
 bool inference_service::ready() const { return state_->repository.all_ready(); }

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -60,10 +61,31 @@ status check_backed(int fd, std::string_view region, std::uint64_t end) {
                             region, object_size, end)};
 }
 
+// A CUDA region opened in this process; closed when the registry and every request using it let
+// go of it.
+struct device_region {
+  std::shared_ptr<device_memory_access> access;
+  std::byte* base = nullptr;
+  int device = 0;
+
+  device_region() = default;
+  device_region(const device_region&) = delete;
+  device_region& operator=(const device_region&) = delete;
+  ~device_region() {
+    if (base != nullptr) access->close(base, device);
+  }
+};
+
+// A system region (`map`) or a CUDA one (`device`).
 struct registered {
   shared_memory_region info;
   std::shared_ptr<mapping> map;
+  std::shared_ptr<device_region> device;
 };
+
+std::string_view kind_name(shared_memory_kind kind) {
+  return kind == shared_memory_kind::cuda ? "CUDA" : "system";
+}
 
 result<std::shared_ptr<mapping>> map_region(const shared_memory_region& region) {
   const auto cannot = [&](std::string_view why) {
@@ -152,16 +174,25 @@ result<std::vector<shared_memory_output>> take_shared_memory_outputs(inference_r
   return out;
 }
 
+// Where a checked range of a region is: in a system region's mapping, or in a CUDA region's
+// device memory.
+struct located {
+  std::shared_ptr<mapping> map;
+  std::byte* at = nullptr;
+  std::shared_ptr<device_region> device;
+  std::byte* device_at = nullptr;
+};
+
 struct shared_memory_registry::state {
   bounds caps;
+  std::shared_ptr<device_memory_access> device_memory;  // null: no CUDA regions
   mutable std::mutex mutex;
   std::map<std::string, registered, std::less<>> regions;
   std::uint64_t mapped_bytes = 0;  // of every region together
 
-  // The region's mapping and the range's start in it, checked.
-  result<std::pair<std::shared_ptr<mapping>, std::byte*>> locate(std::string_view name,
-                                                                 std::uint64_t offset,
-                                                                 std::uint64_t byte_size) const {
+  // The range [offset, offset + byte_size) of region `name`, checked.
+  result<located> locate(std::string_view name, std::uint64_t offset,
+                         std::uint64_t byte_size) const {
     const std::lock_guard lock{mutex};
     const auto found = regions.find(name);
     if (found == regions.end()) {
@@ -181,19 +212,81 @@ struct shared_memory_registry::state {
                                 "(offset {} + byte_size {}, the region has {} bytes)",
                                 name, offset, byte_size, info.byte_size)};
     }
+    if (const std::shared_ptr<device_region>& device = found->second.device) {
+      return located{{}, nullptr, device, device->base + offset};
+    }
     const std::shared_ptr<mapping>& map = found->second.map;
     if (status held = check_backed(map->fd, fmt::format("shared memory region '{}'", name),
                                    map->end_of(offset, byte_size));
         !held.ok()) {
       return held;
     }
-    return std::pair{map, map->data + offset};
+    return located{map, map->data + offset, {}, nullptr};
+  }
+
+  // Whether a region `name` of `byte_size` bytes may be added now; the caller holds the mutex.
+  [[nodiscard]] status admissible(const std::string& name, std::uint64_t byte_size) const {
+    if (regions.count(name) != 0) {
+      return status{errc::invalid_argument,
+                    fmt::format("shared memory region '{}' already in manager", name)};
+    }
+    if (regions.size() >= caps.max_regions) {
+      return status{errc::failed_precondition,
+                    fmt::format("failed to register shared memory region '{}': the server holds "
+                                "its limit of {} regions; unregister one first",
+                                name, caps.max_regions)};
+    }
+    if (byte_size > caps.max_mapped_bytes - std::min(mapped_bytes, caps.max_mapped_bytes)) {
+      return status{errc::failed_precondition,
+                    fmt::format("failed to register shared memory region '{}': its {} bytes would "
+                                "take the regions past their limit of {} bytes mapped",
+                                name, byte_size, caps.max_mapped_bytes)};
+    }
+    return {};
+  }
+
+  // Adds a region that `admissible` allowed before it was opened, if it still does.
+  status add(registered region) {
+    const std::lock_guard lock{mutex};
+    if (status s = admissible(region.info.name, region.info.byte_size); !s.ok()) return s;
+    mapped_bytes += region.info.byte_size;
+    std::string key_name = region.info.name;
+    regions.emplace(std::move(key_name), std::move(region));
+    return {};
+  }
+
+  // 404 in Triton's words when `name` is not a region of `kind`.
+  [[nodiscard]] status find_kind(std::string_view name, shared_memory_kind kind,
+                                 const registered** out) const {
+    const auto found = regions.find(name);
+    if (found == regions.end()) {
+      return status{errc::not_found,
+                    fmt::format("Unable to find {} shared memory region: '{}'",
+                                kind == shared_memory_kind::cuda ? "cuda" : "system", name)};
+    }
+    const shared_memory_kind is =
+        found->second.device ? shared_memory_kind::cuda : shared_memory_kind::system;
+    if (is != kind) {
+      return status{errc::not_found,
+                    fmt::format("The region named '{}' is registered as {} shared memory, not {} "
+                                "shared memory",
+                                name, kind_name(is), kind_name(kind))};
+    }
+    *out = &found->second;
+    return {};
   }
 };
 
 shared_memory_registry::shared_memory_registry() : state_{std::make_unique<state>()} {}
-shared_memory_registry::shared_memory_registry(bounds caps) : state_{std::make_unique<state>()} {
+shared_memory_registry::shared_memory_registry(bounds caps,
+                                               std::shared_ptr<device_memory_access> device_memory)
+    : state_{std::make_unique<state>()} {
   state_->caps = caps;
+  state_->device_memory = std::move(device_memory);
+}
+
+bool shared_memory_registry::offers_cuda() const noexcept {
+  return state_->device_memory != nullptr;
 }
 shared_memory_registry::~shared_memory_registry() = default;
 
@@ -204,53 +297,71 @@ status shared_memory_registry::register_region(std::string name, std::string key
                   "'region name' is necessary to register system shared memory region"};
   }
   // Checked before mapping and again after (another thread may have registered meanwhile).
-  const auto admissible = [&](const std::string& region) -> status {
-    if (state_->regions.count(region) != 0) {
-      return status{errc::invalid_argument,
-                    fmt::format("shared memory region '{}' already in manager", region)};
-    }
-    if (state_->regions.size() >= state_->caps.max_regions) {
-      return status{errc::failed_precondition,
-                    fmt::format("failed to register shared memory region '{}': the server holds "
-                                "its limit of {} regions; unregister one first",
-                                region, state_->caps.max_regions)};
-    }
-    if (byte_size > state_->caps.max_mapped_bytes -
-                        std::min(state_->mapped_bytes, state_->caps.max_mapped_bytes)) {
-      return status{errc::failed_precondition,
-                    fmt::format("failed to register shared memory region '{}': its {} bytes would "
-                                "take the regions past their limit of {} bytes mapped",
-                                region, byte_size, state_->caps.max_mapped_bytes)};
-    }
-    return {};
-  };
   {
     const std::lock_guard lock{state_->mutex};
-    if (status s = admissible(name); !s.ok()) return s;
+    if (status s = state_->admissible(name, byte_size); !s.ok()) return s;
   }
   shared_memory_region info{std::move(name), std::move(key), offset, byte_size};
   result<std::shared_ptr<mapping>> map = map_region(info);
   if (!map) return std::move(map).error();
-  const std::lock_guard lock{state_->mutex};
-  if (status s = admissible(info.name); !s.ok()) return s;
-  state_->mapped_bytes += byte_size;
-  std::string key_name = info.name;
-  state_->regions.emplace(std::move(key_name), registered{std::move(info), std::move(*map)});
-  return {};
+  return state_->add({std::move(info), std::move(*map), {}});
 }
 
-void shared_memory_registry::unregister(std::string_view name) {
+status shared_memory_registry::register_cuda_region(std::string name,
+                                                    std::span<const std::byte> handle,
+                                                    std::int64_t device_id,
+                                                    std::uint64_t byte_size) {
+  if (!state_->device_memory) {
+    return status{errc::not_implemented,
+                  "this server does not offer the CUDA shared-memory extension"};
+  }
+  if (name.empty()) {
+    return status{errc::invalid_argument,
+                  "'region name' is necessary to register CUDA shared memory region"};
+  }
+  const auto cannot = [&](std::string_view why) {
+    return status{errc::invalid_argument,
+                  fmt::format("failed to register CUDA shared memory region '{}': {}", name, why)};
+  };
+  if (byte_size == 0) return cannot("byte_size must be at least 1");
+  if (device_id < 0 || device_id > std::numeric_limits<int>::max()) {
+    return cannot(fmt::format("no CUDA device {}", device_id));
+  }
+  {
+    const std::lock_guard lock{state_->mutex};
+    if (status s = state_->admissible(name, byte_size); !s.ok()) return s;
+  }
+  const int device = static_cast<int>(device_id);
+  result<void*> opened = state_->device_memory->open(handle, device);
+  if (!opened) return cannot(opened.error().message());
+  auto region = std::make_shared<device_region>();
+  region->access = state_->device_memory;
+  region->base = static_cast<std::byte*>(*opened);
+  region->device = device;
+  shared_memory_region info{std::move(name), {}, 0, byte_size};
+  // On a refusal here the region closes as `region` goes.
+  return state_->add({std::move(info), {}, std::move(region)});
+}
+
+void shared_memory_registry::unregister(std::string_view name, shared_memory_kind kind) {
   const std::lock_guard lock{state_->mutex};
   const auto found = state_->regions.find(name);
   if (found == state_->regions.end()) return;
+  if ((found->second.device != nullptr) != (kind == shared_memory_kind::cuda)) return;
   state_->mapped_bytes -= found->second.info.byte_size;
   state_->regions.erase(found);
 }
 
-void shared_memory_registry::unregister_all() {
+void shared_memory_registry::unregister_all(shared_memory_kind kind) {
   const std::lock_guard lock{state_->mutex};
-  state_->regions.clear();
-  state_->mapped_bytes = 0;
+  for (auto at = state_->regions.begin(); at != state_->regions.end();) {
+    if ((at->second.device != nullptr) == (kind == shared_memory_kind::cuda)) {
+      state_->mapped_bytes -= at->second.info.byte_size;
+      at = state_->regions.erase(at);
+    } else {
+      ++at;
+    }
+  }
 }
 
 result<std::vector<shared_memory_region>> shared_memory_registry::regions(
@@ -258,24 +369,55 @@ result<std::vector<shared_memory_region>> shared_memory_registry::regions(
   const std::lock_guard lock{state_->mutex};
   std::vector<shared_memory_region> out;
   if (name) {
-    const auto found = state_->regions.find(*name);
-    if (found == state_->regions.end()) {
-      return status{errc::not_found,
-                    fmt::format("Unable to find system shared memory region: '{}'", *name)};
-    }
-    out.push_back(found->second.info);
+    const registered* found = nullptr;
+    if (status s = state_->find_kind(*name, shared_memory_kind::system, &found); !s.ok()) return s;
+    out.push_back(found->info);
     return out;
   }
-  for (const auto& [region_name, region] : state_->regions) out.push_back(region.info);
+  for (const auto& [region_name, region] : state_->regions) {
+    if (!region.device) out.push_back(region.info);
+  }
+  return out;
+}
+
+result<std::vector<cuda_shared_memory_region>> shared_memory_registry::cuda_regions(
+    std::optional<std::string_view> name) const {
+  const std::lock_guard lock{state_->mutex};
+  const auto listed = [](const registered& region) {
+    return cuda_shared_memory_region{region.info.name, region.device->device,
+                                     region.info.byte_size};
+  };
+  std::vector<cuda_shared_memory_region> out;
+  if (name) {
+    const registered* found = nullptr;
+    if (status s = state_->find_kind(*name, shared_memory_kind::cuda, &found); !s.ok()) return s;
+    out.push_back(listed(*found));
+    return out;
+  }
+  for (const auto& [region_name, region] : state_->regions) {
+    if (region.device) out.push_back(listed(region));
+  }
   return out;
 }
 
 result<buffer> shared_memory_registry::bytes(std::string_view name, std::uint64_t offset,
                                              std::uint64_t byte_size) const {
-  auto located = state_->locate(name, offset, byte_size);
-  if (!located) return std::move(located).error();
-  auto& [map, at] = *located;
-  return buffer::view({at, static_cast<std::size_t>(byte_size)}, std::move(map));
+  result<located> place = state_->locate(name, offset, byte_size);
+  if (!place) return std::move(place).error();
+  const auto size = static_cast<std::size_t>(byte_size);
+  if (place->device) {
+    result<mutable_buffer> copy = mutable_buffer::allocate_for_overwrite(size);
+    if (!copy) return std::move(copy).error();
+    if (size != 0) {
+      if (status s = place->device->access->copy_to_host({copy->data(), size}, place->device_at,
+                                                         place->device->device);
+          !s.ok()) {
+        return s;
+      }
+    }
+    return buffer{std::move(*copy)};
+  }
+  return buffer::view({place->at, size}, std::move(place->map));
 }
 
 result<buffer> shared_memory_input(const shared_memory_registry* regions,
@@ -397,14 +539,25 @@ result<std::vector<shared_memory_destination>> shared_memory_registry::destinati
   std::vector<shared_memory_destination> out;
   out.reserve(outputs.size());
   for (const shared_memory_output& output : outputs) {
-    auto located = state_->locate(output.place.region, output.place.offset, output.place.byte_size);
-    if (!located) return std::move(located).error();
-    auto& [map, at] = *located;
-    const int object = map->fd;
-    const std::uint64_t end = map->end_of(output.place.offset, output.place.byte_size);
+    result<located> place =
+        state_->locate(output.place.region, output.place.offset, output.place.byte_size);
+    if (!place) return std::move(place).error();
+    if (place->device) {
+      shared_memory_destination to_device;
+      to_device.output = output.name;
+      to_device.device_room = place->device_at;
+      to_device.device_bytes = output.place.byte_size;
+      to_device.device = place->device->device;
+      to_device.device_access = place->device->access.get();
+      to_device.mapping = std::move(place->device);
+      out.push_back(std::move(to_device));
+      continue;
+    }
+    const int object = place->map->fd;
+    const std::uint64_t end = place->map->end_of(output.place.offset, output.place.byte_size);
     out.push_back({output.name,
-                   {at, static_cast<std::size_t>(output.place.byte_size)},
-                   std::move(map),
+                   {place->at, static_cast<std::size_t>(output.place.byte_size)},
+                   std::move(place->map),
                    object,
                    end});
   }
@@ -431,11 +584,21 @@ status write_outputs(const std::vector<shared_memory_destination>& places,
     for (const tensor& t : response.outputs) {
       if (t.name() != place.output) continue;
       const std::span<const std::byte> data = t.data().bytes();
-      if (data.size() > place.room.size()) {
+      const std::uint64_t room =
+          place.device_access != nullptr ? place.device_bytes : place.room.size();
+      if (data.size() > room) {
         return status{errc::invalid_argument,
                       fmt::format("shared memory size specified with the request for output '{}' "
                                   "({} bytes) should be at least {} bytes to hold the results",
-                                  place.output, place.room.size(), data.size())};
+                                  place.output, room, data.size())};
+      }
+      if (place.device_access != nullptr) {
+        if (data.empty()) break;
+        if (status s = place.device_access->copy_to_device(place.device_room, data, place.device);
+            !s.ok()) {
+          return s;
+        }
+        break;
       }
       if (place.object >= 0) {
         if (status held = check_backed(

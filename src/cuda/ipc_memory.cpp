@@ -1,0 +1,75 @@
+#include <oip/cuda/ipc_memory.hpp>
+
+#include <cstring>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include <cuda_runtime.h>
+
+namespace oip::cuda {
+
+namespace {
+
+status failed(std::string_view what, cudaError_t error, errc code = errc::internal) {
+  cudaGetLastError();  // a non-sticky error must not fail the next call
+  return status{code, fmt::format("{}: {}", what, cudaGetErrorString(error))};
+}
+
+class ipc_access final : public device_memory_access {
+ public:
+  result<void*> open(std::span<const std::byte> handle, int device) override {
+    cudaIpcMemHandle_t ipc{};
+    if (handle.size() != sizeof ipc) {
+      return status{errc::invalid_argument,
+                    fmt::format("failed to open CUDA IPC handle: the handle has {} bytes, a "
+                                "cudaIpcMemHandle_t {}",
+                                handle.size(), sizeof ipc)};
+    }
+    std::memcpy(&ipc, handle.data(), sizeof ipc);
+    if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess) {
+      return failed(fmt::format("failed to open CUDA IPC handle on device {}", device), e,
+                    errc::invalid_argument);
+    }
+    void* memory = nullptr;
+    if (const cudaError_t e = cudaIpcOpenMemHandle(&memory, ipc, cudaIpcMemLazyEnablePeerAccess);
+        e != cudaSuccess) {
+      return failed("failed to open CUDA IPC handle", e, errc::invalid_argument);
+    }
+    return memory;
+  }
+
+  void close(void* memory, int device) noexcept override {
+    cudaSetDevice(device);
+    cudaIpcCloseMemHandle(memory);
+    cudaGetLastError();
+  }
+
+  status copy_to_host(std::span<std::byte> host, const void* memory, int device) override {
+    if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess) {
+      return failed("cudaSetDevice", e);
+    }
+    if (const cudaError_t e = cudaMemcpy(host.data(), memory, host.size(), cudaMemcpyDeviceToHost);
+        e != cudaSuccess) {
+      return failed("reading a CUDA shared memory region", e, errc::invalid_argument);
+    }
+    return {};
+  }
+
+  status copy_to_device(void* memory, std::span<const std::byte> host, int device) override {
+    if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess) {
+      return failed("cudaSetDevice", e);
+    }
+    if (const cudaError_t e = cudaMemcpy(memory, host.data(), host.size(), cudaMemcpyHostToDevice);
+        e != cudaSuccess) {
+      return failed("writing a CUDA shared memory region", e, errc::invalid_argument);
+    }
+    return {};
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<device_memory_access> ipc_memory_access() { return std::make_shared<ipc_access>(); }
+
+}  // namespace oip::cuda
