@@ -6,6 +6,7 @@
 #include <oip/device_memory.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -53,8 +54,8 @@ class fake_device_memory final : public device_memory_access {
     return {};
   }
 
-  int opened = 0;
-  int closed = 0;
+  std::atomic<int> opened{0};
+  std::atomic<int> closed{0};
 
  private:
   bool inside(const void* memory, std::size_t size) {

@@ -233,9 +233,8 @@ class device_model : public model {
   }
 
   // The smallest output whose classes are ranked on the device: below it, copying the output back
-  // whole and ranking on the host answers sooner (executor_bench's classification rows on an H100:
-  // 1 row of 1000 classes, 4 KB, 83 µs against 105 µs ranked on the device; 64 rows, 256 KB, the
-  // same 213 µs either way, the host's CPU time 54 µs against 11 µs).
+  // whole and ranking on the host answers sooner; from it, ranking on the device takes a fraction
+  // of the host's CPU time (docs/performance.md, "Classification on the device").
   static constexpr std::size_t rank_on_device_from = std::size_t{16} << 10U;
 
   // Queues the copy of FP32 output `name`, [rows, columns] at `from`, as the request asks for it:

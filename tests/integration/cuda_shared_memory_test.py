@@ -45,7 +45,7 @@ def check_simple_through_cuda_regions(client, client_module, region_names):
         outputs[1].set_shared_memory("out", 64, offset=64)
         result = client.infer("simple", inputs, outputs=outputs)
         assert result.get_output("OUTPUT0") is not None
-        written = cudashm.get_contents_as_numpy(regions[1], "INT32", [2, 16])
+        written = cudashm.get_contents_as_numpy(regions[1], np.int32, [2, 16])
         assert (written[0] == (a + b)[0]).all(), written
         assert (written[1] == (a - b)[0]).all(), written
         client.unregister_cuda_shared_memory("in")
