@@ -14,6 +14,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -105,14 +106,21 @@ struct service_fixture {
   oip::inference_service service{models, workers};
 
   // Sends rows × width values (row r of request `tag` holds tag*1000 + r*width + column).
+  // With `classes`, asks for OUT's classification and for TAG; `reordered` lists them the other
+  // way round, TAG sent binary (what the model is asked is the same).
   std::future<oip::result<oip::inference_response>> send(int tag, std::int64_t rows,
                                                          std::int64_t width,
-                                                         std::int64_t classes = 0) {
+                                                         std::int64_t classes = 0,
+                                                         bool reordered = false) {
     oip::inference_request r;
     if (classes > 0) {
       r.outputs.push_back({"OUT", {}});
       r.outputs.back().parameters.set("classification", classes);
       r.outputs.push_back({"TAG", {}});
+      if (reordered) {
+        r.outputs.back().parameters.set("binary_data", true);
+        std::swap(r.outputs.front(), r.outputs.back());
+      }
     }
     r.id = std::to_string(tag);
     std::vector<float> values(static_cast<std::size_t>(rows * width));
@@ -215,7 +223,7 @@ TEST_CASE("a batch's own classification is split back per request; other outputs
   auto first = f.send(0, 1, 4, 2);  // runs alone, held
   while (f.model->entered.load() == 0) std::this_thread::sleep_for(1ms);
   std::vector<std::future<oip::result<oip::inference_response>>> classified;
-  for (int tag = 1; tag <= 3; ++tag) classified.push_back(f.send(tag, 2, 4, 2));
+  for (int tag = 1; tag <= 3; ++tag) classified.push_back(f.send(tag, 2, 4, 2, tag == 3));
   auto plain = f.send(4, 1, 4);
   f.model->release();
   REQUIRE(first.get());
@@ -223,7 +231,7 @@ TEST_CASE("a batch's own classification is split back per request; other outputs
     oip::result<oip::inference_response> r = classified[static_cast<std::size_t>(tag - 1)].get();
     REQUIRE(r);
     REQUIRE(r->outputs.size() == 2);
-    const oip::tensor& classes = r->outputs[0];
+    const oip::tensor& classes = r->outputs[tag == 3 ? 1 : 0];
     CHECK(classes.shape() == oip::shape_type{2, 2});
     // Each row's top two of 2 × (tag*1000 + i): its last two columns, as "<value>:<index>".
     std::vector<std::string> got;
@@ -235,7 +243,8 @@ TEST_CASE("a batch's own classification is split back per request; other outputs
   oip::result<oip::inference_response> alone = plain.get();
   REQUIRE(alone);
   service_fixture::check_own_rows(*alone, 4, 1, 4);
-  // The three that asked the same outputs ran as one batch; the plain one on its own.
+  // The three that asked the same outputs ran as one batch (the order and the binary flag aside);
+  // the plain one on its own.
   const std::lock_guard lock{f.model->mutex_};
   CHECK(f.model->batches == std::vector<std::int64_t>{1, 6, 1});
 }

@@ -766,6 +766,9 @@ TEST_CASE("CUDA registrations a client gets wrong are 4xx; a region in use close
   oip::result<std::vector<oip::shared_memory_destination>> places =
       regions.destinations({{"OUT", {"r", 0, 16}}});
   REQUIRE(places);
+  // A CUDA input is copied to the host: bounded as a request body is.
+  CHECK(regions.bytes("r", 0, 64, 63).error().http_status() == 413);
+  CHECK(regions.bytes("r", 0, 64, 64).ok());
   regions.unregister("r", oip::shared_memory_kind::cuda);
   CHECK(device->closed == 0);
   oip::inference_response response;

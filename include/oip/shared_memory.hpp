@@ -71,9 +71,10 @@ class shared_memory_registry;
 
 /// The bytes of input `name` (of `type` and `shape`) at `place`: a view for a fixed-size datatype,
 /// whose byte size must be the shape's (Triton's wording, naming `model_name` when given); a copy
-/// for BYTES, whose length prefixes must not change once checked (413 above
-/// `bounds.max_body_bytes`). 400 when `regions` is null (the server does not offer the
-/// extension); otherwise errors as `shared_memory_registry::bytes`.
+/// for BYTES, whose length prefixes must not change once checked, and for a CUDA region (413
+/// above `bounds.max_body_bytes` for either, as a request body would be). 400 when `regions` is
+/// null (the server does not offer the extension); otherwise errors as
+/// `shared_memory_registry::bytes`.
 [[nodiscard]] OIP_EXPORT result<buffer> shared_memory_input(const shared_memory_registry* regions,
                                                             const shared_memory_reference& place,
                                                             std::string_view name, datatype type,
@@ -206,11 +207,12 @@ class OIP_EXPORT shared_memory_registry {
       std::optional<std::string_view> name = std::nullopt) const;
 
   /// The bytes [offset, offset + byte_size) of region `name` (offsets within the region), as a
-  /// buffer that keeps the mapping alive (for a CUDA region, a copy in host memory). 404 for an
-  /// unknown region, 400 when the range is not inside it or its object no longer holds it (shrunk
-  /// since it was registered).
-  [[nodiscard]] result<buffer> bytes(std::string_view name, std::uint64_t offset,
-                                     std::uint64_t byte_size) const;
+  /// buffer that keeps the mapping alive (for a CUDA region, a copy in host memory, 413 above
+  /// `host_copy_limit` bytes). 404 for an unknown region, 400 when the range is not inside it or
+  /// its object no longer holds it (shrunk since it was registered).
+  [[nodiscard]] result<buffer> bytes(
+      std::string_view name, std::uint64_t offset, std::uint64_t byte_size,
+      std::uint64_t host_copy_limit = std::numeric_limits<std::uint64_t>::max()) const;
 
   /// Where each output goes, checked now: 404 for an unknown region, 400 when a range is not
   /// inside its region.

@@ -16,6 +16,13 @@ status failed(std::string_view what, cudaError_t error, errc code = errc::intern
   return status{code, fmt::format("{}: {}", what, cudaGetErrorString(error))};
 }
 
+// A copy's failure: the client's range (an invalid value: past its allocation, say) is its
+// mistake, a 400; anything else is the device's, a 500.
+status copy_failed(std::string_view what, cudaError_t error) {
+  return failed(what, error,
+                error == cudaErrorInvalidValue ? errc::invalid_argument : errc::internal);
+}
+
 class ipc_access final : public device_memory_access {
  public:
   result<void*> open(std::span<const std::byte> handle, int device) override {
@@ -49,9 +56,10 @@ class ipc_access final : public device_memory_access {
     if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess) {
       return failed("cudaSetDevice", e);
     }
+    // Into pageable memory cudaMemcpy returns once the bytes are there.
     if (const cudaError_t e = cudaMemcpy(host.data(), memory, host.size(), cudaMemcpyDeviceToHost);
         e != cudaSuccess) {
-      return failed("reading a CUDA shared memory region", e, errc::invalid_argument);
+      return copy_failed("reading a CUDA shared memory region", e);
     }
     return {};
   }
@@ -60,9 +68,16 @@ class ipc_access final : public device_memory_access {
     if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess) {
       return failed("cudaSetDevice", e);
     }
-    if (const cudaError_t e = cudaMemcpy(memory, host.data(), host.size(), cudaMemcpyHostToDevice);
+    // From pageable memory cudaMemcpy may return once the bytes are staged, before they reach the
+    // device: the reply must not go out before they do, so the copy is waited for on this
+    // thread's stream.
+    if (const cudaError_t e = cudaMemcpyAsync(memory, host.data(), host.size(),
+                                              cudaMemcpyHostToDevice, cudaStreamPerThread);
         e != cudaSuccess) {
-      return failed("writing a CUDA shared memory region", e, errc::invalid_argument);
+      return copy_failed("writing a CUDA shared memory region", e);
+    }
+    if (const cudaError_t e = cudaStreamSynchronize(cudaStreamPerThread); e != cudaSuccess) {
+      return copy_failed("writing a CUDA shared memory region", e);
     }
     return {};
   }

@@ -15,12 +15,31 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
+// The number of classes that `output` asks for, or 0.
+std::int64_t classes_of(const requested_output& output) {
+  const auto* top = output.parameters.get<std::int64_t>(parameter_names::classification);
+  return top != nullptr ? *top : 0;
+}
+
+// Whether two requests ask the model for the same outputs: the same names, in any order, each
+// with the same `classification` (a model on a GPU answers it there). How an output is sent back
+// (binary or not) is the transport's business and does not keep requests apart.
+bool same_outputs_asked(const std::vector<requested_output>& a,
+                        const std::vector<requested_output>& b) {
+  if (a.size() != b.size()) return false;
+  return std::all_of(a.begin(), a.end(), [&](const requested_output& x) {
+    return std::any_of(b.begin(), b.end(), [&](const requested_output& y) {
+      return y.name == x.name && classes_of(y) == classes_of(x);
+    });
+  });
+}
+
 // Whether two requests can run as one batch: the same inputs in the same order (names, datatypes,
-// dimensions past the batch dimension), the same parameters and the same requested outputs (the
-// model sees the batch's: a model on a GPU answers an output's `classification` there).
+// dimensions past the batch dimension), the same parameters and the same outputs asked of the
+// model (it sees the batch's).
 bool batchable_together(const inference_request& a, const inference_request& b) {
   if (a.inputs.size() != b.inputs.size() || !(a.parameters == b.parameters) ||
-      a.outputs != b.outputs) {
+      !same_outputs_asked(a.outputs, b.outputs)) {
     return false;
   }
   for (std::size_t i = 0; i < a.inputs.size(); ++i) {

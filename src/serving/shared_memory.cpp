@@ -344,19 +344,23 @@ status shared_memory_registry::register_cuda_region(std::string name,
 }
 
 void shared_memory_registry::unregister(std::string_view name, shared_memory_kind kind) {
+  registered gone;  // unmapped or closed once the lock is released
   const std::lock_guard lock{state_->mutex};
   const auto found = state_->regions.find(name);
   if (found == state_->regions.end()) return;
   if ((found->second.device != nullptr) != (kind == shared_memory_kind::cuda)) return;
   state_->mapped_bytes -= found->second.info.byte_size;
+  gone = std::move(found->second);
   state_->regions.erase(found);
 }
 
 void shared_memory_registry::unregister_all(shared_memory_kind kind) {
+  std::vector<registered> gone;  // unmapped or closed once the lock is released
   const std::lock_guard lock{state_->mutex};
   for (auto at = state_->regions.begin(); at != state_->regions.end();) {
     if ((at->second.device != nullptr) == (kind == shared_memory_kind::cuda)) {
       state_->mapped_bytes -= at->second.info.byte_size;
+      gone.push_back(std::move(at->second));
       at = state_->regions.erase(at);
     } else {
       ++at;
@@ -401,11 +405,18 @@ result<std::vector<cuda_shared_memory_region>> shared_memory_registry::cuda_regi
 }
 
 result<buffer> shared_memory_registry::bytes(std::string_view name, std::uint64_t offset,
-                                             std::uint64_t byte_size) const {
+                                             std::uint64_t byte_size,
+                                             std::uint64_t host_copy_limit) const {
   result<located> place = state_->locate(name, offset, byte_size);
   if (!place) return std::move(place).error();
   const auto size = static_cast<std::size_t>(byte_size);
   if (place->device) {
+    if (byte_size > host_copy_limit) {
+      return status{errc::payload_too_large,
+                    fmt::format("{} bytes of CUDA shared memory region '{}' are above the limit "
+                                "of {} bytes copied to the host",
+                                byte_size, name, host_copy_limit)};
+    }
     result<mutable_buffer> copy = mutable_buffer::allocate_for_overwrite(size);
     if (!copy) return std::move(copy).error();
     if (size != 0) {
@@ -447,7 +458,8 @@ result<buffer> shared_memory_input(const shared_memory_registry* regions,
               *expected, place.byte_size)};
     }
   }
-  result<buffer> view = regions->bytes(place.region, place.offset, place.byte_size);
+  result<buffer> view =
+      regions->bytes(place.region, place.offset, place.byte_size, bounds.max_body_bytes);
   if (!view || !is_bytes(type)) return view;
   if (view->size() > bounds.max_body_bytes) {
     return bytes_above_limit(view->size(), place, bounds);
