@@ -1198,6 +1198,10 @@ TEST_CASE("grpc.health.v1.Health/Check answers the server's readiness (Kubernete
   model->is_ready = false;
   REQUIRE(call(check, "", true, reply).ok());
   CHECK(reply == not_serving);
+  model->is_ready = true;
+  service.begin_shutdown();  // NOT_SERVING as soon as a shutdown begins, with every model ready
+  REQUIRE(call(check, "", true, reply).ok());
+  CHECK(reply == not_serving);
   const ::grpc::Status refused = call(check, "", false, reply);
   CHECK(refused.error_code() == ::grpc::StatusCode::PERMISSION_DENIED);
   CHECK(refused.error_message() == "This protocol is restricted, expecting header 'probe-key'");

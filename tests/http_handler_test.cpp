@@ -126,6 +126,19 @@ TEST_CASE("health, server metadata, model metadata and readiness") {
   CHECK(s.send("GET", "/v2/models/nope/ready").status == 404);
 }
 
+TEST_CASE("a shutdown begun turns readiness 503 while every other route answers as before") {
+  server s;
+  REQUIRE(s.send("GET", "/v2/health/ready").status == 200);
+  s.handler.service().begin_shutdown();
+  CHECK(s.handler.service().shutting_down());
+  const http_response ready = s.send("GET", "/v2/health/ready");
+  CHECK(ready.status == 503);
+  CHECK(ready.body() == R"({"ready":false})");
+  CHECK(s.send("GET", "/v2/health/live").status == 200);
+  CHECK(s.send("GET", "/v2/models/simple/ready").status == 200);
+  CHECK(s.send("POST", "/v2/models/simple/infer", simple_body).status == 200);
+}
+
 TEST_CASE("routing: unknown routes 404, wrong methods 405, the query is ignored") {
   server s;
   CHECK(s.send("GET", "/v3").status == 404);

@@ -114,6 +114,13 @@ A value that is not one the option takes is an error (exit code 2).
   --device D             auto, cpu, cuda or cuda:N (default auto: a usable CUDA device, else
                          the CPU); simple*, identity_*, sequence_accumulator and classifier run
                          on a CUDA device, the others on the CPU
+  --exit-delay-secs N    on SIGTERM or SIGINT, report not ready (/v2/health/ready 503, gRPC
+                         ServerReady false, grpc.health.v1 NOT_SERVING) for N seconds while
+                         answering every request as before, so that load balancers and
+                         Kubernetes take the server out of rotation first (default 0); a second
+                         signal ends the delay
+  --exit-timeout-secs N  then stop accepting and give requests in flight N seconds to finish
+                         before they are cancelled, and exit 0 (default 30, as Triton's option)
   --help                 this text
 )";
 
@@ -248,6 +255,8 @@ po::options_description known_options() {
                              "model-control-mode",
                              "allow-shared-memory",
                              "device",
+                             "exit-delay-secs",
+                             "exit-timeout-secs",
                              "openai"}) {
     add(single, po::value<std::string>());
   }
@@ -400,6 +409,8 @@ void read_models(reader& in, options& o) {
         "--models is loaded)");
   }
   in.string("device", o.device);
+  in.number("exit-delay-secs", o.exit_delay_secs, 0, 86'400);
+  in.number("exit-timeout-secs", o.exit_timeout_secs, 0, 86'400);
   in.boolean("inline-execution", o.inline_execution);
 }
 

@@ -49,6 +49,11 @@ struct options {
     std::string root_certificates;
   } grpc_tls;
   std::vector<std::pair<std::string, int>> grpc_channel_arguments;  // keepalive
+  /// --exit-delay-secs: after SIGTERM or SIGINT, how long readiness reports 503 while every
+  /// route still answers, before the servers stop accepting (endpoints are removed meanwhile).
+  unsigned exit_delay_secs = 0;
+  /// --exit-timeout-secs: then how long requests in flight may take before they are cancelled.
+  unsigned exit_timeout_secs = 30;
   bool openai = false;                ///< --openai: the OpenAI-compatible front end under /v1
   oip::openai_options openai_access;  ///< its API keys and restricted APIs (no models)
 };

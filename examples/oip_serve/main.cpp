@@ -1,6 +1,6 @@
 // oip-serve: the reference server. Serves the reference models over HTTP and gRPC (one service
-// under both, so a sequence may go on over either) until SIGINT or SIGTERM, then finishes the
-// requests in flight and exits.
+// under both, so a sequence may go on over either) until SIGINT or SIGTERM, then reports not ready
+// for --exit-delay-secs, finishes the requests in flight within --exit-timeout-secs and exits.
 
 #include "command_line.hpp"
 #include "device_models.hpp"
@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -39,6 +40,7 @@
 
 #include <semaphore.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 namespace {
@@ -47,6 +49,15 @@ using oip_serve::options;
 
 sem_t stop_requested;  // posted by the SIGINT and SIGTERM handler
 volatile std::sig_atomic_t stop_signal = 0;
+
+// Waits until `limit` has passed or another SIGINT or SIGTERM comes, whichever is first.
+void wait_for_signal(std::chrono::seconds limit) {
+  timespec deadline{};
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += static_cast<time_t>(limit.count());
+  while (sem_timedwait(&stop_requested, &deadline) != 0 && errno == EINTR) {
+  }
+}
 
 std::optional<std::string> read_file(const std::string& path) {
   std::ifstream in{path, std::ios::binary};
@@ -342,9 +353,21 @@ int main(int argc, char** argv) {
 
   while (sem_wait(&stop_requested) != 0 && errno == EINTR) {
   }
-  std::cout << "oip-serve: signal " << stop_signal << ", finishing requests in flight" << std::endl;
-  grpc.stop();
-  http.stop();
-  metrics.stop();
+  service.begin_shutdown();
+  if (o.exit_delay_secs > 0) {
+    std::cout << "oip-serve: signal " << stop_signal << ", not ready; stopping in "
+              << o.exit_delay_secs << " s" << std::endl;
+    wait_for_signal(std::chrono::seconds{o.exit_delay_secs});
+  }
+  std::cout << "oip-serve: signal " << stop_signal << ", finishing requests in flight (at most "
+            << o.exit_timeout_secs << " s)" << std::endl;
+  // Both protocol servers stop accepting at once and drain side by side, so the timeout bounds
+  // the whole drain; the metrics go on answering until they are done.
+  const std::chrono::seconds grace{o.exit_timeout_secs};
+  std::thread grpc_drain{[&grpc, grace] { grpc.stop(grace); }};
+  http.stop(grace);
+  grpc_drain.join();
+  metrics.stop(std::chrono::seconds{1});
+  std::cout << "oip-serve: stopped" << std::endl;
   return 0;
 }

@@ -116,7 +116,20 @@ class OIP_EXPORT inference_service {
   // --- health and metadata ---------------------------------------------------------------------
   /// Name, version and the extensions oip supports.
   [[nodiscard]] server_metadata metadata() const;
+  /// Whether the server takes requests: every model ready, and no shutdown begun.
   [[nodiscard]] bool ready() const;
+  /// Readiness turns false from now on (`/v2/health/ready` 503, `ServerReady` false,
+  /// grpc.health.v1 `NOT_SERVING`) while every route answers as before, so that load balancers
+  /// take the server out of rotation before it stops accepting connections. It is not undone.
+  ///
+  /// Example (a SIGTERM handler's thread, as oip-serve's `--exit-delay-secs`):
+  /// \code
+  ///   service.begin_shutdown();
+  ///   std::this_thread::sleep_for(exit_delay);  // endpoints are removed meanwhile
+  ///   http.stop(exit_timeout);                  // then in-flight requests finish
+  /// \endcode
+  void begin_shutdown() noexcept;
+  [[nodiscard]] bool shutting_down() const noexcept;
   /// 404 for an unknown model or version.
   [[nodiscard]] result<model_metadata> metadata(std::string_view model,
                                                 std::optional<std::uint64_t> version) const;

@@ -9,6 +9,7 @@
 #include <oip/version.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -206,6 +207,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   std::shared_ptr<tracer> traces;                   // a traced request's completion holds it too
   detail::model_control control;                    // loads and unloads
   memory_budget memory;                             // requests and replies in flight
+  std::atomic<bool> shutting_down{false};
 
   state(model_repository& r, executor& w, server_options o)
       : repository{r},
@@ -880,7 +882,17 @@ status inference_service::register_cuda_shared_memory(
                                                region.device_id, region.byte_size);
 }
 
-bool inference_service::ready() const { return state_->repository.all_ready(); }
+bool inference_service::ready() const {
+  return !shutting_down() && state_->repository.all_ready();
+}
+
+void inference_service::begin_shutdown() noexcept {
+  state_->shutting_down.store(true, std::memory_order_relaxed);
+}
+
+bool inference_service::shutting_down() const noexcept {
+  return state_->shutting_down.load(std::memory_order_relaxed);
+}
 
 result<model_metadata> inference_service::metadata(std::string_view model,
                                                    std::optional<std::uint64_t> version) const {
