@@ -882,9 +882,7 @@ status inference_service::register_cuda_shared_memory(
                                                region.device_id, region.byte_size);
 }
 
-bool inference_service::ready() const {
-  return !shutting_down() && state_->repository.all_ready();
-}
+bool inference_service::ready() const { return !shutting_down() && state_->repository.all_ready(); }
 
 void inference_service::begin_shutdown() noexcept {
   state_->shutting_down.store(true, std::memory_order_relaxed);
