@@ -176,6 +176,8 @@ def perf_analyzer_loop(stop, runs):
             f"started {began}, ended {time.strftime('%H:%M:%S')}\n{output}")
         bad = [line for line in output.splitlines()
                if any(word in line.lower() for word in ("error", "failed", "unexpected"))]
+        if run.returncode != 0:
+            bad.append(f"perf_analyzer exited {run.returncode}")
         throughput = [line.strip() for line in output.splitlines() if "throughput" in line]
         runs.append((bad, throughput[-1] if throughput else "no throughput line"))
 
@@ -191,6 +193,14 @@ def backend_counter(column):
 
 
 def main():
+    try:
+        return rollout()
+    except Exception as e:  # a replica that never came back, HAProxy gone: still one summary
+        print(f"rollout-test: FAILED: {type(e).__name__}: {e}", flush=True)
+        return 1
+
+
+def rollout():
     WORK.mkdir(parents=True, exist_ok=True)
     replicas = [replica(i) for i in range(REPLICAS)]
     for r in replicas:
@@ -239,7 +249,6 @@ def main():
                 log(f"round {round_number + 1}: replica {r.index} SIGTERM, exit {code} after "
                     f"{stopped:.2f} s, back in rotation after {time.monotonic() - began:.2f} s")
                 time.sleep(1)
-        term_end = time.monotonic()
         stop_term_runs.set()
         term_perf.join(timeout=120)  # the tritonclient threads keep the load on meanwhile
 
@@ -269,7 +278,7 @@ def main():
                           haproxy_servers().items() if name.startswith("r"))
         served = frontend_requests()
         samples = record.samples
-        term_failures = [s for s in samples if s[3] and s[1] < term_end]
+        term_failures = [s for s in samples if s[3] and s[1] < kill_began]
         kill_failures = [s for s in samples if s[3] and s[1] >= kill_began]
         in_windows = [s[2] for s in samples if not s[3] and
                       any(begin <= s[1] <= end for begin, end in windows)]

@@ -579,6 +579,29 @@ TEST_CASE("stop finishes the request in flight, then closes") {
   CHECK(f.server.connections() == 0);
 }
 
+TEST_CASE("once a shutdown has begun, each reply closes its connection; new ones are served") {
+  fixture f;
+  connection pooled{f.port};
+  pooled.send(get("/v2/health/ready"));
+  const std::optional<reply> before = pooled.read_reply();
+  REQUIRE(before.has_value());
+  CHECK(before->status == 200);
+  CHECK_FALSE(before->has_header("Connection: close"));
+  f.handler.service().begin_shutdown();
+  pooled.send(post("/v2/models/simple/infer", simple_body));
+  const std::optional<reply> last = pooled.read_reply();
+  REQUIRE(last.has_value());
+  CHECK(last->status == 200);
+  CHECK(last->has_header("Connection: close"));
+  CHECK(pooled.closed_by_server());
+  connection fresh{f.port};  // the server still accepts until it is stopped
+  fresh.send(get("/v2/health/ready"));
+  const std::optional<reply> ready = fresh.read_reply();
+  REQUIRE(ready.has_value());
+  CHECK(ready->status == 503);
+  CHECK(ready->has_header("Connection: close"));
+}
+
 TEST_CASE("framing over the wire: raw binary requests and bad header lengths") {
   fixture f;
   oip::model_config config;

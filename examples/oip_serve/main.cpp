@@ -50,12 +50,13 @@ using oip_serve::options;
 sem_t stop_requested;  // posted by the SIGINT and SIGTERM handler
 volatile std::sig_atomic_t stop_signal = 0;
 
-// Waits until `limit` has passed or another SIGINT or SIGTERM comes, whichever is first.
+// Waits until `limit` has passed or another SIGINT or SIGTERM comes, whichever is first. On the
+// monotonic clock: a container's clock may be stepped at start-up.
 void wait_for_signal(std::chrono::seconds limit) {
   timespec deadline{};
-  clock_gettime(CLOCK_REALTIME, &deadline);
+  clock_gettime(CLOCK_MONOTONIC, &deadline);
   deadline.tv_sec += static_cast<time_t>(limit.count());
-  while (sem_timedwait(&stop_requested, &deadline) != 0 && errno == EINTR) {
+  while (sem_clockwait(&stop_requested, CLOCK_MONOTONIC, &deadline) != 0 && errno == EINTR) {
   }
 }
 

@@ -95,6 +95,13 @@ struct detail::server_state {
 
   server_state(http_handler& h, server_options o) : handler{h}, options{std::move(o)} {}
 
+  // Once a shutdown has begun, each reply closes its connection: a client with a pooled
+  // connection (behind a layer-4 balancer such as kube-proxy, the same pod until it reconnects)
+  // reconnects, and reaches a replica that stays.
+  [[nodiscard]] bool closing_connections() const {
+    return stopping.load() || handler.service().shutting_down();
+  }
+
   static std::vector<std::unique_ptr<io_loop>> make_loops(std::size_t count) {
     std::vector<std::unique_ptr<io_loop>> made;
     for (std::size_t i = 0; i < std::max<std::size_t>(count, 1); ++i) {
@@ -384,7 +391,7 @@ class session : public std::enable_shared_from_this<session> {
       chunked_.resize(chunked_.size() - in.body().size);
       request.body = buffer::from_string(std::move(chunked_));
     }
-    keep_alive_ = in.keep_alive() && !server_->stopping.load();
+    keep_alive_ = in.keep_alive() && !server_->closing_connections();
     http_1_0_ = in.version() == 10;
     head_only_ = in.method() == bhttp::verb::head;
 
@@ -467,7 +474,7 @@ class session : public std::enable_shared_from_this<session> {
   void write_reply(http_response reply) {
     if (trace_.sampled) trace_.sampled->stamp("HTTP_SEND_START");
     reply_ = std::move(reply);
-    if (server_->stopping.load()) keep_alive_ = false;  // the last reply on this connection
+    if (server_->closing_connections()) keep_alive_ = false;  // the last reply on this connection
     header_.clear();  // keeps its capacity for the connection's next reply
     auto out = std::back_inserter(header_);
     fmt::format_to(out, "HTTP/1.1 {} {}\r\n", reply_.status, reason_phrase(reply_.status));

@@ -10,7 +10,7 @@
   Prometheus annotations name the ports of the flags, the grace period covers the exit delay and
   timeout, the autoscaler's metric is one oip exports, an InferenceService names the runtime and a
   format and protocol it offers.
-- Each check refuses a broken artefact (so that none passes vacuously).
+- Each check refuses a broken copy of an artefact (so that none passes vacuously).
 
 Usage: deploy_test.py REPOSITORY_ROOT PATH/TO/oip-serve PATH/TO/hadolint
 """
@@ -145,38 +145,112 @@ def probe_ports(container):
     return ports
 
 
-def check_container(where, container, pod_annotations, grace, known_flags):
+GRACE_MARGIN_SECS = 5  # between the exit timeout and Kubernetes' SIGKILL
+
+
+def container_problems(container, pod_annotations, grace, known_flags):
+    """What a container's args, ports, probes and annotations get wrong about oip-serve; `grace`
+    is the pod's terminationGracePeriodSeconds (None: KServe's default, 30 s)."""
+    problems = []
     args = container.get("args", [])
     for arg in args:
         if arg.split("=")[0] not in known_flags:
-            fail(f"{where}: oip-serve has no flag {arg}")
+            problems.append(f"oip-serve has no flag {arg}")
     values = flag_values(args)
     flag_ports = {int(values[f]) for f in FLAG_PORTS if f in values}
     named = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
     declared = set(named.values())
     if declared and not declared <= flag_ports:
-        fail(f"{where}: container ports {sorted(declared)} are not the flags' {sorted(flag_ports)}")
+        problems.append(f"container ports {sorted(declared)} are not the flags' "
+                        f"{sorted(flag_ports)}")
     for probe, port in probe_ports(container):
         number = named.get(port, port) if isinstance(port, str) else port
         if number not in flag_ports:
-            fail(f"{where}: the {probe} probes port {port}, which oip-serve does not listen on")
+            problems.append(f"the {probe} probes port {port}, where oip-serve does not listen")
         if probe == "livenessProbe" and "grpc" in container[probe]:
-            fail(f"{where}: a gRPC liveness probe answers readiness and would restart a drain")
+            problems.append("a gRPC liveness probe answers readiness and would restart a drain")
     for key in ("prometheus.io/port", "prometheus.kserve.io/port"):
         if key in pod_annotations and int(pod_annotations[key]) != int(values["--metrics-port"]):
-            fail(f"{where}: {key} is not --metrics-port")
+            problems.append(f"{key} is not --metrics-port")
     delay = int(values.get("--exit-delay-secs", 0))
     timeout = int(values.get("--exit-timeout-secs", 30))
-    if grace is not None and grace < delay + timeout:
-        fail(f"{where}: terminationGracePeriodSeconds {grace} < exit delay {delay} + timeout "
-             f"{timeout}")
-    if grace is None and delay + timeout > 30:  # Kubernetes' and KServe's default grace
-        fail(f"{where}: exit delay {delay} + timeout {timeout} exceed the default 30 s grace")
+    if (grace if grace is not None else 30) < delay + timeout + GRACE_MARGIN_SECS:
+        problems.append(f"a grace period of {grace if grace is not None else 'the default 30'} s "
+                        f"leaves no {GRACE_MARGIN_SECS} s margin after exit delay {delay} + "
+                        f"timeout {timeout}")
+    return problems
 
 
 def exported_metrics():
     source = (ROOT / "src" / "serving" / "metrics.cpp").read_text()
     return set(re.findall(r'"(nv_[a-z_]+)"', source))
+
+
+def inference_service_problems(service, runtimes):
+    """What an InferenceService gets wrong about its runtime (`runtimes`: name -> spec)."""
+    model = service["spec"]["predictor"]["model"]
+    runtime = runtimes.get(model.get("runtime"))
+    if runtime is None:
+        return [f"no runtime {model.get('runtime')} in deploy/"]
+    problems = []
+    formats = {(f["name"], f.get("version")) for f in runtime["supportedModelFormats"]}
+    wanted = (model["modelFormat"]["name"], model["modelFormat"].get("version"))
+    if wanted not in formats:
+        problems.append(f"model format {wanted} is not the runtime's")
+    if model.get("protocolVersion", "v1") not in runtime["protocolVersions"]:
+        problems.append(f"protocol {model.get('protocolVersion')} is not the runtime's")
+    runtime_container = runtime["containers"][0]
+    values = flag_values(runtime_container["args"])
+    for port in model.get("ports", []):
+        if str(port["containerPort"]) != values["--grpc-port"] or port["name"] != "h2c":
+            problems.append("gRPC goes to the port named h2c, the runtime's --grpc-port")
+    # The predictor's probes and ports go into the runtime's container.
+    merged = dict(runtime_container, ports=model.get("ports", []))
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        if probe in model:
+            merged[probe] = model[probe]
+    problems += container_problems(merged, {}, None, set(values))
+    annotations = service["metadata"].get("annotations", {})
+    if annotations.get("serving.kserve.io/enable-prometheus-scraping") != "true":
+        problems.append("without serving.kserve.io/enable-prometheus-scraping no one scrapes it")
+    return problems
+
+
+def deployment_problems(deployment, known_flags):
+    pod = deployment["spec"]["template"]
+    grace = pod["spec"].get("terminationGracePeriodSeconds")
+    problems = []
+    for container in pod["spec"]["containers"]:
+        problems += container_problems(container, pod["metadata"].get("annotations", {}), grace,
+                                       known_flags)
+    return problems
+
+
+def hpa_problems(hpa, deployments, metrics):
+    problems = []
+    target = hpa["spec"]["scaleTargetRef"]
+    if target["kind"] != "Deployment" or target["name"] not in deployments:
+        problems.append(f"it scales {target['kind']}/{target['name']}, which deploy/ lacks")
+    for metric in hpa["spec"].get("metrics", []):
+        if metric["type"] == "Pods" and metric["pods"]["metric"]["name"] not in metrics:
+            problems.append(f"oip exports no metric {metric['pods']['metric']['name']}")
+    return problems
+
+
+def service_problems(service, deployments):
+    """A Service's target ports must be ports its selected pods name."""
+    selector = service["spec"]["selector"]
+    pods = [d["spec"]["template"] for d in deployments.values()
+            if selector.items() <= d["spec"]["template"]["metadata"]["labels"].items()]
+    if not pods:
+        return ["it selects no pod of deploy/"]
+    problems = []
+    for pod in pods:
+        names = {p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
+        for port in service["spec"]["ports"]:
+            if isinstance(port["targetPort"], str) and port["targetPort"] not in names:
+                problems.append(f"targetPort {port['targetPort']} is no port of its pods")
+    return problems
 
 
 def check_manifests():
@@ -192,46 +266,34 @@ def check_manifests():
             continue
         print(f"ok: {where} ({api})")
         objects.setdefault(kind, []).append((where, document))
-
-    for where, deployment in objects.get("Deployment", []):
-        pod = deployment["spec"]["template"]
-        grace = pod["spec"].get("terminationGracePeriodSeconds")
-        for container in pod["spec"]["containers"]:
-            check_container(where, container, pod["metadata"].get("annotations", {}), grace,
-                            known_flags)
-    runtimes = {}
-    for where, runtime in objects.get("ClusterServingRuntime", []):
-        runtimes[runtime["metadata"]["name"]] = runtime["spec"]
-        for container in runtime["spec"]["containers"]:
-            check_container(where, container, runtime["spec"].get("annotations", {}), None,
-                            known_flags)
-        if set(runtime["spec"]["protocolVersions"]) != {"v2", "grpc-v2"}:
-            fail(f"{where}: protocolVersions should be v2 and grpc-v2")
-    for where, service in objects.get("InferenceService", []):
-        model = service["spec"]["predictor"]["model"]
-        runtime = runtimes.get(model.get("runtime"))
-        if runtime is None:
-            fail(f"{where}: no runtime {model.get('runtime')} in deploy/")
-            continue
-        formats = {(f["name"], f.get("version")) for f in runtime["supportedModelFormats"]}
-        wanted = (model["modelFormat"]["name"], model["modelFormat"].get("version"))
-        if wanted not in formats:
-            fail(f"{where}: model format {wanted} is not the runtime's")
-        if model.get("protocolVersion", "v1") not in runtime["protocolVersions"]:
-            fail(f"{where}: protocol {model.get('protocolVersion')} is not the runtime's")
-        ports = flag_values(runtime["containers"][0]["args"])
-        for port in model.get("ports", []):
-            if str(port["containerPort"]) != ports["--grpc-port"] or port["name"] != "h2c":
-                fail(f"{where}: gRPC goes to the port named h2c, the runtime's --grpc-port")
-    metrics = exported_metrics()
-    for where, hpa in objects.get("HorizontalPodAutoscaler", []):
-        for metric in hpa["spec"].get("metrics", []):
-            if metric["type"] == "Pods" and metric["pods"]["metric"]["name"] not in metrics:
-                fail(f"{where}: oip exports no metric {metric['pods']['metric']['name']}")
     for kind in ("Deployment", "Service", "ClusterServingRuntime", "InferenceService",
                  "HorizontalPodAutoscaler"):
         if kind not in objects:
             fail(f"deploy/ has no {kind}")
+            return objects
+
+    deployments = {d["metadata"]["name"]: d for _, d in objects["Deployment"]}
+    runtimes = {r["metadata"]["name"]: r["spec"] for _, r in objects["ClusterServingRuntime"]}
+    metrics = exported_metrics()
+    found = []
+    for where, deployment in objects["Deployment"]:
+        found += [(where, p) for p in deployment_problems(deployment, known_flags)]
+    for where, runtime in objects["ClusterServingRuntime"]:
+        for container in runtime["spec"]["containers"]:
+            found += [(where, p) for p in container_problems(
+                container, runtime["spec"].get("annotations", {}), None, known_flags)]
+        if set(runtime["spec"]["protocolVersions"]) != {"v2", "grpc-v2"}:
+            found.append((where, "protocolVersions should be v2 and grpc-v2"))
+    for where, service in objects["InferenceService"]:
+        found += [(where, p) for p in inference_service_problems(service, runtimes)]
+    for where, hpa in objects["HorizontalPodAutoscaler"]:
+        found += [(where, p) for p in hpa_problems(hpa, deployments, metrics)]
+    for where, service in objects["Service"]:
+        found += [(where, p) for p in service_problems(service, deployments)]
+    for where, problem in found:
+        fail(f"{where}: {problem}")
+    if not found:
+        print("ok: the manifests agree with oip-serve's flags, ports, metrics and shutdown")
     return objects
 
 
@@ -295,17 +357,56 @@ def check_containerfile(known_flags):
 
 # --- each check refuses what it should ---------------------------------------------------------
 
+def broken_copy(document, change):
+    broken = copy.deepcopy(document)
+    change(broken)
+    return broken
+
+
 def check_refusals(objects, recipe):
-    deployment = copy.deepcopy(objects["Deployment"][0][1])
-    deployment["spec"]["template"]["spec"]["containers"][0]["readinesProbe"] = {}
-    if kubernetes_problem(deployment) is None:
+    deployment = objects["Deployment"][0][1]
+    known_flags = oip_serve_flags()
+
+    def first_container(d):
+        return d["spec"]["template"]["spec"]["containers"][0]
+    if kubernetes_problem(broken_copy(
+            deployment, lambda d: first_container(d).update(readinesProbe={}))) is None:
         fail("kubernetes-validate took a Deployment with an unknown field")
+    for what, change in (
+            ("a grace period without margin", lambda d: d["spec"]["template"]["spec"].update(
+                terminationGracePeriodSeconds=40)),
+            ("a probe on a port oip-serve does not listen on", lambda d: first_container(d)[
+                "readinessProbe"]["httpGet"].update(port=9999)),
+            ("a flag oip-serve lacks", lambda d: first_container(d)["args"].append("--nope=1")),
+            ("a gRPC liveness probe", lambda d: first_container(d).update(
+                livenessProbe={"grpc": {"port": 8001}}))):
+        if not deployment_problems(broken_copy(deployment, change), known_flags):
+            fail(f"the Deployment check took {what}")
+    hpa = objects["HorizontalPodAutoscaler"][0][1]
+    deployments = {d["metadata"]["name"]: d for _, d in objects["Deployment"]}
+    if not hpa_problems(broken_copy(hpa, lambda h: h["spec"]["metrics"][0]["pods"]["metric"]
+                                    .update(name="nv_nope")), deployments, exported_metrics()):
+        fail("the HPA check took a metric oip does not export")
+    service = objects["Service"][0][1]
+    if not service_problems(broken_copy(service, lambda s: s["spec"]["ports"][0].update(
+            targetPort="nope")), deployments):
+        fail("the Service check took a target port its pods do not name")
+    runtimes = {r["metadata"]["name"]: r["spec"] for _, r in objects["ClusterServingRuntime"]}
+    inference = objects["InferenceService"][0][1]
+    for what, change in (
+            ("a probe on a port the runtime does not listen on", lambda i: i["spec"]["predictor"][
+                "model"]["livenessProbe"]["httpGet"].update(port=9999)),
+            ("a model format the runtime does not offer", lambda i: i["spec"]["predictor"][
+                "model"]["modelFormat"].update(name="onnx")),
+            ("no scraping annotation", lambda i: i["metadata"]["annotations"].pop(
+                "serving.kserve.io/enable-prometheus-scraping"))):
+        if not inference_service_problems(broken_copy(inference, change), runtimes):
+            fail(f"the InferenceService check took {what}")
     runtime = copy.deepcopy(objects["ClusterServingRuntime"][0][1])
     runtime["spec"]["protocolVersion"] = ["v2"]
     if kserve_problem(runtime, "runtime") is None:
         fail("the KServe check took a ClusterServingRuntime with an unknown field")
-    service = copy.deepcopy(objects["InferenceService"][0][1])
-    del service["spec"]["predictor"]["model"]["modelFormat"]
+    service = broken_copy(inference, lambda i: i["spec"]["predictor"]["model"].pop("modelFormat"))
     if kserve_problem(service, "service") is None:
         fail("the KServe check took an InferenceService without its (required) model format")
     for broken in (recipe.replace("debian:12.11-slim", "debian:latest"),

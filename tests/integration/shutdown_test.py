@@ -8,6 +8,7 @@ and the process still exits 0. A second signal ends the delay early.
 Usage: shutdown_test.py PATH/TO/oip-serve
 """
 
+import http.client
 import json
 import re
 import signal
@@ -25,6 +26,7 @@ SIMPLE = json.dumps({"inputs": [
     {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": list(range(16))},
     {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": [1] * 16}]}).encode()
 WORDS = "one two three four five six seven"
+STARTED = []  # every server started, killed at the end if a check failed with it running
 
 
 def start(server_path, *args):
@@ -32,11 +34,12 @@ def start(server_path, *args):
                                "--metrics-port", "0", "--address", "127.0.0.1",
                                "--models", "simple,text_stream", *args],
                               stdout=subprocess.PIPE, text=True)
+    STARTED.append(server)
     for line in server.stdout:
         if "workers, models" in line:
-            http = int(re.search(r"HTTP on [^ ]+:(\d+)", line).group(1))
-            grpc = int(re.search(r"gRPC on [^ ]+:(\d+)", line).group(1))
-            return server, http, grpc
+            http_port = int(re.search(r"HTTP on [^ ]+:(\d+)", line).group(1))
+            grpc_port = int(re.search(r"gRPC on [^ ]+:(\d+)", line).group(1))
+            return server, http_port, grpc_port
     server.wait(timeout=30)
     raise AssertionError(f"oip-serve {args} did not start")
 
@@ -59,53 +62,72 @@ def accepts(port):
         return False
 
 
-def generate_slowly(port, delay_ms, outcome):
-    """A streamed generate request whose seven words come `delay_ms` apart: its status and the
-    words of its events, in outcome."""
-    body = json.dumps({"text_input": WORDS, "parameters": {"delay_ms": delay_ms}}).encode()
+def generate_slowly(port, delay_ms, first_word, outcome):
+    """A streamed generate request whose seven words come `delay_ms` apart: sets `first_word`
+    once the first event is in (the request is then with the model), and leaves its status and
+    words in outcome, or None and the error if the stream broke."""
+    body = json.dumps({"text_input": WORDS, "parameters": {"delay_ms": delay_ms}})
+    words = []
     try:
-        status, events = request(port, "POST", "/v2/models/text_stream/generate_stream", body)
-        words = [json.loads(line[len("data: "):]).get("text_output")
-                 for line in events.decode().splitlines() if line.startswith("data: ")]
-        outcome.append((status, words))
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        connection.request("POST", "/v2/models/text_stream/generate_stream", body,
+                           {"Content-Type": "application/json"})
+        reply = connection.getresponse()
+        for line in reply:
+            if line.startswith(b"data: "):
+                words.append(json.loads(line[len(b"data: "):]).get("text_output"))
+                first_word.set()
+        outcome.append((reply.status, words))
     except Exception as e:  # a connection closed under the request: the test reads it
-        outcome.append((None, repr(e).encode()))
+        outcome.append((None, repr(e)))
+    finally:
+        first_word.set()
 
 
 def in_flight(port, delay_ms):
     outcome = []
-    thread = threading.Thread(target=generate_slowly, args=(port, delay_ms, outcome))
+    first_word = threading.Event()
+    thread = threading.Thread(target=generate_slowly, args=(port, delay_ms, first_word, outcome))
     thread.start()
-    time.sleep(0.3)  # the request has reached the model
+    assert first_word.wait(timeout=10), "the stream never began"
+    assert not outcome, outcome
     return thread, outcome
 
 
+def wait_closed(port, deadline_secs):
+    """Seconds until `port` stops accepting, polled, or None past the deadline."""
+    began = time.monotonic()
+    while time.monotonic() - began < deadline_secs:
+        if not accepts(port):
+            return time.monotonic() - began
+        time.sleep(0.05)
+    return None
+
+
 def delay_then_drain(path):
-    server, http, grpc = start(path, "--exit-delay-secs", "2", "--exit-timeout-secs", "20")
-    client = grpcclient.InferenceServerClient(f"127.0.0.1:{grpc}")
-    assert request(http, "GET", "/v2/health/ready")[0] == 200
+    server, http_port, grpc_port = start(path, "--exit-delay-secs", "3", "--exit-timeout-secs", "20")
+    client = grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}")
+    assert request(http_port, "GET", "/v2/health/ready")[0] == 200
     assert client.is_server_ready()
-    # 7 words 600 ms apart: about 3.6 s, past the 2 s delay.
-    thread, outcome = in_flight(http, 600)
+    # 7 words 800 ms apart: about 4.8 s, past the 3 s delay.
+    thread, outcome = in_flight(http_port, 800)
     signalled = time.monotonic()
     server.send_signal(signal.SIGTERM)
     time.sleep(0.2)
     # The delay: not ready at once, everything else served, new connections too.
-    assert request(http, "GET", "/v2/health/ready") == (503, b'{"ready":false}')
-    assert request(http, "GET", "/v2/health/live")[0] == 200
+    assert request(http_port, "GET", "/v2/health/ready") == (503, b'{"ready":false}')
+    assert request(http_port, "GET", "/v2/health/live")[0] == 200
     assert not client.is_server_ready()
     assert client.is_server_live()
-    status, body = request(http, "POST", "/v2/models/simple/infer", SIMPLE)
+    status, body = request(http_port, "POST", "/v2/models/simple/infer", SIMPLE)
     assert status == 200, (status, body)
     assert json.loads(body)["outputs"][0]["data"] == list(range(1, 17))
-    assert time.monotonic() - signalled < 2, "the checks outlasted the delay"
-    # After the delay the port stops accepting, while the request in flight goes on.
-    deadline = time.monotonic() + 5
-    while accepts(http) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    assert time.monotonic() - signalled < 3, "the checks outlasted the delay"
+    # After the delay the ports stop accepting, while the request in flight goes on.
+    assert wait_closed(http_port, 8) is not None, "the HTTP port still accepts"
     stopped_accepting = time.monotonic() - signalled
-    assert 1.9 < stopped_accepting < 3.0, stopped_accepting
-    assert not accepts(grpc)
+    assert 2.9 < stopped_accepting < 5.0, stopped_accepting
+    assert wait_closed(grpc_port, 5) is not None, "the gRPC port still accepts"
     thread.join(timeout=30)
     assert outcome and outcome[0][0] == 200, outcome
     assert "".join(outcome[0][1]) == WORDS, outcome
@@ -115,25 +137,26 @@ def delay_then_drain(path):
 
 
 def timeout_cancels(path):
-    server, http, _ = start(path, "--exit-timeout-secs", "1")
+    server, http_port, _ = start(path, "--exit-timeout-secs", "1")
     # 7 words 2 s apart: 12 s, far past the 1 s timeout.
-    thread, outcome = in_flight(http, 2000)
+    thread, outcome = in_flight(http_port, 2000)
     signalled = time.monotonic()
     server.send_signal(signal.SIGTERM)
     assert server.wait(timeout=10) == 0
     took = time.monotonic() - signalled
-    assert took < 3, took
+    assert took < 5, took
     thread.join(timeout=10)
-    # The stream had begun (200) and is cut short: its chunked body never ends.
-    assert outcome and outcome[0][0] is None and b"IncompleteRead" in outcome[0][1], outcome
+    # The stream had begun (200) and is cut short: not every word came, or the read broke.
+    assert outcome and (outcome[0][0] is None or
+                        len(outcome[0][1]) < len(WORDS.split())), outcome
     print(f"exit timeout: the stream in flight cut short, exit 0 after {took:.2f} s")
 
 
 def second_signal_ends_delay(path):
-    server, http, _ = start(path, "--exit-delay-secs", "60")
+    server, http_port, _ = start(path, "--exit-delay-secs", "60")
     server.send_signal(signal.SIGTERM)
     time.sleep(0.3)
-    assert request(http, "GET", "/v2/health/ready")[0] == 503
+    assert request(http_port, "GET", "/v2/health/ready")[0] == 503
     signalled = time.monotonic()
     server.send_signal(signal.SIGTERM)
     assert server.wait(timeout=10) == 0
@@ -142,9 +165,14 @@ def second_signal_ends_delay(path):
 
 def main():
     path = sys.argv[1]
-    delay_then_drain(path)
-    timeout_cancels(path)
-    second_signal_ends_delay(path)
+    try:
+        delay_then_drain(path)
+        timeout_cancels(path)
+        second_signal_ends_delay(path)
+    finally:
+        for server in STARTED:
+            if server.poll() is None:
+                server.kill()
     print("shutdown: all passed")
 
 
