@@ -43,6 +43,13 @@ struct requested_output {
   std::string name;
   oip::parameters parameters;
 
+  /// How many classes its `classification` parameter asks for (the classification extension),
+  /// or 0 without one.
+  [[nodiscard]] std::size_t classes_asked() const noexcept {
+    const auto* top = parameters.get<std::int64_t>(parameter_names::classification);
+    return top != nullptr && *top > 0 ? static_cast<std::size_t>(*top) : 0;
+  }
+
   friend bool operator==(const requested_output&, const requested_output&) = default;
 };
 

@@ -140,9 +140,7 @@ struct job {
 // The number of classes that the request asks of output `name` (its `classification`), or 0.
 std::size_t classes_asked(const inference_request& request, std::string_view name) {
   for (const requested_output& output : request.outputs) {
-    if (output.name != name) continue;
-    const auto* top = output.parameters.get<std::int64_t>(parameter_names::classification);
-    return top != nullptr && *top > 0 ? static_cast<std::size_t>(*top) : 0;
+    if (output.name == name) return output.classes_asked();
   }
   return 0;
 }

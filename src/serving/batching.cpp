@@ -15,12 +15,6 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-// The number of classes that `output` asks for, or 0.
-std::int64_t classes_of(const requested_output& output) {
-  const auto* top = output.parameters.get<std::int64_t>(parameter_names::classification);
-  return top != nullptr ? *top : 0;
-}
-
 // Whether two requests ask the model for the same outputs: the same names, in any order, each
 // with the same `classification` (a model on a GPU answers it there). How an output is sent back
 // (binary or not) is the transport's business and does not keep requests apart.
@@ -29,7 +23,7 @@ bool same_outputs_asked(const std::vector<requested_output>& a,
   if (a.size() != b.size()) return false;
   return std::all_of(a.begin(), a.end(), [&](const requested_output& x) {
     return std::any_of(b.begin(), b.end(), [&](const requested_output& y) {
-      return y.name == x.name && classes_of(y) == classes_of(x);
+      return y.name == x.name && y.classes_asked() == x.classes_asked();
     });
   });
 }

@@ -191,8 +191,8 @@ result<inference_response> make_response(const model_config& config, std::uint64
   }
   response.outputs.reserve(asked.size());
   for (const requested_output& output : asked) {
-    const auto* top = output.parameters.get<std::int64_t>(parameter_names::classification);
-    const bool classifying = top != nullptr && *top > 0;
+    const std::size_t top = output.classes_asked();
+    const bool classifying = top > 0;
     if (classifying) {
       if (tensor* ranked = named(produced.classified, output.name); ranked != nullptr) {
         response.outputs.push_back(std::move(*ranked));
@@ -209,8 +209,7 @@ result<inference_response> make_response(const model_config& config, std::uint64
       const classification_rows rows = config.max_batch_size > 0
                                            ? classification_rows::batch_rows
                                            : classification_rows::whole_tensor;
-      result<tensor> classes =
-          classify(*found, static_cast<std::size_t>(*top), rows, config.labels_of(output.name));
+      result<tensor> classes = classify(*found, top, rows, config.labels_of(output.name));
       if (!classes) return std::move(classes).error();
       response.outputs.push_back(std::move(*classes));
     } else {
