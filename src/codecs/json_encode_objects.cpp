@@ -17,35 +17,38 @@ using detail::write_parameters;
 using detail::write_shape;
 
 namespace {
-void write_string_array(json_out& out, std::string_view key,
-                        const std::vector<std::string>& items) {
-  out.key(key);
+// A JSON array of `items`, each written by `write_item(out, item)`.
+template <class T, class Write>
+void write_array(json_out& out, const std::vector<T>& items, Write write_item) {
   out.raw('[');
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (i != 0) out.raw(',');
-    out.string(items[i]);
+    write_item(out, items[i]);
   }
   out.raw(']');
+}
+
+void write_string_array(json_out& out, std::string_view key,
+                        const std::vector<std::string>& items) {
+  out.key(key);
+  write_array(out, items, [](json_out& o, const std::string& item) { o.string(item); });
 }
 
 void write_tensor_metadata(json_out& out, std::string_view key,
                            const std::vector<tensor_metadata>& tensors) {
   out.key(key);
-  out.raw('[');
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    if (i != 0) out.raw(',');
-    out.raw('{');
-    out.key<"name">();
-    out.string(tensors[i].name);
-    out.raw(',');
-    out.key<"datatype">();
-    out.string(to_string(tensors[i].type));
-    out.raw(',');
-    write_shape(out, tensors[i].shape);
-    write_parameters(out, tensors[i].parameters, member::after_another);
-    out.raw('}');
-  }
-  out.raw(']');
+  write_array(out, tensors, [](json_out& o, const tensor_metadata& t) {
+    o.raw('{');
+    o.key<"name">();
+    o.string(t.name);
+    o.raw(',');
+    o.key<"datatype">();
+    o.string(to_string(t.type));
+    o.raw(',');
+    write_shape(o, t.shape);
+    write_parameters(o, t.parameters, member::after_another);
+    o.raw('}');
+  });
 }
 }  // namespace
 
@@ -157,35 +160,27 @@ std::string encode_shared_memory_register(const shared_memory_region& region) {
 std::string encode(const std::vector<cuda_shared_memory_region>& regions) {
   std::string text;
   json_out out{text};
-  out.raw('[');
-  for (std::size_t i = 0; i < regions.size(); ++i) {
-    if (i != 0) out.raw(',');
-    out.raw('{');
-    out.key<"name">();
-    out.string(regions[i].name);
-    out.raw(fmt::format(R"(,"device_id":{},"byte_size":{}}})", regions[i].device_id,
-                        regions[i].byte_size));
-  }
-  out.raw(']');
+  write_array(out, regions, [](json_out& o, const cuda_shared_memory_region& region) {
+    o.raw('{');
+    o.key<"name">();
+    o.string(region.name);
+    o.raw(fmt::format(R"(,"device_id":{},"byte_size":{}}})", region.device_id, region.byte_size));
+  });
   return text;
 }
 
 std::string encode(const std::vector<shared_memory_region>& regions) {
   std::string text;
   json_out out{text};
-  out.raw('[');
-  for (std::size_t i = 0; i < regions.size(); ++i) {
-    if (i != 0) out.raw(',');
-    out.raw('{');
-    out.key<"name">();
-    out.string(regions[i].name);
-    out.raw(',');
-    out.key<"key">();
-    out.string(regions[i].key);
-    out.raw(
-        fmt::format(R"(,"offset":{},"byte_size":{}}})", regions[i].offset, regions[i].byte_size));
-  }
-  out.raw(']');
+  write_array(out, regions, [](json_out& o, const shared_memory_region& region) {
+    o.raw('{');
+    o.key<"name">();
+    o.string(region.name);
+    o.raw(',');
+    o.key<"key">();
+    o.string(region.key);
+    o.raw(fmt::format(R"(,"offset":{},"byte_size":{}}})", region.offset, region.byte_size));
+  });
   return text;
 }
 
