@@ -203,12 +203,13 @@ def main():
 def rollout():
     WORK.mkdir(parents=True, exist_ok=True)
     replicas = [replica(i) for i in range(REPLICAS)]
-    for r in replicas:
-        r.start()
-    (WORK / "haproxy.cfg").write_text(HAPROXY_CONFIG)
-    lb = subprocess.Popen([HAPROXY, "-db", "-f", str(WORK / "haproxy.cfg")],
-                          stdout=open(WORK / "haproxy.log", "w"), stderr=subprocess.STDOUT)
+    lb = None
     try:
+        for r in replicas:
+            r.start()
+        (WORK / "haproxy.cfg").write_text(HAPROXY_CONFIG)
+        lb = subprocess.Popen([HAPROXY, "-db", "-f", str(WORK / "haproxy.cfg")],
+                              stdout=open(WORK / "haproxy.log", "w"), stderr=subprocess.STDOUT)
         time.sleep(0.5)
         for r in replicas:
             wait_in_rotation(r.index)
@@ -219,16 +220,18 @@ def rollout():
         # perf_analyzer's runs during the SIGTERM rounds, then during the SIGKILL, apart.
         runs, kill_runs = [], []
         stop_term_runs, stop_kill_runs = threading.Event(), threading.Event()
-        term_perf = threading.Thread(target=perf_analyzer_loop, args=(stop_term_runs, runs))
+        # Daemon threads: after a failure the script ends without waiting on the load loops.
+        term_perf = threading.Thread(target=perf_analyzer_loop, args=(stop_term_runs, runs),
+                                     daemon=True)
         term_perf.start()
         threads = []
         for k in range(2):
             threads.append(threading.Thread(target=client_loop, args=(
                 f"grpc-{k}", lambda: grpcclient.InferenceServerClient(f"127.0.0.1:{LB_GRPC}"),
-                checked_infer(grpcclient), stop, record)))
+                checked_infer(grpcclient), stop, record), daemon=True))
         threads.append(threading.Thread(target=client_loop, args=(
             "http", lambda: httpclient.InferenceServerClient(f"127.0.0.1:{LB_HTTP}"),
-            checked_infer(httpclient), stop, record)))
+            checked_infer(httpclient), stop, record), daemon=True))
         for t in threads:
             t.start()
         time.sleep(3)
@@ -252,7 +255,8 @@ def rollout():
         stop_term_runs.set()
         term_perf.join(timeout=120)  # the tritonclient threads keep the load on meanwhile
 
-        kill_perf = threading.Thread(target=perf_analyzer_loop, args=(stop_kill_runs, kill_runs))
+        kill_perf = threading.Thread(target=perf_analyzer_loop, args=(stop_kill_runs, kill_runs),
+                                     daemon=True)
         kill_perf.start()
         time.sleep(3)
         retries_before = backend_counter("wretr")
@@ -309,7 +313,8 @@ def rollout():
               f"HAProxy retries, {redispatches} redispatches", flush=True)
         return 0 if passed else 1
     finally:
-        lb.terminate()
+        if lb is not None:
+            lb.terminate()
         for r in replicas:
             if r.process and r.process.poll() is None:
                 r.process.kill()
