@@ -19,6 +19,7 @@
 
 #include <array>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -220,6 +221,31 @@ TEST_CASE("an HTTP server's broken replies are clear errors, within the deadline
       write_all(fd, valid_reply());
     }};
     check_simple(infer_at(server, deadline));
+  }
+  SUBCASE("the real reply in chunks, or ending with its connection") {
+    const std::string reply = valid_reply();
+    const std::size_t length_at = reply.find("\r\nContent-Length: ") + 2;
+    const std::size_t body_at = reply.find("\r\n\r\n") + 4;
+    REQUIRE(length_at < body_at);
+    const std::string head = reply.substr(0, length_at);
+    const std::string body = reply.substr(body_at);
+    const auto hex = [](std::size_t n) {
+      std::array<char, 20> digits{};
+      const auto end = std::to_chars(digits.data(), digits.data() + digits.size(), n, 16).ptr;
+      return std::string{digits.data(), end};
+    };
+    for (const bool chunked : {true, false}) {
+      CAPTURE(chunked);
+      scripted_server server{[&](int fd) {
+        read_request(fd);
+        if (!chunked) return write_all(fd, head + "Connection: close\r\n\r\n" + body);
+        const std::size_t half = body.size() / 2;
+        write_all(fd, head + "Transfer-Encoding: chunked\r\n\r\n" + hex(half) + "\r\n" +
+                          body.substr(0, half) + "\r\n" + hex(body.size() - half) + "\r\n" +
+                          body.substr(half) + "\r\n0\r\n\r\n");
+      }};
+      check_simple(infer_at(server, deadline));
+    }
   }
   SUBCASE("a reply cut short") {
     scripted_server server{[](int fd) {

@@ -50,25 +50,37 @@ const tensor& input(const oip::inference_request& r, std::string_view name) {
 // that the CUDA models run (integers wrap like Triton's C++ example).
 template <class T>
 std::shared_ptr<oip::model> add_sub(std::string name) {
-  return oip::make_model(
-      add_sub_config(std::move(name), oip::datatype_of<T>),
-      [](const oip::inference_request& r) -> result<model_output> {
-        const tensor& a = input(r, "INPUT0");
-        const tensor& b = input(r, "INPUT1");
-        std::vector<T> sum(a.element_count());
-        std::vector<T> difference(a.element_count());
-        for (std::size_t i = 0; i < sum.size(); ++i) {
-          oip::elementwise::add_sub(a.at<T>(i), b.at<T>(i), sum[i], difference[i]);
-        }
-        model_output out;
-        for (auto* values : {&sum, &difference}) {
-          result<tensor> t = tensor::from_values<T>(values == &sum ? "OUTPUT0" : "OUTPUT1",
-                                                    a.shape(), std::span<const T>(*values));
-          if (!t) return std::move(t).error();
-          out.outputs.push_back(std::move(*t));
-        }
-        return out;
-      });
+  return oip::make_model(add_sub_config(std::move(name), oip::datatype_of<T>),
+                         [](const oip::inference_request& r) -> result<model_output> {
+                           const tensor& a = input(r, "INPUT0");
+                           const tensor& b = input(r, "INPUT1");
+                           // The outputs are written where they will be sent from: no vector to
+                           // copy them out of.
+                           const std::size_t count = a.element_count();
+                           result<oip::mutable_buffer> sum =
+                               oip::mutable_buffer::allocate_for_overwrite(count * sizeof(T));
+                           if (!sum) return std::move(sum).error();
+                           result<oip::mutable_buffer> difference =
+                               oip::mutable_buffer::allocate_for_overwrite(count * sizeof(T));
+                           if (!difference) return std::move(difference).error();
+                           for (std::size_t i = 0; i < count; ++i) {
+                             T s{};
+                             T d{};
+                             oip::elementwise::add_sub(a.at<T>(i), b.at<T>(i), s, d);
+                             std::memcpy(sum->data() + i * sizeof(T), &s, sizeof(T));
+                             std::memcpy(difference->data() + i * sizeof(T), &d, sizeof(T));
+                           }
+                           model_output out;
+                           out.outputs.reserve(2);
+                           for (auto* values : {&*sum, &*difference}) {
+                             result<tensor> t =
+                                 tensor::make(values == &*sum ? "OUTPUT0" : "OUTPUT1",
+                                              oip::datatype_of<T>, a.shape(), std::move(*values));
+                             if (!t) return std::move(t).error();
+                             out.outputs.push_back(std::move(*t));
+                           }
+                           return out;
+                         });
 }
 
 result<std::int64_t> parse_decimal(std::string_view text, std::string_view name) {

@@ -348,6 +348,8 @@ result<encoded_body> encode_response(const inference_response& response,
 result<encoded_body> encode_request(const inference_request& request,
                                     const request_format& format) {
   encoded_body body;
+  // The framing of each tensor; data in the JSON grows it once more.
+  body.json.reserve(128 + 128 * (request.inputs.size() + request.outputs.size()));
   json_out out{body.json};
   out.raw('{');
   if (request.id) {
@@ -357,7 +359,9 @@ result<encoded_body> encode_request(const inference_request& request,
   }
   const bool add_binary_output =
       format.binary_outputs && !request.parameters.contains("binary_data_output");
-  if (add_binary_output) {
+  if (add_binary_output && request.parameters.empty()) {
+    out.raw(R"("parameters":{"binary_data_output":true},)");
+  } else if (add_binary_output) {
     parameters with_binary = request.parameters;
     with_binary.set("binary_data_output", true);
     write_parameters(out, with_binary, member::first);

@@ -3,7 +3,9 @@
 #include "http/client_transport.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -28,7 +30,7 @@ using executor_type = asio::io_context::executor_type;
 using timer_type =
     asio::basic_waitable_timer<std::chrono::steady_clock,
                                asio::wait_traits<std::chrono::steady_clock>, executor_type>;
-using parser_type = bhttp::response_parser<bhttp::string_body>;
+using parser_type = reply_parser;
 
 namespace {
 
@@ -50,17 +52,27 @@ status unavailable(std::string message) { return status{errc::unavailable, std::
 // The request line and headers of `call`, and the buffers to write: those, `head`, each `tail`.
 void frame_request(const http_call& call, const std::string& host, std::string& head_text,
                    std::vector<asio::const_buffer>& buffers) {
+  std::array<char, 24> length{};
+  std::size_t length_size = 0;
+  const bool sized = call.method != "GET" || call.body_size() != 0;
+  if (sized) {
+    length_size = static_cast<std::size_t>(
+        std::to_chars(length.data(), length.data() + length.size(), call.body_size()).ptr -
+        length.data());
+  }
+  std::size_t size = call.method.size() + call.target.size() + host.size() + length_size + 48;
+  for (const http_header& h : call.headers) size += h.name.size() + h.value.size() + 4;
   head_text.clear();
-  fmt::format_to(std::back_inserter(head_text), "{} {} HTTP/1.1\r\nHost: {}\r\n", call.method,
-                 call.target, host);
+  head_text.reserve(size);
+  head_text.append(call.method).append(" ").append(call.target).append(" HTTP/1.1\r\nHost: ");
+  head_text.append(host).append("\r\n");
   for (const http_header& h : call.headers) {
-    fmt::format_to(std::back_inserter(head_text), "{}: {}\r\n", h.name, h.value);
+    head_text.append(h.name).append(": ").append(h.value).append("\r\n");
   }
-  if (call.method != "GET" || call.body_size() != 0) {
-    fmt::format_to(std::back_inserter(head_text), "Content-Length: {}\r\n", call.body_size());
-  }
+  if (sized) head_text.append("Content-Length: ").append(length.data(), length_size).append("\r\n");
   head_text += "\r\n";
   buffers.clear();
+  buffers.reserve(2 + call.tail.size());
   buffers.emplace_back(head_text.data(), head_text.size());
   if (!call.head.empty()) buffers.emplace_back(call.head.data(), call.head.size());
   for (const buffer& b : call.tail) {
@@ -69,23 +81,13 @@ void frame_request(const http_call& call, const std::string& host, std::string& 
 }
 
 void prepare_parser(std::optional<parser_type>& parser, std::size_t max_body_bytes) {
-  parser.emplace();
-  parser->header_limit(max_reply_header_bytes);
-  parser->body_limit(max_body_bytes);
+  parser.emplace(max_reply_header_bytes, max_body_bytes);
 }
 
 // The reply a parser has read; whether the connection may carry another call.
 http_reply reply_of(parser_type& parser, bool& keep_alive) {
-  bhttp::response<bhttp::string_body>& got = parser.get();
-  http_reply reply;
-  reply.status = static_cast<int>(got.result_int());
-  reply.headers.reserve(8);
-  for (const auto& field : got) {
-    reply.headers.push_back({std::string{field.name_string()}, std::string{field.value()}});
-  }
   keep_alive = parser.keep_alive();
-  reply.body = buffer::from_string(std::move(got.body()));
-  return reply;
+  return parser.take();
 }
 
 // Whether a failure on a kept-alive connection, before any reply byte, says that the server had

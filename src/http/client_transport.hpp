@@ -4,6 +4,7 @@
 // another thread and back); an asynchronous one is an `exchange` on the client's I/O thread.
 
 #include "http/connection_pool.hpp"
+#include "http/reply_parser.hpp"
 
 #include <oip/client_options.hpp>
 #include <oip/http/client.hpp>
@@ -24,8 +25,6 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/string_body.hpp>
 
 namespace oip::http::detail {
 
@@ -63,7 +62,7 @@ class client_state {
   void note_region() noexcept { any_region_.store(true); }
 
  private:
-  using parser_type = boost::beast::http::response_parser<boost::beast::http::string_body>;
+  using parser_type = reply_parser;
   using time_point = std::chrono::steady_clock::time_point;
 
   [[nodiscard]] const std::string& host_port() const noexcept { return host_port_; }

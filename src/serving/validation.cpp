@@ -62,7 +62,6 @@ tensor* named(std::vector<tensor>& tensors, std::string_view name) {
 
 status validate_request(const model_config& config, const inference_request& request) {
   const std::string& model = config.name;
-  std::vector<std::string_view> got;
   for (const tensor& input : request.inputs) {
     const tensor_metadata* expected = config.find_input(input.name());
     if (expected == nullptr) {
@@ -70,7 +69,6 @@ status validate_request(const model_config& config, const inference_request& req
                                                         "model '{}'",
                                                         input.name(), model)};
     }
-    got.push_back(input.name());
     if (input.type() != expected->type) {
       return status{
           errc::invalid_argument,
@@ -80,6 +78,8 @@ status validate_request(const model_config& config, const inference_request& req
     }
   }
   if (request.inputs.size() != config.inputs.size()) {
+    std::vector<std::string_view> got;
+    for (const tensor& input : request.inputs) got.push_back(input.name());
     std::vector<std::string_view> missing;
     for (const tensor_metadata& t : config.inputs) {
       bool present = false;
