@@ -222,24 +222,23 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
 
   // --- the shared-memory extensions --------------------------------------------------------------
 
-  // POST /v2/cudasharedmemory/region/<name>/register
-  http_response cuda_register_reply(const http_request& request,
-                                    std::optional<std::string_view> region) const {
-    const shared_memory_registry* regions = service.shared_memory();
-    if (regions == nullptr || !regions->offers_cuda()) {  // refused before the request is read
-      return error_reply(service.register_cuda_shared_memory({}));
-    }
+  // POST /v2/(system|cuda)sharedmemory/region/<name>/register: `add` refuses the kind when it is
+  // not offered (before the request is read), else the region named, its body decoded, added.
+  template <class Registration, class Decode, class Add>
+  http_response register_reply(const http_request& request, std::optional<std::string_view> region,
+                               std::string_view kind, bool offered, const Decode& decode,
+                               const Add& add) const {
+    if (!offered) return error_reply(add(Registration{}));
     if (!region) {
-      return error_reply(
-          status{errc::invalid_argument,
-                 "'region name' is necessary to register CUDA shared memory region"});
+      return error_reply(status{
+          errc::invalid_argument,
+          fmt::format("'region name' is necessary to register {} shared memory region", kind)});
     }
     result<buffer> body = plain_body(request);
     if (!body) return error_reply(body.error());
-    result<cuda_shared_memory_registration> wanted = decode_cuda_shared_memory_register(
-        body->as_string_view(), std::string{*region}, options.bounds);
+    result<Registration> wanted = decode(body->as_string_view(), std::string{*region});
     if (!wanted) return error_reply(wanted.error());
-    if (status s = service.register_cuda_shared_memory(*wanted); !s.ok()) return error_reply(s);
+    if (status s = add(std::move(*wanted)); !s.ok()) return error_reply(s);
     return json_reply(200, "");
   }
 
@@ -266,24 +265,25 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
       }
       return json_reply(200, "");
     }
-    if (cuda) return cuda_register_reply(request, region);
-    if (service.shared_memory() == nullptr) {  // refused before the request is looked at
-      return error_reply(service.register_system_shared_memory({}));
+    if (cuda) {
+      const shared_memory_registry* regions = service.shared_memory();
+      return register_reply<cuda_shared_memory_registration>(
+          request, region, "CUDA", regions != nullptr && regions->offers_cuda(),
+          [this](std::string_view body, std::string name) {
+            return decode_cuda_shared_memory_register(body, std::move(name), options.bounds);
+          },
+          [this](const cuda_shared_memory_registration& wanted) {
+            return service.register_cuda_shared_memory(wanted);
+          });
     }
-    if (!region) {
-      return error_reply(
-          status{errc::invalid_argument,
-                 "'region name' is necessary to register system shared memory region"});
-    }
-    result<buffer> body = plain_body(request);
-    if (!body) return error_reply(body.error());
-    result<shared_memory_region> wanted =
-        decode_shared_memory_register(body->as_string_view(), std::string{*region}, options.bounds);
-    if (!wanted) return error_reply(wanted.error());
-    if (status s = service.register_system_shared_memory(std::move(*wanted)); !s.ok()) {
-      return error_reply(s);
-    }
-    return json_reply(200, "");
+    return register_reply<shared_memory_region>(
+        request, region, "system", service.shared_memory() != nullptr,
+        [this](std::string_view body, std::string name) {
+          return decode_shared_memory_register(body, std::move(name), options.bounds);
+        },
+        [this](shared_memory_region wanted) {
+          return service.register_system_shared_memory(std::move(wanted));
+        });
   }
 
   // --- inference ---------------------------------------------------------------------------------
