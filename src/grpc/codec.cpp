@@ -249,7 +249,10 @@ result<tensor> decode_tensor(const TensorMessage& message, std::string* raw, std
                              std::string_view model, const limits& bounds,
                              const shared_memory_output_source* placed_outputs) {
   const std::string& name = message.name();
-  const std::string for_model = model.empty() ? "" : fmt::format(" for model '{}'", model);
+  // Formatted only for an error: the path of a good tensor formats nothing.
+  const auto for_model = [model] {
+    return model.empty() ? std::string{} : fmt::format(" for model '{}'", model);
+  };
   result<tensor_header> header = decode_header(message, role, bounds);
   if (!header) return std::move(header).error();
   const datatype type = header->type;
@@ -274,7 +277,7 @@ result<tensor> decode_tensor(const TensorMessage& message, std::string* raw, std
       return invalid(
           fmt::format("contents field must not be specified when using raw_{}_"
                       "contents for '{}'{}",
-                      role, name, for_model));
+                      role, name, for_model()));
     }
     data = buffer::from_string(std::move(*raw));
   } else {
@@ -284,27 +287,27 @@ result<tensor> decode_tensor(const TensorMessage& message, std::string* raw, std
       return invalid(
           fmt::format("{} '{}'{} is {}, which has no typed contents: send it in "
                       "raw_{}_contents",
-                      role, name, for_model, to_string(type), role));
+                      role, name, for_model(), to_string(type), role));
     }
     for (const auto& [field, size] : filled) {
       if (field != expected) {
         return invalid(
             fmt::format("unexpected explicit tensor data for {} tensor '{}'{} of "
                         "type '{}': the data is in '{}', expected '{}'",
-                        role, name, for_model, to_string(type), field, expected));
+                        role, name, for_model(), to_string(type), field, expected));
       }
       if (static_cast<std::uint64_t>(size) != count) {
         return invalid(
             fmt::format("unexpected number of elements in '{}' for {} '{}'{}: shape {} "
                         "expects {}, got {}",
-                        field, role, name, for_model, to_string(shape), count, size));
+                        field, role, name, for_model(), to_string(shape), count, size));
       }
     }
     if (filled.empty() && count > 0) {
       return invalid(
           fmt::format("unable to find data for {} tensor '{}'{} in the request: "
                       "expected {} elements in '{}' or raw_{}_contents",
-                      role, name, for_model, count, expected, role));
+                      role, name, for_model(), count, expected, role));
     }
     data = expected.empty() ? result<buffer>{buffer{}}
                             : from_contents(message.contents(), type, role, name);
@@ -312,7 +315,7 @@ result<tensor> decode_tensor(const TensorMessage& message, std::string* raw, std
   if (!data) return std::move(data).error();
   result<tensor> made = tensor::make(name, type, std::move(shape), std::move(*data));
   if (!made) {
-    return status{made.error().code(), fmt::format("{}{}", made.error().message(), for_model)};
+    return status{made.error().code(), fmt::format("{}{}", made.error().message(), for_model())};
   }
   made->parameters() = std::move(header->params);
   return made;
