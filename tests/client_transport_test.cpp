@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -148,14 +149,14 @@ class scripted_server {
   std::thread thread_;
 };
 
-// Reads an HTTP request's header section and its Content-Length body.
-void read_request(int fd) {
+// Reads an HTTP request's header section and its Content-Length body; returns what it read.
+std::string read_request(int fd) {
   std::string got;
   std::array<char, 4096> chunk{};
   std::size_t body_at = std::string::npos;
   while (body_at == std::string::npos) {
     const ssize_t n = recv(fd, chunk.data(), chunk.size(), 0);
-    if (n <= 0) return;
+    if (n <= 0) return got;
     got.append(chunk.data(), static_cast<std::size_t>(n));
     body_at = got.find("\r\n\r\n");
   }
@@ -165,9 +166,10 @@ void read_request(int fd) {
   }
   while (got.size() < body_at + 4 + length) {
     const ssize_t n = recv(fd, chunk.data(), chunk.size(), 0);
-    if (n <= 0) return;
+    if (n <= 0) return got;
     got.append(chunk.data(), static_cast<std::size_t>(n));
   }
+  return got;
 }
 
 void write_all(int fd, std::string_view bytes) {
@@ -200,15 +202,42 @@ std::string valid_reply() {
   return fmt_reply(*body);
 }
 
+// A call on the caller's thread, or one on the client's I/O thread: each reads replies its own way.
+enum class call_path { caller_thread, io_thread };
+
 oip::result<oip::inference_response> infer_at(const scripted_server& server,
                                               std::chrono::milliseconds timeout,
-                                              std::size_t max_reply_bytes = std::size_t{256}
-                                                                            << 20U) {
+                                              std::size_t max_reply_bytes = std::size_t{256} << 20U,
+                                              call_path path = call_path::caller_thread) {
   oip::client_options options;
   options.timeout = timeout;
   options.reply_bounds.max_body_bytes = max_reply_bytes;
   oip::http::client client{server.address(), options};
+  if (path == call_path::io_thread) return client.async_infer("simple", simple_request()).get();
   return client.infer("simple", simple_request());
+}
+
+oip::result<oip::http_reply> send_to(oip::http::client& client, const oip::http_call& call,
+                                     call_path path) {
+  if (path == call_path::caller_thread) return client.send(call);
+  std::promise<oip::result<oip::http_reply>> promise;
+  std::future<oip::result<oip::http_reply>> reply = promise.get_future();
+  client.async_send(
+      call, [&promise](oip::result<oip::http_reply> r) { promise.set_value(std::move(r)); });
+  return reply.get();
+}
+
+oip::client_options within_3_seconds() {
+  oip::client_options options;
+  options.timeout = std::chrono::milliseconds{3000};
+  return options;
+}
+
+oip::http_call get_call(std::string target) {
+  oip::http_call call;
+  call.method = "GET";
+  call.target = std::move(target);
+  return call;
 }
 
 }  // namespace
@@ -217,7 +246,7 @@ TEST_CASE("an HTTP server's broken replies are clear errors, within the deadline
   const std::chrono::milliseconds deadline{3000};
   SUBCASE("the real reply, to begin with") {
     scripted_server server{[](int fd) {
-      read_request(fd);
+      (void)read_request(fd);
       write_all(fd, valid_reply());
     }};
     check_simple(infer_at(server, deadline));
@@ -234,22 +263,25 @@ TEST_CASE("an HTTP server's broken replies are clear errors, within the deadline
       const auto end = std::to_chars(digits.data(), digits.data() + digits.size(), n, 16).ptr;
       return std::string{digits.data(), end};
     };
-    for (const bool chunked : {true, false}) {
-      CAPTURE(chunked);
-      scripted_server server{[&](int fd) {
-        read_request(fd);
-        if (!chunked) return write_all(fd, head + "Connection: close\r\n\r\n" + body);
-        const std::size_t half = body.size() / 2;
-        write_all(fd, head + "Transfer-Encoding: chunked\r\n\r\n" + hex(half) + "\r\n" +
-                          body.substr(0, half) + "\r\n" + hex(body.size() - half) + "\r\n" +
-                          body.substr(half) + "\r\n0\r\n\r\n");
-      }};
-      check_simple(infer_at(server, deadline));
+    for (const call_path path : {call_path::caller_thread, call_path::io_thread}) {
+      for (const bool chunked : {true, false}) {
+        CAPTURE(chunked);
+        CAPTURE(path == call_path::io_thread);
+        scripted_server server{[&](int fd) {
+          (void)read_request(fd);
+          if (!chunked) return write_all(fd, head + "Connection: close\r\n\r\n" + body);
+          const std::size_t half = body.size() / 2;
+          write_all(fd, head + "Transfer-Encoding: chunked\r\n\r\n" + hex(half) + "\r\n" +
+                            body.substr(0, half) + "\r\n" + hex(body.size() - half) + "\r\n" +
+                            body.substr(half) + "\r\n0\r\n\r\n");
+        }};
+        check_simple(infer_at(server, deadline, std::size_t{256} << 20U, path));
+      }
     }
   }
   SUBCASE("a reply cut short") {
     scripted_server server{[](int fd) {
-      read_request(fd);
+      (void)read_request(fd);
       const std::string reply = valid_reply();
       write_all(fd, reply.substr(0, reply.size() - 20));
     }};
@@ -260,7 +292,7 @@ TEST_CASE("an HTTP server's broken replies are clear errors, within the deadline
   }
   SUBCASE("a binary header length past the body") {
     scripted_server server{[](int fd) {
-      read_request(fd);
+      (void)read_request(fd);
       std::string reply = valid_reply();
       const std::size_t at = reply.find("Inference-Header-Content-Length: ");
       REQUIRE(at != std::string::npos);
@@ -274,7 +306,7 @@ TEST_CASE("an HTTP server's broken replies are clear errors, within the deadline
   }
   SUBCASE("bytes that are not HTTP") {
     scripted_server server{[](int fd) {
-      read_request(fd);
+      (void)read_request(fd);
       write_all(fd, "SSH-2.0-OpenSSH_9.2\r\n\r\n");
     }};
     const oip::result<oip::inference_response> r = infer_at(server, deadline);
@@ -283,24 +315,38 @@ TEST_CASE("an HTTP server's broken replies are clear errors, within the deadline
     CHECK(r.error().message().find("not valid HTTP") != std::string::npos);
   }
   SUBCASE("a connection closed with no reply") {
-    scripted_server server{[](int fd) { read_request(fd); }};
+    scripted_server server{[](int fd) { (void)read_request(fd); }};
     const oip::result<oip::inference_response> r = infer_at(server, deadline);
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().code() == oip::errc::unavailable);
   }
   SUBCASE("a reply larger than the client takes") {
     scripted_server server{[](int fd) {
-      read_request(fd);
+      (void)read_request(fd);
       write_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 1000000000000\r\n\r\n{}");
     }};
     const oip::result<oip::inference_response> r = infer_at(server, deadline, 1U << 20U);
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().code() == oip::errc::payload_too_large);
   }
+  SUBCASE("a reply there is no memory for") {
+    for (const call_path path : {call_path::caller_thread, call_path::io_thread}) {
+      CAPTURE(path == call_path::io_thread);
+      scripted_server server{[](int fd) {
+        (void)read_request(fd);
+        write_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 4611686018427387904\r\n\r\n{}");
+      }};
+      const oip::result<oip::inference_response> r =
+          infer_at(server, deadline, std::size_t{1} << 63U, path);
+      REQUIRE_FALSE(r.ok());
+      CHECK(r.error().code() == oip::errc::unavailable);
+      CHECK(r.error().message().find("no memory for the reply") != std::string::npos);
+    }
+  }
   SUBCASE("a server that never answers") {
     std::atomic<bool> release{false};
     scripted_server server{[&](int fd) {
-      read_request(fd);
+      (void)read_request(fd);
       while (!release) std::this_thread::sleep_for(std::chrono::milliseconds{10});
     }};
     const auto started = std::chrono::steady_clock::now();
@@ -311,6 +357,88 @@ TEST_CASE("an HTTP server's broken replies are clear errors, within the deadline
     CHECK(r.error().code() == oip::errc::deadline_exceeded);
     CHECK(took >= std::chrono::milliseconds{290});
     CHECK(took < std::chrono::seconds{3});
+  }
+}
+
+TEST_CASE("what an HTTP call carries, and replies without a body, on either path") {
+  for (const call_path path : {call_path::caller_thread, call_path::io_thread}) {
+    CAPTURE(path == call_path::io_thread);
+    SUBCASE("a reply to HEAD announces a body it does not carry") {
+      // Both calls on one kept-alive connection: the second is read right only if the first
+      // read no body.
+      scripted_server server{[](int fd) {
+        for (int i = 0; i < 2; ++i) {
+          if (read_request(fd).empty()) return;
+          write_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 1234\r\n\r\n");
+        }
+      }};
+      oip::http::client client{server.address(), within_3_seconds()};
+      oip::http_call head = get_call("/v2/health/live");
+      head.method = "HEAD";
+      for (int i = 0; i < 2; ++i) {
+        const oip::result<oip::http_reply> r = send_to(client, head, path);
+        REQUIRE(r.ok());
+        CHECK(r->status == 200);
+        CHECK(r->body.empty());
+      }
+    }
+    SUBCASE("an empty body of announced length") {
+      scripted_server server{[](int fd) {
+        (void)read_request(fd);
+        write_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+      }};
+      oip::http::client client{server.address(), within_3_seconds()};
+      const oip::result<oip::http_reply> r = send_to(client, get_call("/v2/health/ready"), path);
+      REQUIRE(r.ok());
+      CHECK(r->status == 200);
+      CHECK(r->body.empty());
+    }
+    SUBCASE("the call's own Host header, sent once") {
+      std::mutex seen_mutex;
+      std::string seen;
+      scripted_server server{[&](int fd) {
+        std::string request = read_request(fd);
+        {
+          const std::lock_guard lock{seen_mutex};
+          seen = std::move(request);
+        }
+        write_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+      }};
+      oip::http::client client{server.address(), within_3_seconds()};
+      oip::http_call call = get_call("/v2/health/ready");
+      call.headers.push_back({"host", "models.example.com"});
+      REQUIRE(send_to(client, call, path).ok());
+      const std::lock_guard lock{seen_mutex};
+      CHECK(seen.find("\r\nhost: models.example.com\r\n") != std::string::npos);
+      CHECK(seen.find("Host:") == std::string::npos);
+    }
+    SUBCASE("a call that would break the request's framing is refused, nothing sent") {
+      std::atomic<int> connections{0};
+      scripted_server server{[&](int fd) {
+        ++connections;
+        (void)read_request(fd);
+        write_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+      }};
+      oip::http::client client{server.address(), within_3_seconds()};
+      std::vector<oip::http_call> refused;
+      refused.push_back(get_call("/v2/health/ready"));
+      refused.back().headers.push_back({"X-Note", "a\r\nGET /smuggled HTTP/1.1"});
+      refused.push_back(get_call("/v2/health/ready HTTP/1.1\r\nX: y"));
+      refused.push_back(get_call("/v2/health/ready"));
+      refused.back().headers.push_back({"Bad Name", "x"});
+      refused.push_back(get_call("/v2/health/ready"));
+      refused.back().headers.push_back({"content-length", "5"});
+      refused.push_back(get_call("/v2/health/ready"));
+      refused.back().headers.push_back({"Transfer-Encoding", "chunked"});
+      refused.push_back(get_call(""));
+      for (const oip::http_call& call : refused) {
+        CAPTURE(call.target);
+        const oip::result<oip::http_reply> r = send_to(client, call, path);
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error().code() == oip::errc::invalid_argument);
+      }
+      CHECK(connections == 0);
+    }
   }
 }
 
@@ -377,7 +505,7 @@ TEST_CASE("a kept-alive connection the server closed while idle: the call goes o
   std::atomic<int> connections{0};
   scripted_server server{[&](int fd) {
     ++connections;
-    read_request(fd);
+    (void)read_request(fd);
     write_all(fd, valid_reply());
     std::this_thread::sleep_for(std::chrono::milliseconds{20});  // then closes, as on idle
   }};
@@ -407,7 +535,7 @@ TEST_CASE("mutated replies never crash or hang the HTTP client") {
   std::mutex mutex;  // the socket orders the rounds, but not in ThreadSanitizer's eyes
   std::string mutated;
   scripted_server server{[&](int fd) {
-    read_request(fd);
+    (void)read_request(fd);
     std::string answer;
     {
       const std::lock_guard lock{mutex};

@@ -2,6 +2,8 @@
 
 #include "http/client_transport.hpp"
 
+#include "serving/detail/ascii.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -30,7 +32,6 @@ using executor_type = asio::io_context::executor_type;
 using timer_type =
     asio::basic_waitable_timer<std::chrono::steady_clock,
                                asio::wait_traits<std::chrono::steady_clock>, executor_type>;
-using parser_type = reply_parser;
 
 namespace {
 
@@ -49,6 +50,45 @@ host_and_port split_host_port(const std::string& text) {
 
 status unavailable(std::string message) { return status{errc::unavailable, std::move(message)}; }
 
+// A byte that would end a request line or header early, or that HTTP forbids in one: a call
+// carrying one could smuggle a second request into the first.
+bool breaks_framing(std::string_view text) {
+  return std::any_of(text.begin(), text.end(),
+                     [](char c) { return c == '\r' || c == '\n' || c == '\0'; });
+}
+
+// A call the transport can frame as it is. The body's length is the transport's to announce, and
+// the Host header too unless the call names one.
+status check_call(const http_call& call) {
+  if (call.method.empty() || call.target.empty() || breaks_framing(call.method) ||
+      breaks_framing(call.target) ||
+      std::any_of(call.method.begin(), call.method.end(), [](char c) { return c == ' '; }) ||
+      std::any_of(call.target.begin(), call.target.end(), [](char c) { return c == ' '; })) {
+    return status{errc::invalid_argument,
+                  "an HTTP call needs a method and a target without spaces or line breaks"};
+  }
+  for (const http_header& h : call.headers) {
+    if (h.name.empty() || breaks_framing(h.name) || breaks_framing(h.value) ||
+        h.name.find_first_of(": \t") != std::string::npos) {
+      return status{errc::invalid_argument,
+                    fmt::format("the header '{}' is not a valid HTTP header", h.name)};
+    }
+    if (oip::detail::equals_ignoring_case(h.name, "Content-Length") ||
+        oip::detail::equals_ignoring_case(h.name, "Transfer-Encoding")) {
+      return status{
+          errc::invalid_argument,
+          fmt::format("a call may not set '{}': the client frames the body itself", h.name)};
+    }
+  }
+  return {};
+}
+
+bool names_host(const http_call& call) {
+  return std::any_of(call.headers.begin(), call.headers.end(), [](const http_header& h) {
+    return oip::detail::equals_ignoring_case(h.name, "Host");
+  });
+}
+
 // The request line and headers of `call`, and the buffers to write: those, `head`, each `tail`.
 void frame_request(const http_call& call, const std::string& host, std::string& head_text,
                    std::vector<asio::const_buffer>& buffers) {
@@ -64,8 +104,8 @@ void frame_request(const http_call& call, const std::string& host, std::string& 
   for (const http_header& h : call.headers) size += h.name.size() + h.value.size() + 4;
   head_text.clear();
   head_text.reserve(size);
-  head_text.append(call.method).append(" ").append(call.target).append(" HTTP/1.1\r\nHost: ");
-  head_text.append(host).append("\r\n");
+  head_text.append(call.method).append(" ").append(call.target).append(" HTTP/1.1\r\n");
+  if (!names_host(call)) head_text.append("Host: ").append(host).append("\r\n");
   for (const http_header& h : call.headers) {
     head_text.append(h.name).append(": ").append(h.value).append("\r\n");
   }
@@ -80,12 +120,15 @@ void frame_request(const http_call& call, const std::string& host, std::string& 
   }
 }
 
-void prepare_parser(std::optional<parser_type>& parser, std::size_t max_body_bytes) {
+void prepare_parser(std::optional<reply_parser>& parser, const http_call& call,
+                    std::size_t max_body_bytes) {
   parser.emplace(max_reply_header_bytes, max_body_bytes);
+  // A reply to HEAD announces the length of a body it does not carry.
+  if (call.method == "HEAD") parser->skip(true);
 }
 
 // The reply a parser has read; whether the connection may carry another call.
-http_reply reply_of(parser_type& parser, bool& keep_alive) {
+http_reply reply_of(reply_parser& parser, bool& keep_alive) {
   keep_alive = parser.keep_alive();
   return parser.take();
 }
@@ -105,6 +148,23 @@ class exchange : public std::enable_shared_from_this<exchange> {
  public:
   exchange(client_state& state, http_call call, client::reply_callback done)
       : state_{state}, call_{std::move(call)}, done_{std::move(done)}, timer_{state.io_} {}
+  exchange(const exchange&) = delete;
+  exchange& operator=(const exchange&) = delete;
+
+  // Ends normally by `finish`. An exchange that an exception ended early (a failed allocation)
+  // still gives its connection back and reports, so that neither a pool's place nor the caller
+  // waits forever.
+  ~exchange() {
+    state_.active_.erase(this);
+    try {
+      if (conn_) state_.async_pool_.give_back(std::move(conn_), false);
+      if (!finished_ && done_) {
+        finished_ = true;
+        done_(status{errc::unavailable, "the call ended on an error of the client"});
+      }
+    } catch (...) {  // NOLINT(bugprone-empty-catch): a destructor must not throw
+    }
+  }
 
   void begin() {
     state_.active_.insert(this);
@@ -190,7 +250,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
   }
 
   void read() {
-    prepare_parser(parser_, state_.options().reply_bounds.max_body_bytes);
+    prepare_parser(parser_, call_, state_.options().reply_bounds.max_body_bytes);
     bhttp::async_read(
         conn_->socket, conn_->buffer, *parser_,
         [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
@@ -251,7 +311,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
   std::unique_ptr<connection> conn_;
   std::string head_;
   std::vector<asio::const_buffer> buffers_;
-  std::optional<parser_type> parser_;
+  std::optional<reply_parser> parser_;
   bool fresh_ = false;
   bool retried_ = false;
   bool timed_out_ = false;
@@ -271,7 +331,20 @@ client_state::client_state(std::string host_port, client_options options)
                     if (!waiting_.empty()) asio::post(io_, [this] { serve_waiters(); });
                   }},
       blocking_pool_{blocking_io_, options_.max_connections, {}} {
-  thread_ = std::thread{[this] { io_.run(); }};
+  thread_ = std::thread{[this] { run_io(); }};
+}
+
+void client_state::run_io() {
+  for (;;) {
+    try {
+      io_.run();
+      return;
+    } catch (const std::exception& e) {
+      // An allocation that failed, or a callback of the caller's that threw: the call it was
+      // part of has ended (`~exchange`), and the others go on.
+      std::fprintf(stderr, "oip::http::client: a call ended on an exception: %s\n", e.what());
+    }
+  }
 }
 
 client_state::~client_state() {
@@ -301,6 +374,12 @@ void client_state::post_error(status error, client::infer_callback done) {
 }
 
 void client_state::start(http_call call, client::reply_callback done) {
+  if (status checked = check_call(call); !checked.ok()) {
+    asio::post(io_, [error = std::move(checked), done = std::move(done)]() mutable {
+      done(std::move(error));
+    });
+    return;
+  }
   auto call_state = std::make_shared<exchange>(*this, std::move(call), std::move(done));
   asio::post(io_, [call_state] { call_state->begin(); });
 }
@@ -367,6 +446,10 @@ status client_state::transport_error(std::string_view doing, boost::system::erro
     return status{errc::payload_too_large,
                   fmt::format("the reply from {} is larger than the limit of {} bytes", host_port_,
                               options_.reply_bounds.max_body_bytes)};
+  }
+  if (ec == boost::system::errc::not_enough_memory) {
+    return status{errc::unavailable,
+                  fmt::format("no memory for the reply from {} on this client", host_port_)};
   }
   if (ec == bhttp::error::header_limit) {
     return status{errc::header_fields_too_large,
@@ -461,7 +544,7 @@ status client_state::write_here(socket_type& socket, const std::vector<asio::con
   return {};
 }
 
-status client_state::read_here(connection& conn, parser_type& parser,
+status client_state::read_here(connection& conn, reply_parser& parser,
                                std::chrono::steady_clock::time_point deadline) {
   bool waited_for_none = conn.buffer.size() == 0 && conn.socket.non_blocking();
   for (;;) {
@@ -510,6 +593,7 @@ result<http_reply> client_state::call_here(const http_call& call) {
   const auto deadline = options_.timeout.count() > 0
                             ? std::chrono::steady_clock::now() + options_.timeout
                             : std::chrono::steady_clock::time_point::max();
+  if (status checked = check_call(call); !checked.ok()) return checked;
   std::string head_text;
   std::vector<asio::const_buffer> buffers;
   frame_request(call, host_port_, head_text, buffers);
@@ -519,25 +603,23 @@ result<http_reply> client_state::call_here(const http_call& call) {
       if (got.error().code() == errc::deadline_exceeded) return no_connection_free();
       return std::move(got).error();
     }
-    std::unique_ptr<connection> conn = std::move(got->conn);
+    borrowed_connection conn{blocking_pool_, std::move(got->conn)};
     if (got->fresh) {
       if (status connected = connect_here(conn->socket, deadline); !connected.ok()) {
-        blocking_pool_.give_back(std::move(conn), false);
         return connected;
       }
     }
-    std::optional<parser_type> parser;
-    prepare_parser(parser, options_.reply_bounds.max_body_bytes);
+    std::optional<reply_parser> parser;
+    prepare_parser(parser, call, options_.reply_bounds.max_body_bytes);
     status failed = write_here(conn->socket, buffers, deadline);
     if (failed.ok()) failed = read_here(*conn, *parser, deadline);
     if (failed.ok()) {
       bool keep = false;
       http_reply reply = reply_of(*parser, keep);
-      const bool clean = conn->buffer.size() == 0;
-      blocking_pool_.give_back(std::move(conn), keep && clean);
+      conn.give_back(keep && conn->buffer.size() == 0);
       return reply;
     }
-    blocking_pool_.give_back(std::move(conn), false);
+    conn.give_back(false);
     if (failed.code() == errc::deadline_exceeded) {
       return status{errc::deadline_exceeded,
                     fmt::format("no reply from {} within the deadline of {} ms", host_port_,

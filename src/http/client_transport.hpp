@@ -62,7 +62,6 @@ class client_state {
   void note_region() noexcept { any_region_.store(true); }
 
  private:
-  using parser_type = reply_parser;
   using time_point = std::chrono::steady_clock::time_point;
 
   [[nodiscard]] const std::string& host_port() const noexcept { return host_port_; }
@@ -73,6 +72,7 @@ class client_state {
   [[nodiscard]] status no_connection_free() const;
 
   // The asynchronous calls' (I/O thread).
+  void run_io();
   void acquire(const std::shared_ptr<exchange>& call);
   void serve_waiters();
   void close_all();
@@ -81,7 +81,7 @@ class client_state {
   status connect_here(socket_type& socket, time_point deadline);
   status write_here(socket_type& socket, const std::vector<boost::asio::const_buffer>& buffers,
                     time_point deadline);
-  status read_here(connection& conn, parser_type& parser, time_point deadline);
+  status read_here(connection& conn, reply_parser& parser, time_point deadline);
   status wait_for_socket(socket_type& socket, short events, time_point deadline);
 
   client_options options_;

@@ -1,6 +1,7 @@
 #include "http/connection_pool.hpp"
 
 #include <algorithm>
+#include <new>
 #include <utility>
 
 namespace oip::http::detail {
@@ -17,8 +18,9 @@ std::optional<connection_pool::taken> connection_pool::take_locked() {
     return out;
   }
   if (open_ < most_) {
+    taken out{std::make_unique<connection>(io_), true};
     ++open_;
-    return taken{std::make_unique<connection>(io_), true};
+    return out;
   }
   return std::nullopt;
 }
@@ -47,8 +49,12 @@ void connection_pool::give_back(std::unique_ptr<connection> conn, bool reusable)
   {
     const std::lock_guard lock{mutex_};
     if (reusable && !closed_) {
-      idle_.push_back(std::move(conn));
-    } else {
+      try {
+        idle_.push_back(std::move(conn));  // `conn` is left as it was if this throws
+      } catch (const std::bad_alloc&) {    // NOLINT(bugprone-empty-catch): closed below instead
+      }
+    }
+    if (conn) {
       boost::system::error_code ignored;
       conn->socket.close(ignored);
       conn.reset();

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -69,6 +70,28 @@ class connection_pool {
   std::vector<std::unique_ptr<connection>> idle_;
   std::size_t open_ = 0;
   bool closed_ = false;
+};
+
+// A connection taken from a pool for one call, given back closed unless the call gave it back
+// first: a call that ends early, by an exception too, never keeps one of the pool's places.
+class borrowed_connection {
+ public:
+  borrowed_connection(connection_pool& pool, std::unique_ptr<connection> conn) noexcept
+      : pool_{pool}, conn_{std::move(conn)} {}
+  borrowed_connection(const borrowed_connection&) = delete;
+  borrowed_connection& operator=(const borrowed_connection&) = delete;
+  ~borrowed_connection() {
+    if (conn_) pool_.give_back(std::move(conn_), false);
+  }
+
+  [[nodiscard]] connection& operator*() const noexcept { return *conn_; }
+  [[nodiscard]] connection* operator->() const noexcept { return conn_.get(); }
+
+  void give_back(bool reusable) { pool_.give_back(std::move(conn_), reusable); }
+
+ private:
+  connection_pool& pool_;
+  std::unique_ptr<connection> conn_;
 };
 
 }  // namespace oip::http::detail

@@ -18,7 +18,8 @@ namespace oip::http::detail {
 class reply_parser final : public boost::beast::http::basic_parser<false> {
  public:
   // Replies whose header takes more than `max_header_bytes` or whose body more than
-  // `max_body_bytes` are refused (`error::header_limit`, `error::body_limit`).
+  // `max_body_bytes` are refused (`error::header_limit`, `error::body_limit`); a reply there is
+  // no memory for ends the read with `errc::not_enough_memory`.
   reply_parser(std::uint32_t max_header_bytes, std::uint64_t max_body_bytes);
 
   // The reply, once `is_done()`.
@@ -41,6 +42,7 @@ class reply_parser final : public boost::beast::http::basic_parser<false> {
                             error_code& /*ec*/) override {}
   std::size_t on_chunk_body_impl(std::uint64_t remain, string_view body, error_code& ec) override;
   void on_finish_impl(error_code& ec) override;
+  std::size_t append_unsized(string_view body, error_code& ec);
 
   http_reply reply_;
   mutable_buffer sized_;  // a body of announced length
