@@ -48,13 +48,17 @@ void connection_pool::give_back(std::unique_ptr<connection> conn, bool reusable)
   if (!conn) return;
   {
     const std::lock_guard lock{mutex_};
+    bool kept = false;
     if (reusable && !closed_) {
       try {
-        idle_.push_back(std::move(conn));  // `conn` is left as it was if this throws
-      } catch (const std::bad_alloc&) {    // NOLINT(bugprone-empty-catch): closed below instead
+        idle_.reserve(idle_.size() + 1);  // the push below cannot fail then
+        kept = true;
+      } catch (const std::bad_alloc&) {  // NOLINT(bugprone-empty-catch): closed below instead
       }
     }
-    if (conn) {
+    if (kept) {
+      idle_.push_back(std::move(conn));
+    } else {
       boost::system::error_code ignored;
       conn->socket.close(ignored);
       conn.reset();
