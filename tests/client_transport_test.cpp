@@ -25,6 +25,7 @@
 #include <functional>
 #include <future>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -430,6 +431,9 @@ TEST_CASE("what an HTTP call carries, and replies without a body, on either path
       refused.back().headers.push_back({"content-length", "5"});
       refused.push_back(get_call("/v2/health/ready"));
       refused.back().headers.push_back({"Transfer-Encoding", "chunked"});
+      refused.push_back(get_call("/v2/health/ready"));
+      refused.back().headers.push_back({"Transfer-Encoding\v", "chunked"});
+      refused.push_back(get_call("/v2/health/ready\tx"));
       refused.push_back(get_call(""));
       for (const oip::http_call& call : refused) {
         CAPTURE(call.target);
@@ -438,8 +442,46 @@ TEST_CASE("what an HTTP call carries, and replies without a body, on either path
         CHECK(r.error().code() == oip::errc::invalid_argument);
       }
       CHECK(connections == 0);
+
+      // Every call carries the client's own headers: one that would break the framing fails
+      // every call.
+      oip::client_options bad = within_3_seconds();
+      bad.headers.push_back({"X-Token", "abc\r\nX-Admin: 1"});
+      oip::http::client misconfigured{server.address(), bad};
+      const oip::result<oip::inference_response> r =
+          path == call_path::io_thread ? misconfigured.async_infer("simple", simple_request()).get()
+                                       : misconfigured.infer("simple", simple_request());
+      REQUIRE_FALSE(r.ok());
+      CHECK(r.error().code() == oip::errc::invalid_argument);
+      CHECK(connections == 0);
+
+      // A tab and bytes past ASCII are a value's to carry.
+      oip::http_call fine = get_call("/v2/health/ready?verbose=1");
+      fine.headers.push_back({"X-Note", "caf\xC3\xA9\tok"});
+      REQUIRE(send_to(client, fine, path).ok());
+      CHECK(connections == 1);
     }
   }
+}
+
+TEST_CASE("a callback that throws ends its own call only") {
+  scripted_server server{[](int fd) {
+    while (!read_request(fd).empty()) {
+      write_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    }
+  }};
+  oip::http::client client{server.address(), within_3_seconds()};
+  std::promise<void> threw;
+  client.async_send(get_call("/v2/health/ready"), [&threw](const oip::result<oip::http_reply>&) {
+    threw.set_value();
+    throw std::runtime_error{"a caller's bug"};
+  });
+  threw.get_future().get();
+  // The I/O thread goes on: the next call, asynchronous too, is answered.
+  const oip::result<oip::http_reply> r =
+      send_to(client, get_call("/v2/health/ready"), call_path::io_thread);
+  REQUIRE(r.ok());
+  CHECK(r->status == 200);
 }
 
 namespace {

@@ -23,9 +23,15 @@ client::~client() {
 
 const http_client_protocol& client::protocol() const noexcept { return state_->protocol(); }
 
-result<http_reply> client::send(const http_call& call) { return state_->call_here(call); }
+result<http_reply> client::send(const http_call& call) {
+  if (status checked = detail::check_call(call); !checked.ok()) return checked;
+  return state_->call_here(call);
+}
 
 void client::async_send(http_call call, reply_callback done) {
+  if (status checked = detail::check_call(call); !checked.ok()) {
+    return state_->post_error(std::move(checked), std::move(done));
+  }
   state_->start(std::move(call), std::move(done));
 }
 

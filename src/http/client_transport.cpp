@@ -50,26 +50,37 @@ host_and_port split_host_port(const std::string& text) {
 
 status unavailable(std::string message) { return status{errc::unavailable, std::move(message)}; }
 
-// A byte that would end a request line or header early, or that HTTP forbids in one: a call
-// carrying one could smuggle a second request into the first.
-bool breaks_framing(std::string_view text) {
-  return std::any_of(text.begin(), text.end(),
-                     [](char c) { return c == '\r' || c == '\n' || c == '\0'; });
+// RFC 9110's token: a method, a header's name. Anything else there (a space, a control byte, a
+// byte that a lenient peer would trim) could make one header read as another, or split the line.
+bool is_token(std::string_view text) {
+  constexpr std::string_view marks = "!#$%&'*+-.^_`|~";
+  return !text.empty() && std::all_of(text.begin(), text.end(), [&](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           marks.find(c) != std::string_view::npos;
+  });
 }
 
-// A call the transport can frame as it is. The body's length is the transport's to announce, and
-// the Host header too unless the call names one.
-status check_call(const http_call& call) {
-  if (call.method.empty() || call.target.empty() || breaks_framing(call.method) ||
-      breaks_framing(call.target) ||
-      std::any_of(call.method.begin(), call.method.end(), [](char c) { return c == ' '; }) ||
-      std::any_of(call.target.begin(), call.target.end(), [](char c) { return c == ' '; })) {
-    return status{errc::invalid_argument,
-                  "an HTTP call needs a method and a target without spaces or line breaks"};
-  }
-  for (const http_header& h : call.headers) {
-    if (h.name.empty() || breaks_framing(h.name) || breaks_framing(h.value) ||
-        h.name.find_first_of(": \t") != std::string::npos) {
+// A request target: visible ASCII (a space or a control byte would end or split the line).
+bool is_target(std::string_view text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    return byte > 0x20 && byte < 0x7F;
+  });
+}
+
+// A header's value: no control byte but the tab (a line break would begin a header of its own).
+bool is_field_value(std::string_view text) {
+  return std::all_of(text.begin(), text.end(), [](char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    return c == '\t' || (byte >= 0x20 && byte != 0x7F);
+  });
+}
+
+}  // namespace
+
+status check_headers(const std::vector<http_header>& headers) {
+  for (const http_header& h : headers) {
+    if (!is_token(h.name) || !is_field_value(h.value)) {
       return status{errc::invalid_argument,
                     fmt::format("the header '{}' is not a valid HTTP header", h.name)};
     }
@@ -82,6 +93,16 @@ status check_call(const http_call& call) {
   }
   return {};
 }
+
+status check_call(const http_call& call) {
+  if (!is_token(call.method) || !is_target(call.target)) {
+    return status{errc::invalid_argument,
+                  "an HTTP call needs a method and a target without spaces or control bytes"};
+  }
+  return check_headers(call.headers);
+}
+
+namespace {
 
 bool names_host(const http_call& call) {
   return std::any_of(call.headers.begin(), call.headers.end(), [](const http_header& h) {
@@ -155,6 +176,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
   // still gives its connection back and reports, so that neither a pool's place nor the caller
   // waits forever.
   ~exchange() {
+    if (!began_) return;  // never posted: the caller had the error
     state_.active_.erase(this);
     try {
       if (conn_) state_.async_pool_.give_back(std::move(conn_), false);
@@ -167,6 +189,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
   }
 
   void begin() {
+    began_ = true;
     state_.active_.insert(this);
     if (state_.options().timeout.count() > 0) {
       timer_.expires_after(state_.options().timeout);
@@ -301,7 +324,14 @@ class exchange : public std::enable_shared_from_this<exchange> {
     state_.active_.erase(this);
     client::reply_callback done = std::move(done_);
     call_.tail.clear();
-    done(std::move(outcome));
+    try {
+      done(std::move(outcome));
+    } catch (const std::exception& e) {
+      // The caller's callback threw: the client goes on with its other calls.
+      std::fprintf(stderr, "oip::http::client: a callback threw: %s\n", e.what());
+    } catch (...) {
+      std::fputs("oip::http::client: a callback threw\n", stderr);
+    }
   }
 
   client_state& state_;
@@ -312,6 +342,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
   std::string head_;
   std::vector<asio::const_buffer> buffers_;
   std::optional<reply_parser> parser_;
+  bool began_ = false;
   bool fresh_ = false;
   bool retried_ = false;
   bool timed_out_ = false;
@@ -322,6 +353,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
 
 client_state::client_state(std::string host_port, client_options options)
     : options_{std::move(options)},
+      headers_check_{check_headers(options_.headers)},
       protocol_{options_},
       host_port_{std::move(host_port)},
       address_{split_host_port(host_port_)},
@@ -340,9 +372,11 @@ void client_state::run_io() {
       io_.run();
       return;
     } catch (const std::exception& e) {
-      // An allocation that failed, or a callback of the caller's that threw: the call it was
-      // part of has ended (`~exchange`), and the others go on.
+      // An allocation that failed: the call it was part of has ended (`~exchange`), and the
+      // others go on.
       std::fprintf(stderr, "oip::http::client: a call ended on an exception: %s\n", e.what());
+    } catch (...) {
+      std::fputs("oip::http::client: a call ended on an exception\n", stderr);
     }
   }
 }
@@ -367,21 +401,11 @@ void client_state::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void client_state::post_error(status error, client::infer_callback done) {
-  asio::post(io_, [error = std::move(error), done = std::move(done)]() mutable {
-    done(std::move(error));
-  });
-}
-
 void client_state::start(http_call call, client::reply_callback done) {
-  if (status checked = check_call(call); !checked.ok()) {
-    asio::post(io_, [error = std::move(checked), done = std::move(done)]() mutable {
-      done(std::move(error));
-    });
-    return;
-  }
+  if (!headers_check_.ok()) return post_error(headers_check_, std::move(done));
   auto call_state = std::make_shared<exchange>(*this, std::move(call), std::move(done));
-  asio::post(io_, [call_state] { call_state->begin(); });
+  // The I/O thread holds the only reference: the exchange ends there, never on this thread.
+  asio::post(io_, [call_state = std::move(call_state)] { call_state->begin(); });
 }
 
 void client_state::acquire(const std::shared_ptr<exchange>& call) {
@@ -593,7 +617,7 @@ result<http_reply> client_state::call_here(const http_call& call) {
   const auto deadline = options_.timeout.count() > 0
                             ? std::chrono::steady_clock::now() + options_.timeout
                             : std::chrono::steady_clock::time_point::max();
-  if (status checked = check_call(call); !checked.ok()) return checked;
+  if (!headers_check_.ok()) return headers_check_;
   std::string head_text;
   std::vector<asio::const_buffer> buffers;
   frame_request(call, host_port_, head_text, buffers);

@@ -21,14 +21,25 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 
 namespace oip::http::detail {
 
 class exchange;
+
+// A call the transport can frame as it is: its method a token, its target visible ASCII, its
+// headers valid (below). The client announces the body's length itself, and writes the Host
+// header unless the call has one.
+[[nodiscard]] status check_call(const http_call& call);
+// Each name a token, no control byte in a value but the tab, and neither `Content-Length` nor
+// `Transfer-Encoding`: a call cannot smuggle a second request into the first.
+[[nodiscard]] status check_headers(const std::vector<http_header>& headers);
 
 // "host:port" or "[v6]:port".
 struct host_and_port {
@@ -51,7 +62,12 @@ class client_state {
   // A call on the I/O thread: `done` runs there.
   void start(http_call call, client::reply_callback done);
   // A call that failed before it began: `done` still runs on the I/O thread, as it would have.
-  void post_error(status error, client::infer_callback done);
+  template <class Callback>
+  void post_error(status error, Callback done) {
+    boost::asio::post(io_, [error = std::move(error), done = std::move(done)]() mutable {
+      done(std::move(error));
+    });
+  }
 
   [[nodiscard]] const client_options& options() const noexcept { return options_; }
   [[nodiscard]] const http_client_protocol& protocol() const noexcept { return protocol_; }
@@ -85,6 +101,7 @@ class client_state {
   status wait_for_socket(socket_type& socket, short events, time_point deadline);
 
   client_options options_;
+  status headers_check_;  // of the headers every call carries (`options_.headers`)
   http_client_protocol protocol_;
   std::string host_port_;
   host_and_port address_;
