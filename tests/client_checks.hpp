@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <future>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -89,6 +90,19 @@ void check_many_in_flight(Client& client) {
   }
   for (std::thread& t : threads) t.join();
   CHECK(failures.load() == 0);
+}
+
+/// A callback that throws ends its own call only: the client's thread goes on (no exception
+/// reaches it), and the next call is answered.
+template <class Client>
+void check_throwing_callback(Client& client) {
+  std::promise<void> threw;
+  client.async_infer("simple", simple_request(), [&threw](oip::result<oip::inference_response>) {
+    threw.set_value();
+    throw std::runtime_error{"a caller's bug"};
+  });
+  threw.get_future().get();
+  check_simple(client.async_infer("simple", simple_request()).get());
 }
 
 /// repeat_int32's responses one by one over a stream: three, none, and an unknown model.

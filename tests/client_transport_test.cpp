@@ -96,6 +96,7 @@ TEST_CASE("many calls in flight from many threads share an HTTP client") {
   options.max_connections = 3;
   oip::http::client client{servers.http_address, options};
   oip::testing::check_many_in_flight(client);
+  oip::testing::check_throwing_callback(client);
 }
 
 #ifdef OIP_TEST_GRPC_CLIENT
@@ -104,6 +105,18 @@ TEST_CASE("many calls in flight from many threads share a gRPC client, and strea
   oip::grpc::client client{servers.grpc_address};
   oip::testing::check_many_in_flight(client);
   oip::testing::check_repeat_stream(client);
+  oip::testing::check_throwing_callback(client);
+
+  // A stream's callback that throws: every response still comes, and the stream ends well.
+  std::atomic<int> responses{0};
+  oip::grpc::client::stream s = client.open_stream([&](oip::result<oip::inference_response> r) {
+    if (r.ok()) ++responses;
+    throw std::runtime_error{"a caller's bug"};
+  });
+  for (int i = 0; i < 3; ++i) REQUIRE(s.send("simple", simple_request(i)).ok());
+  const oip::status end = s.finish();
+  CHECK_MESSAGE(end.ok(), end.message());
+  CHECK(responses == 3);
 }
 #endif
 

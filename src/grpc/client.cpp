@@ -2,6 +2,7 @@
 // callback API for inference, unary and streamed.
 
 #include "core/detail/future_of.hpp"
+#include "core/detail/run_callback.hpp"
 
 #include <oip/grpc/client.hpp>
 #include <oip/grpc/codec.hpp>
@@ -222,12 +223,13 @@ void client::async_infer(std::string_view model, const inference_request& reques
         {
           // The caller's callback is gone before the call counts as ended (the client's end
           // waits for that).
-          const infer_callback finish = std::move(pending->done);
+          infer_callback finish = std::move(pending->done);
           if (!outcome.ok()) {
-            finish(status_of(outcome));
+            run_callback("oip::grpc::client", finish, status_of(outcome));
           } else {
-            finish(decode_response(pending->reply, state->options().reply_bounds,
-                                   pending->placed.get()));
+            run_callback("oip::grpc::client", finish,
+                         decode_response(pending->reply, state->options().reply_bounds,
+                                         pending->placed.get()));
           }
         }
         state->end_call(&pending->context);
@@ -346,9 +348,11 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
   void OnReadDone(bool ok) override {
     if (!ok) return;  // the server ended the call; OnDone follows
     if (!reply_.error_message().empty()) {
-      on_response_(status{errc::internal, reply_.error_message()});
+      run_callback("oip::grpc::client", on_response_,
+                   status{errc::internal, reply_.error_message()});
     } else {
-      on_response_(
+      run_callback(
+          "oip::grpc::client", on_response_,
           decode_response(*reply_.mutable_infer_response(), owner_->options().reply_bounds));
     }
     StartRead(&reply_);

@@ -2,6 +2,7 @@
 
 #include "http/client_transport.hpp"
 
+#include "core/detail/run_callback.hpp"
 #include "serving/detail/ascii.hpp"
 
 #include <algorithm>
@@ -324,14 +325,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
     state_.active_.erase(this);
     client::reply_callback done = std::move(done_);
     call_.tail.clear();
-    try {
-      done(std::move(outcome));
-    } catch (const std::exception& e) {
-      // The caller's callback threw: the client goes on with its other calls.
-      std::fprintf(stderr, "oip::http::client: a callback threw: %s\n", e.what());
-    } catch (...) {
-      std::fputs("oip::http::client: a callback threw\n", stderr);
-    }
+    oip::run_callback("oip::http::client", done, std::move(outcome));
   }
 
   client_state& state_;

@@ -62,7 +62,8 @@ class OIP_EXPORT client {
                                                  const request_format& format = binary_format,
                                                  std::optional<std::uint64_t> version = {});
   /// The same without waiting: `done` is called once, on one of grpc++'s threads (on the caller's,
-  /// before this returns, when the request cannot be encoded).
+  /// before this returns, when the request cannot be encoded). An exception from `done` is
+  /// written to stderr and goes no further.
   void async_infer(std::string_view model, const inference_request& request, infer_callback done,
                    const request_format& format = binary_format,
                    std::optional<std::uint64_t> version = {});
@@ -111,7 +112,8 @@ class OIP_EXPORT client {
     std::unique_ptr<detail::stream_state> state_;
   };
   using response_callback = std::function<void(result<inference_response>)>;
-  /// Opens a stream; `on_response` is called on one of grpc++'s threads, one response at a time.
+  /// Opens a stream; `on_response` is called on one of grpc++'s threads, one response at a time
+  /// (an exception from it is written to stderr, and the stream goes on).
   [[nodiscard]] stream open_stream(response_callback on_response);
 
   [[nodiscard]] result<server_metadata> metadata();

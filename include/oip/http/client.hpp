@@ -63,8 +63,9 @@ class OIP_EXPORT client {
                                                  const request_format& format = binary_format,
                                                  std::optional<std::uint64_t> version = {});
   /// The same without waiting: `done` is called once, on the client's I/O thread (a synchronous
-  /// call made there holds that thread until it returns). The request is encoded before this
-  /// returns; its tensors' buffers are held until the body is sent.
+  /// call made there holds that thread until it returns; an exception from `done` is written to
+  /// stderr and goes no further). The request is encoded before this returns; its tensors'
+  /// buffers are held until the body is sent.
   void async_infer(std::string_view model, const inference_request& request, infer_callback done,
                    const request_format& format = binary_format,
                    std::optional<std::uint64_t> version = {});
