@@ -1,3 +1,4 @@
+#include "grpc/response_bytes.hpp"
 #include "shm_object.hpp"
 #include "test_support.hpp"
 
@@ -12,6 +13,9 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 namespace {
 
@@ -396,4 +400,101 @@ TEST_CASE("trace settings: each level that is on is one value of trace_level, as
   CHECK(levels(oip::trace_level::tensors) == std::vector<std::string>{"TENSORS"});
   CHECK(levels(oip::trace_level::timestamps | oip::trace_level::tensors) ==
         std::vector<std::string>{"TIMESTAMPS", "TENSORS"});
+}
+
+namespace {
+
+std::string deterministic(const google::protobuf::Message& message) {
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream stream{&out};
+    google::protobuf::io::CodedOutputStream coded{&stream};
+    coded.SetSerializationDeterministic(true);
+    REQUIRE(message.SerializeToCodedStream(&coded));
+  }
+  return out;
+}
+
+oip::buffer zeros(std::size_t size) { return oip::buffer::from_string(std::string(size, '\0')); }
+
+// What protobuf reads from the server's bytes for `response`, as deterministic bytes (map
+// entries sorted), with what a stream adds taken off and checked.
+std::string as_read_by_protobuf(const oip::inference_response& response,
+                                oip::grpc::response_framing framing) {
+  grpc::ByteBuffer bytes;
+  REQUIRE(oip::grpc::serialize_response(response, bytes, framing).ok());
+  std::vector<grpc::Slice> slices;
+  REQUIRE(bytes.Dump(&slices).ok());
+  std::string wire;
+  for (const grpc::Slice& s : slices)
+    wire.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  inference::ModelInferResponse read;
+  if (framing.in_stream) {
+    inference::ModelStreamInferResponse stream;
+    REQUIRE(stream.ParseFromString(wire));
+    CHECK(stream.error_message().empty());
+    read = stream.infer_response();
+    const auto flag = read.parameters().find("triton_final_response");
+    REQUIRE(flag != read.parameters().end());
+    CHECK(flag->second.bool_param() == framing.final_response);
+    read.mutable_parameters()->erase("triton_final_response");
+  } else {
+    REQUIRE(read.ParseFromString(wire));
+  }
+  return deterministic(read);
+}
+
+std::string what_encode_response_makes(oip::inference_response response) {
+  response.parameters.erase("triton_final_response");
+  inference::ModelInferResponse message;
+  REQUIRE(oip::grpc::encode_response(response, message, contents_form::raw).ok());
+  return deterministic(message);
+}
+
+}  // namespace
+
+TEST_CASE("the server's response bytes are what protobuf makes of the same response") {
+  std::mt19937 rng{7};
+  oip::inference_response full;
+  full.model_name = "model";
+  full.model_version = "3";
+  full.id = "request-1";
+  full.parameters.set("flag", false);
+  full.parameters.set("count", std::int64_t{-5});
+  full.parameters.set("big", std::uint64_t{1} << 63U);
+  full.parameters.set("ratio", -0.25);
+  full.parameters.set("empty", std::string{});
+  full.parameters.set("text", std::string(300, 'x'));  // a length of two varint bytes
+  for (const datatype type :
+       {datatype::fp32, datatype::int64, datatype::bytes, datatype::boolean}) {
+    const oip::tensor t = random_tensor(type, rng);
+    full.outputs.push_back(
+        *oip::tensor::make(fmt::format("OUT_{}", oip::to_string(type)), type, t.shape(), t.data()));
+  }
+  full.outputs[0].parameters().set("binary_data_size", std::int64_t{24});
+  full.outputs[1].parameters().set("note", std::string{"tensor level"});
+  // A scalar, an empty tensor, an output in shared memory and one shared with grpc++ as a slice.
+  full.outputs.push_back(*oip::tensor::make("SCALAR", datatype::int32, {}, zeros(4)));
+  full.outputs.push_back(*oip::tensor::make("EMPTY", datatype::fp32, {0, 3}, oip::buffer{}));
+  oip::tensor placed = *oip::tensor::make("PLACED", datatype::fp32, {2}, zeros(8));
+  placed.parameters().set("shared_memory_region", std::string{"r"});
+  full.outputs.push_back(std::move(placed));
+  full.shared_memory_outputs.push_back("PLACED");
+  full.outputs.push_back(*oip::tensor::make("LARGE", datatype::uint8, {40000}, zeros(40000)));
+
+  oip::inference_response bare;  // nothing but the model's name
+  bare.model_name = "m";
+  oip::inference_response flagged = full;  // a model's own flag, which the stream's replaces
+  flagged.parameters.set("triton_final_response", std::string{"mine"});
+
+  for (const oip::inference_response* response : {&full, &bare, &flagged}) {
+    CAPTURE(response->outputs.size());
+    if (response != &flagged) {
+      CHECK(as_read_by_protobuf(*response, {}) == what_encode_response_makes(*response));
+    }
+    for (const bool final_response : {false, true}) {
+      CHECK(as_read_by_protobuf(*response, {.in_stream = true, .final_response = final_response}) ==
+            what_encode_response_makes(*response));
+    }
+  }
 }

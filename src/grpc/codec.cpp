@@ -1,6 +1,5 @@
 #include "codecs/detail/sequence_controls.hpp"
 #include "core/detail/find_duplicate.hpp"
-#include "grpc/response_bytes.hpp"
 
 #include <oip/grpc/codec.hpp>
 #include <oip/json.hpp>
@@ -773,18 +772,6 @@ void encode_model_metadata(const model_metadata& metadata, inference::ModelMetad
   out.set_platform(metadata.platform);
   for (const tensor_metadata& t : metadata.inputs) to_message(t, *out.add_inputs());
   for (const tensor_metadata& t : metadata.outputs) to_message(t, *out.add_outputs());
-}
-
-status encode_response_without_raw_contents(const inference_response& response,
-                                            inference::ModelInferResponse& out) {
-  out.set_model_name(response.model_name);
-  out.set_model_version(response.model_version);
-  if (response.id) out.set_id(*response.id);
-  encode_parameters(response.parameters, *out.mutable_parameters());
-  for (const tensor& t : response.outputs) {
-    encode_tensor_fields(t, *out.add_outputs(), response.in_shared_memory(t.name()));
-  }
-  return {};
 }
 
 }  // namespace oip::grpc

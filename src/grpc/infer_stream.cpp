@@ -105,7 +105,8 @@ class stream_reactor final : public stream_reactor_base {
       // The message's bytes count against the memory budget until its request ends.
       result<memory_budget::lease> held = service_.memory().reserve(incoming_.Length());
       if (held) {
-        inference::ModelInferRequest message;
+        message_arena arena;
+        auto& message = arena.make<inference::ModelInferRequest>();
         refused = parse(incoming_, message);
         incoming_.Clear();
         if (refused.ok()) dispatch(message, read_started, sequence, std::move(*held));

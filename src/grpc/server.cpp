@@ -285,7 +285,8 @@ class service_impl final : public raw_service {
   // The request to the service, or what is wrong with it before the service has it.
   status start_infer(const std::shared_ptr<infer_call>& call, const ByteBuffer& in) {
     const auto called = tracer::clock::now();
-    inference::ModelInferRequest message;
+    message_arena arena;
+    auto& message = arena.make<inference::ModelInferRequest>();
     if (status parsed = parse(in, message); !parsed.ok()) return parsed;
     result<std::optional<std::uint64_t>> version = parse_model_version(message.model_version());
     if (!version) return version.error();
