@@ -11,6 +11,8 @@
 // MODEL is `simple` (two INT32 [1,16] inputs, their sum and difference out) or `identity_fp32`
 // (one FP32 [1,ELEMENTS] input, echoed), with every tensor as raw bytes, as Triton's clients
 // send them. The canned reply is what oip-serve answers to the request, byte for byte in size.
+// Like oip's server, it turns off abseil's mutex deadlock detection, which Debian's abseil leaves
+// on.
 
 #include <oip/grpc/grpc_service.grpc.pb.h>
 
@@ -24,6 +26,8 @@
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
+
+#include <absl/synchronization/mutex.h>
 
 namespace {
 
@@ -257,6 +261,9 @@ int main(int argc, char** argv) {
   if (port < 0 || port > 65535 || elements < 0 || !shape_of(arg(2), elements, shape)) {
     return usage();
   }
+  // As oip's server does (src/grpc/deadlock_detection.hpp): the floor is the best this machine's
+  // grpc++ can do, and Debian's abseil otherwise checks every lock's order as a debug build does.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   floor_service service{make_replies(arg(2), shape)};
   ::grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:" + std::to_string(port),

@@ -34,6 +34,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <absl/synchronization/mutex.h>
 #include <sys/resource.h>
 
 namespace {
@@ -64,6 +65,8 @@ oip::inference_request simple_request() {
 class bare_grpc_client {
  public:
   bare_grpc_client(const std::string& host_port, const oip::client_options& /*unused*/) {
+    // As oip's client does (src/grpc/deadlock_detection.hpp), for the same floor.
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
     ::grpc::ChannelArguments arguments;
     arguments.SetMaxReceiveMessageSize(-1);
     stub_ = inference::GRPCInferenceService::NewStub(

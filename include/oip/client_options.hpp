@@ -53,6 +53,11 @@ struct client_options {
   tls_settings tls;
   std::chrono::milliseconds keepalive_time{0};
   std::chrono::milliseconds keepalive_timeout{20000};
+  /// gRPC: Debian's abseil is built as for debugging: its mutexes check the order of every lock
+  /// taken for possible deadlocks, which costs a small call about a tenth of its instructions in
+  /// grpc++. The client turns that check off for the whole process when it is made, as a release
+  /// build of abseil has it, unless this is set.
+  bool keep_abseil_deadlock_detection = false;
 };
 
 }  // namespace oip

@@ -3,6 +3,7 @@
 
 #include "core/detail/future_of.hpp"
 #include "core/detail/run_callback.hpp"
+#include "grpc/deadlock_detection.hpp"
 
 #include <oip/grpc/client.hpp>
 #include <oip/grpc/codec.hpp>
@@ -112,7 +113,9 @@ class client_state {
       : options_{std::move(options)},
         target_{std::move(target)},
         channel_{make_channel(target_, options_)},
-        stub_{Service::NewStub(channel_)} {}
+        stub_{Service::NewStub(channel_)} {
+    detail::settle_deadlock_detection(options_.keep_abseil_deadlock_detection);
+  }
 
   // A context with the client's metadata, deadline and compression.
   void prepare(::grpc::ClientContext& context) const {

@@ -8,6 +8,7 @@
 // UNIMPLEMENTED and no message, and ends a stream as if the client had closed it. A client's
 // malformed message is its mistake: INVALID_ARGUMENT, and on a stream an error reply.
 
+#include "grpc/deadlock_detection.hpp"
 #include "grpc/infer_stream.hpp"
 #include "grpc/messages.hpp"
 #include "grpc/response_bytes.hpp"
@@ -618,6 +619,7 @@ server::~server() { stop(std::chrono::seconds{1}); }
 
 result<std::uint16_t> server::start() {
   if (state_->running) return status{errc::internal, "the gRPC server is already running"};
+  detail::settle_deadlock_detection(state_->options.keep_abseil_deadlock_detection);
   ::grpc::ServerBuilder builder;
   int port = 0;
   const std::string address = fmt::format("{}:{}", state_->options.address, state_->options.port);

@@ -64,6 +64,11 @@ struct server_options {
   /// less, the default, lets connections live as long as their clients keep them, as Triton does.
   std::chrono::milliseconds max_connection_age{0};
   std::chrono::milliseconds max_connection_age_grace = std::chrono::minutes{1};
+  /// Debian's abseil is built as for debugging: its mutexes check the order of every lock taken
+  /// for possible deadlocks, which costs a small call about a tenth of its instructions in
+  /// grpc++. `start` turns that check off for the whole process, as a release build of abseil
+  /// has it, unless this is set.
+  bool keep_abseil_deadlock_detection = false;
 };
 
 /// Example:
