@@ -13,6 +13,7 @@
 #include <any>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <future>
 #include <memory>
@@ -24,6 +25,9 @@
 #include <doctest/doctest.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+
+#include <absl/synchronization/mutex.h>
+#include <unistd.h>
 
 using namespace std::chrono_literals;
 using oip::grpc::contents_form;
@@ -1459,4 +1463,58 @@ TEST_CASE("gRPC connection bounds: concurrent calls per connection, idle connect
   // Without calls, the server closes the connection: the channel goes idle.
   CHECK(oip::testing::wait_until([&] { return channel->GetState(false) == GRPC_CHANNEL_IDLE; },
                                  std::chrono::seconds{10}));
+}
+
+namespace {
+
+// Locks two fresh mutexes in one order, then in the other (one thread, so no deadlock), and
+// returns what abseil wrote to stderr meanwhile: a report of a potential deadlock when its
+// detection is on.
+std::string what_abseil_says_of_a_lock_order_inversion() {
+  std::FILE* captured = std::tmpfile();
+  REQUIRE(captured != nullptr);
+  std::fflush(stderr);
+  const int saved = dup(STDERR_FILENO);
+  dup2(fileno(captured), STDERR_FILENO);
+  {
+    absl::Mutex a;
+    absl::Mutex b;
+    a.Lock();
+    b.Lock();
+    b.Unlock();
+    a.Unlock();
+    b.Lock();
+    a.Lock();
+    a.Unlock();
+    b.Unlock();
+  }
+  std::fflush(stderr);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  std::string said;
+  std::rewind(captured);
+  for (int c = std::fgetc(captured); c != EOF; c = std::fgetc(captured)) {
+    said += static_cast<char>(c);
+  }
+  std::fclose(captured);
+  return said;
+}
+
+}  // namespace
+
+TEST_CASE("a started server turns off abseil's debug-build deadlock detection, unless kept") {
+  for (const bool keep : {true, false}) {
+    CAPTURE(keep);
+    // Reported rather than fatal, so that a failure is a failed check.
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kReport);
+    oip::model_repository models;
+    oip::executor workers{oip::executor_options{1, 16}};
+    oip::inference_service service{models, workers};
+    oip::grpc::server server{
+        service, {.address = "127.0.0.1", .port = 0, .keep_abseil_deadlock_detection = keep}};
+    REQUIRE(server.start());
+    const std::string said = what_abseil_says_of_a_lock_order_inversion();
+    CHECK((said.find("Potential Mutex deadlock") != std::string::npos) == keep);
+    server.stop(std::chrono::seconds{1});
+  }
 }
