@@ -418,7 +418,7 @@ std::string deterministic(const google::protobuf::Message& message) {
 oip::buffer zeros(std::size_t size) { return oip::buffer::from_string(std::string(size, '\0')); }
 
 // What protobuf reads from the server's bytes for `response`, as deterministic bytes (map
-// entries sorted), with what a stream adds taken off and checked.
+// entries sorted), with what a stream adds (its flag and error message) taken off and checked.
 std::string as_read_by_protobuf(const oip::inference_response& response,
                                 oip::grpc::response_framing framing) {
   grpc::ByteBuffer bytes;
@@ -432,7 +432,7 @@ std::string as_read_by_protobuf(const oip::inference_response& response,
   if (framing.in_stream) {
     inference::ModelStreamInferResponse stream;
     REQUIRE(stream.ParseFromString(wire));
-    CHECK(stream.error_message().empty());
+    CHECK(stream.error_message() == framing.error_message);
     read = stream.infer_response();
     const auto flag = read.parameters().find("triton_final_response");
     REQUIRE(flag != read.parameters().end());
@@ -493,8 +493,12 @@ TEST_CASE("the server's response bytes are what protobuf makes of the same respo
       CHECK(as_read_by_protobuf(*response, {}) == what_encode_response_makes(*response));
     }
     for (const bool final_response : {false, true}) {
-      CHECK(as_read_by_protobuf(*response, {.in_stream = true, .final_response = final_response}) ==
-            what_encode_response_makes(*response));
+      for (const std::string_view error : {"", "the model failed"}) {
+        CHECK(as_read_by_protobuf(
+                  *response,
+                  {.in_stream = true, .final_response = final_response, .error_message = error}) ==
+              what_encode_response_makes(*response));
+      }
     }
   }
 }

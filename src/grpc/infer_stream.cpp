@@ -16,6 +16,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <utility>
 
 namespace oip::grpc {
@@ -60,18 +61,13 @@ struct stream_state {
 // Requests read and not yet complete, past which the stream stops reading until they drain.
 constexpr std::size_t max_open_per_stream = 1024;
 
-void mark_final(inference::ModelInferResponse& response, bool final_response = true) {
-  (*response.mutable_parameters())["triton_final_response"].set_bool_param(final_response);
-}
-
-// An error message cannot fail to serialize: the service's messages are short, and the id is
-// the client's own, which arrived in a message of the same limit.
-::grpc::ByteBuffer error_reply(const status& s, const inference::ModelInferResponse& fields) {
-  inference::ModelStreamInferResponse message;
-  message.set_error_message(s.message());
-  *message.mutable_infer_response() = fields;
+// A reply to a request that carries no outputs, flagged final: an error's, with `error`, or the
+// empty final response a request may ask for. `names` holds the request's model name, version and
+// id (none when the request could not be read); with no outputs, it cannot fail to serialize.
+::grpc::ByteBuffer final_reply(const inference_response& names, std::string_view error = {}) {
   ::grpc::ByteBuffer bytes;
-  (void)serialize(message, bytes);
+  (void)serialize_response(names, bytes,
+                           {.in_stream = true, .final_response = true, .error_message = error});
   return bytes;
 }
 
@@ -119,7 +115,7 @@ class stream_reactor final : public stream_reactor_base {
       refused = out_of_memory("reading the request");
     }
     if (!refused.ok()) {
-      ::grpc::ByteBuffer error = error_reply(refused, {});
+      ::grpc::ByteBuffer error = final_reply({}, refused.message());
       const std::lock_guard lock{shared_->mutex};
       reply(sequence, error);
       --shared_->open_requests;
@@ -228,7 +224,7 @@ class stream_reactor final : public stream_reactor_base {
     memory_budget::lease held;  // the request's message, until its request ends
     std::uint64_t sequence = 0;
     std::shared_ptr<transport_trace> trace;  // while tracing is on
-    inference::ModelInferResponse failed;    // the reply's fields for an error, flagged final
+    inference_response names;                // the request's, for a reply without outputs
     ::grpc::ByteBuffer response_bytes;       // the response made, until it is put in
     status encoded{errc::internal, "the model completed the request without a response"};
     bool decoupled = false;
@@ -269,13 +265,11 @@ class stream_reactor final : public stream_reactor_base {
       ::grpc::ByteBuffer bytes;
       bool end_message = true;
       if (!outcome.ok()) {
-        bytes = error_reply(outcome, failed);
+        bytes = final_reply(names, outcome.message());
       } else if (last_) {
         bytes.Swap(&*last_);
       } else if (empty_final) {
-        inference::ModelStreamInferResponse empty;
-        *empty.mutable_infer_response() = failed;
-        (void)serialize(empty, bytes);  // as an error's, cannot fail
+        bytes = final_reply(names);
       } else {
         end_message = false;
       }
@@ -288,7 +282,7 @@ class stream_reactor final : public stream_reactor_base {
    private:
     // The message made so far, or `s` in its place when it is an error (or it cannot be sent).
     ::grpc::ByteBuffer serialized(const status& s) {
-      if (!s.ok()) return error_reply(s, failed);
+      if (!s.ok()) return final_reply(names, s.message());
       ::grpc::ByteBuffer bytes;
       bytes.Swap(&response_bytes);
       return bytes;
@@ -311,17 +305,16 @@ class stream_reactor final : public stream_reactor_base {
     }
     // Every reply to the request names it and says that it is the request's last, as Triton's
     // do: a client that counts final responses does not wait forever for a refused request.
-    sink->failed.set_id(message.id());
-    sink->failed.set_model_name(message.model_name());
-    sink->failed.set_model_version(message.model_version());
-    mark_final(sink->failed);
+    sink->names.model_name = message.model_name();
+    sink->names.model_version = message.model_version();
+    if (!message.id().empty()) sink->names.id = message.id();
     if (const auto flag = message.parameters().find("triton_enable_empty_final_response");
         flag != message.parameters().end()) {
       sink->empty_final = flag->second.bool_param();
     }
     result<std::optional<std::uint64_t>> version = parse_model_version(message.model_version());
     if (!version) {
-      ::grpc::ByteBuffer error = error_reply(version.error(), sink->failed);
+      ::grpc::ByteBuffer error = final_reply(sink->names, version.error().message());
       const std::lock_guard lock{shared_->mutex};
       reply(sequence, error);
       --shared_->open_requests;

@@ -34,6 +34,7 @@ constexpr char tag(int field, wire_type type) {
 }
 
 // ModelStreamInferResponse
+constexpr int stream_error_message = 1;
 constexpr int stream_infer_response = 2;
 // ModelInferResponse
 constexpr int response_model_name = 1;
@@ -273,9 +274,12 @@ status serialize_response(const inference_response& response, ::grpc::ByteBuffer
   }
   slice_list slices;
   std::string& pending = slices.pending();
-  pending.reserve(16 + inner - shared);
+  pending.reserve(32 + framing.error_message.size() + inner - shared);
   wire_writer write{pending};
-  if (framing.in_stream) write.delimited(stream_infer_response, inner);
+  if (framing.in_stream) {
+    write.string_field(stream_error_message, framing.error_message);
+    write.delimited(stream_infer_response, inner);
+  }
   write.string_field(response_model_name, response.model_name);
   write.string_field(response_model_version, response.model_version);
   write.string_field(response_id, id);

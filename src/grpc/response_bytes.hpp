@@ -7,15 +7,19 @@
 #include <oip/infer.hpp>
 #include <oip/status.hpp>
 
+#include <string_view>
+
 #include <grpcpp/support/byte_buffer.h>
 
 namespace oip::grpc {
 
 /// How the response travels: alone (ModelInfer), or as a ModelStreamInferResponse's
-/// `infer_response` flagged `triton_final_response` (ModelStreamInfer).
+/// `infer_response` flagged `triton_final_response` (ModelStreamInfer), with the stream's
+/// `error_message` beside it when that is not empty.
 struct response_framing {
   bool in_stream = false;
   bool final_response = true;
+  std::string_view error_message{};
 };
 
 /// The wire bytes of `response` with every output raw: those `encode_response` then protobuf's
