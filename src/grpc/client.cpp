@@ -4,6 +4,7 @@
 #include "core/detail/future_of.hpp"
 #include "core/detail/run_callback.hpp"
 #include "grpc/deadlock_detection.hpp"
+#include "grpc/messages.hpp"
 
 #include <oip/grpc/client.hpp>
 #include <oip/grpc/codec.hpp>
@@ -203,8 +204,9 @@ void client::async_infer(std::string_view model, const inference_request& reques
                          std::optional<std::uint64_t> version) {
   struct call {
     ::grpc::ClientContext context;
-    inference::ModelInferRequest message;
-    inference::ModelInferResponse reply;
+    message_arena arena;
+    inference::ModelInferRequest& message = arena.make<inference::ModelInferRequest>();
+    inference::ModelInferResponse& reply = arena.make<inference::ModelInferResponse>();
     std::shared_ptr<shared_memory_outputs> placed;
     infer_callback done;
   };
@@ -250,14 +252,15 @@ std::future<result<inference_response>> client::async_infer(std::string_view mod
 result<inference_response> client::infer(std::string_view model, const inference_request& request,
                                          const request_format& format,
                                          std::optional<std::uint64_t> version) {
-  inference::ModelInferRequest message;
+  message_arena arena;
+  auto& message = arena.make<inference::ModelInferRequest>();
   if (status s = encode_request(request, model, version_text(version), form_of(format), message);
       !s.ok()) {
     return s;
   }
   result<std::shared_ptr<shared_memory_outputs>> placed = placed_outputs(*state_, request);
   if (!placed) return std::move(placed).error();
-  inference::ModelInferResponse reply;
+  auto& reply = arena.make<inference::ModelInferResponse>();
   if (status s = state_->call(&Service::Stub::ModelInfer, message, reply); !s.ok()) return s;
   return decode_response(reply, state_->options().reply_bounds, placed->get());
 }

@@ -35,7 +35,7 @@ inline ::grpc::ServerUnaryReactor* finish(::grpc::CallbackServerContext* context
   return reactor;
 }
 
-// Where a request message lives while it is read: a protobuf arena whose first
+// Where an inference call's messages live: a protobuf arena whose first
 // block is part of this object, so a small message's fields take no heap allocation and none is
 // freed one by one (a string's own bytes, past its inline capacity, still come from the heap).
 class message_arena {
