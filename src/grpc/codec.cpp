@@ -5,8 +5,10 @@
 #include <oip/json.hpp>
 #include <oip/tensor.hpp>
 
+#include <array>
 #include <cstring>
 #include <limits>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -23,9 +25,15 @@ status invalid(std::string message) { return status{errc::invalid_argument, std:
 // The first name that two of `messages` (tensors or requested outputs) share, if any.
 template <class Messages>
 std::optional<std::string_view> repeated_name(const Messages& messages) {
-  std::vector<std::string_view> names;
-  names.reserve(static_cast<std::size_t>(messages.size()));
-  for (const auto& message : messages) names.push_back(message.name());
+  const auto count = static_cast<std::size_t>(messages.size());
+  // A request's few names are gathered on the stack; only many take an allocation.
+  std::array<std::string_view, 16> few;
+  std::vector<std::string_view> many;
+  if (count > few.size()) many.resize(count);
+  const std::span<std::string_view> names =
+      count > few.size() ? std::span{many} : std::span{few}.first(count);
+  std::size_t i = 0;
+  for (const auto& message : messages) names[i++] = message.name();
   return detail::find_duplicate(names);
 }
 
@@ -323,7 +331,10 @@ result<tensor> decode_tensor(const TensorMessage& message, std::string* raw, std
 // Whether an input names a shared-memory region: its bytes are not among the raw contents.
 template <class TensorMessage>
 bool in_shared_memory(const TensorMessage& message) {
-  return message.parameters().contains(std::string{parameter_names::shared_memory_region});
+  // Most tensors have no parameters: the key, longer than a string's inline capacity, is then not
+  // made at all.
+  return !message.parameters().empty() &&
+         message.parameters().contains(std::string{parameter_names::shared_memory_region});
 }
 
 // Decodes every tensor of a request or response; raw contents must be one per tensor or none.
