@@ -35,9 +35,9 @@ inline ::grpc::ServerUnaryReactor* finish(::grpc::CallbackServerContext* context
   return reactor;
 }
 
-// Where an inference call's messages live: a protobuf arena whose first
-// block is part of this object, so a small message's fields take no heap allocation and none is
-// freed one by one (a string's own bytes, past its inline capacity, still come from the heap).
+// Where an inference call's messages live: a protobuf arena whose first block is part of this
+// object, so a small message's fields take no heap allocation and none is freed one by one (a
+// string's own bytes, past its inline capacity, still come from the heap).
 class message_arena {
  public:
   message_arena() : arena_{options(block_)} {}  // NOLINT(cppcoreguidelines-pro-type-member-init)
