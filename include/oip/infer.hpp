@@ -36,6 +36,8 @@ inline constexpr std::string_view classification = "classification";
 inline constexpr std::string_view shared_memory_region = "shared_memory_region";
 inline constexpr std::string_view shared_memory_offset = "shared_memory_offset";
 inline constexpr std::string_view shared_memory_byte_size = "shared_memory_byte_size";
+/// On a response in a gRPC stream: whether it is its request's last (bool).
+inline constexpr std::string_view triton_final_response = "triton_final_response";
 }  // namespace parameter_names
 
 /// An entry of a request's "outputs": which output the client wants, and how.

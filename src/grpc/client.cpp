@@ -447,7 +447,7 @@ status client::infer_stream(std::string_view model, inference_request request,
       if (failed.ok()) failed = std::move(response).error();
       return;
     }
-    const bool* final = response->parameters.get<bool>("triton_final_response");
+    const bool* final = response->parameters.get<bool>(parameter_names::triton_final_response);
     const bool last = final != nullptr && *final;
     if (!last || !response->outputs.empty()) on_response(std::move(*response));
     if (last) ended = true;

@@ -95,9 +95,8 @@ std::size_t entry_size(std::string_view name, const parameter_value& value) {
   return delimited_size(name.size()) + delimited_size(parameter_size(value));
 }
 
-// The stream's flag, which replaces a response parameter of the same name.
-constexpr std::string_view final_response_name = "triton_final_response";
-
+// A response's parameters, with the stream's flag in a stream, which replaces a parameter of its
+// name.
 struct parameter_fields {
   const parameters* values = nullptr;
   const bool* final_response = nullptr;  // set in a stream
@@ -106,10 +105,11 @@ struct parameter_fields {
 template <class Visit>
 void for_each_parameter(const parameter_fields& fields, Visit&& visit) {
   for (const auto& [name, value] : *fields.values) {
-    if (fields.final_response == nullptr || name != final_response_name) visit(name, value);
+    if (fields.final_response == nullptr || name != parameter_names::triton_final_response)
+      visit(name, value);
   }
   if (fields.final_response != nullptr) {
-    visit(final_response_name, parameter_value{*fields.final_response});
+    visit(parameter_names::triton_final_response, parameter_value{*fields.final_response});
   }
 }
 
