@@ -2,6 +2,7 @@
 #include "serving/detail/ascii.hpp"
 #include "serving/detail/compression.hpp"
 #include "serving/detail/openai_front_end.hpp"
+#include "serving/detail/server_sent_events.hpp"
 
 #include <oip/binary.hpp>
 #include <oip/generate.hpp>
@@ -423,7 +424,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
       if (broken) return;
       result<std::string> json = encode_generate_response(response, max_json_bytes);
       start();
-      body->push(event(json ? *json : json.error().to_json()));
+      body->push(detail::server_sent_event(json ? *json : json.error().to_json()));
       if (!json) {
         // The client learns why its stream ends here; the model's next send fails.
         broken = true;
@@ -433,7 +434,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     }
     void on_complete(const status& outcome) override {
       if (started) {
-        if (!outcome.ok() && !broken) body->push(event(outcome.to_json()));
+        if (!outcome.ok() && !broken) body->push(detail::server_sent_event(outcome.to_json()));
         return body->end();
       }
       http_response reply;
@@ -441,24 +442,19 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
         reply = error_reply(outcome);
       } else {
         reply.status = outcome.ok() ? 200 : outcome.http_status();
-        reply.headers.push_back({"Content-Type", "text/event-stream; charset=utf-8"});
-        if (!outcome.ok()) reply.head = event(outcome.to_json());
+        reply.headers.push_back({"Content-Type", std::string{detail::event_stream_content_type}});
+        if (!outcome.ok()) reply.head = detail::server_sent_event(outcome.to_json());
       }
       if (trace != nullptr && trace->sampled) trace->sampled->stamp("INFER_RESPONSE_COMPLETE");
       done(std::move(reply));
     }
 
    private:
-    static std::string event(std::string_view json) { return fmt::format("data: {}\n\n", json); }
     // Sends the reply's head; its body is the events to come.
     void start() {
       if (started) return;
       started = true;
-      http_response reply;
-      reply.status = 200;
-      reply.headers.push_back({"Content-Type", "text/event-stream; charset=utf-8"});
-      reply.headers.push_back({"Cache-Control", "no-cache"});
-      reply.stream = body;
+      http_response reply = detail::event_stream_head(body);
       if (trace != nullptr && trace->sampled) trace->sampled->stamp("INFER_RESPONSE_COMPLETE");
       done(std::move(reply));
     }

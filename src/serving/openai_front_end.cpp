@@ -6,6 +6,7 @@
 
 #include "codecs/detail/openai_json.hpp"
 #include "serving/detail/ascii.hpp"
+#include "serving/detail/server_sent_events.hpp"
 
 #include <oip/float16.hpp>
 #include <oip/log.hpp>
@@ -55,8 +56,6 @@ http_response json_reply(int code, std::string json) {
 http_response error_reply(const status& error, std::string_view code = {}) {
   return json_reply(error.http_status(), openai_error_json(error, code));
 }
-
-std::string event(std::string_view json) { return fmt::format("data: {}\n\n", json); }
 
 std::int64_t seconds_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -304,10 +303,11 @@ struct text_reply final : reply_sink {
       return done(json_reply(200, encode_openai_completion(head, text, reason, usage)));
     }
     start();
-    body->push(
-        event(encode_openai_chunk(head, {.text = {}, .first = false, .finish_reason = reason})));
+    body->push(detail::server_sent_event(
+        encode_openai_chunk(head, {.text = {}, .first = false, .finish_reason = reason})));
     if (include_usage) {
-      body->push(event(encode_openai_usage_chunk(head, usage.value_or(openai_usage{}))));
+      body->push(detail::server_sent_event(
+          encode_openai_usage_chunk(head, usage.value_or(openai_usage{}))));
     }
     body->push("data: [DONE]\n\n");
     body->end();
@@ -341,7 +341,7 @@ struct text_reply final : reply_sink {
   }
 
   void end_with(const status& why) {
-    body->push(event(openai_error_json(why)));
+    body->push(detail::server_sent_event(openai_error_json(why)));
     body->push("data: [DONE]\n\n");
     body->end();
   }
@@ -392,22 +392,18 @@ struct text_reply final : reply_sink {
     }
     if (piece.empty()) return;
     start();
-    body->push(
-        event(encode_openai_chunk(head, {.text = piece, .first = false, .finish_reason = {}})));
+    body->push(detail::server_sent_event(
+        encode_openai_chunk(head, {.text = piece, .first = false, .finish_reason = {}})));
   }
 
   // The reply's head; its body is the chunks to come, a chat's first one carrying the role.
   void start() {
     if (started) return;
     started = true;
-    http_response reply;
-    reply.status = 200;
-    reply.headers.push_back({"Content-Type", "text/event-stream; charset=utf-8"});
-    reply.headers.push_back({"Cache-Control", "no-cache"});
-    reply.stream = body;
+    http_response reply = detail::event_stream_head(body);
     if (head.route == openai_route::chat) {
-      body->push(
-          event(encode_openai_chunk(head, {.text = {}, .first = true, .finish_reason = {}})));
+      body->push(detail::server_sent_event(
+          encode_openai_chunk(head, {.text = {}, .first = true, .finish_reason = {}})));
     }
     done(std::move(reply));
   }
