@@ -1427,6 +1427,50 @@ TEST_CASE("a stream cancelled while replies are pending frees them all (CVE-2025
   CHECK(stub->ModelInfer(&context, simple_request(contents_form::raw), &response).ok());
 }
 
+TEST_CASE("a stream stops reading while 1024 requests wait for their replies, then goes on") {
+  fixture f;
+  // The first request holds its place for 5 s (its timeout), and the replies of those after it,
+  // answered at once, wait behind it. The stream reads 1,023 of them and no more, however many
+  // the client sends, until the first reply is written; the replies waiting count against the
+  // memory budget.
+  constexpr int sent = 1500;
+  ::grpc::ClientContext context;
+  auto stream = f.stub->ModelStreamInfer(&context);
+  REQUIRE(stream->Write(held_request(5'000'000)));
+  auto writer = std::async(std::launch::async, [&] {
+    const inference::ModelInferRequest quick = simple_request(contents_form::raw);
+    for (int i = 0; i < sent; ++i) {
+      if (!stream->Write(quick)) return false;
+    }
+    return stream->WritesDone();
+  });
+  const auto answered = [&]() -> std::uint64_t {
+    const auto stats = f.service.statistics("simple", std::nullopt);
+    return stats && !stats->empty() ? stats->front().inference_count : 0;
+  };
+  CHECK(oip::testing::wait_until([&] { return answered() >= 1023; }));
+  std::this_thread::sleep_for(200ms);
+  CHECK(answered() == 1023);
+  // Each waiting reply holds its two 64-byte outputs at least.
+  CHECK(f.service.memory().held() >= 1023 * 128);
+
+  inference::ModelStreamInferResponse reply;
+  REQUIRE(stream->Read(&reply));
+  CHECK(reply.infer_response().id() == "slow");
+  int quick_replies = 0;
+  int failed = 0;
+  while (stream->Read(&reply)) {
+    ++quick_replies;
+    if (!reply.error_message().empty() || reply.infer_response().outputs_size() != 2) ++failed;
+  }
+  CHECK(quick_replies == sent);
+  CHECK(failed == 0);
+  CHECK(writer.get());
+  CHECK(stream->Finish().ok());
+  CHECK(answered() == sent);
+  CHECK(oip::testing::wait_until([&] { return f.service.memory().held() == 0; }));
+}
+
 TEST_CASE("gRPC connection bounds: concurrent calls per connection, idle connections closed") {
   oip::model_repository models;
   REQUIRE(models.add(oip::testing::make_simple()).ok());

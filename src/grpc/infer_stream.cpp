@@ -2,7 +2,9 @@
 // that answers once waits for the replies of the requests before it (a sequence's replies leave
 // in its order, which the sequence manager keeps), as in Triton; a decoupled model's responses
 // leave as they are made, interleaved with others'. Reading pauses while too many requests are
-// open, and a decoupled model's sends wait while too many of its responses are unwritten.
+// open or have replies not yet written (a client that stops reading holds the stream back, not
+// the server's memory), and a decoupled model's sends wait while too many of its responses are
+// unwritten. Replies count against the memory budget until written.
 
 #include "grpc/infer_stream.hpp"
 
@@ -35,6 +37,7 @@ struct stream_state {
   // request keeps no place (`streamed`: skipped).
   struct ordered_reply {
     ::grpc::ByteBuffer bytes;           // a serialized ModelStreamInferResponse
+    memory_budget::lease held;          // the request's message and `bytes`, until written
     std::shared_ptr<open_trace> trace;  // the request's, when it was sampled
     bool ready = false;                 // whether `bytes` holds the reply yet
     bool streamed = false;
@@ -44,6 +47,7 @@ struct stream_state {
   // Decoupled models' responses in the order they were made, counted in `backlog` until written.
   struct streamed_response {
     ::grpc::ByteBuffer bytes;
+    memory_budget::lease held;  // `bytes`, until written
     std::shared_ptr<open_trace> trace;
   };
   std::deque<streamed_response> streamed;
@@ -58,8 +62,9 @@ struct stream_state {
   cancellation cancel;
 };
 
-// Requests read and not yet complete, past which the stream stops reading until they drain.
-constexpr std::size_t max_open_per_stream = 1024;
+// Requests read and not yet complete, or whose replies wait to be written, past which the stream
+// stops reading until they drain.
+constexpr std::size_t max_unfinished_per_stream = 1024;
 
 // A reply to a request that carries no outputs, flagged final: an error's, with `error`, or the
 // empty final response a request may ask for. `names` holds the request's model name, version and
@@ -93,7 +98,11 @@ class stream_reactor final : public stream_reactor_base {
       if (shared_->finished) return;  // cancelled meanwhile: a late request is not run
       read_started = shared_->read_started;
       sequence = shared_->front_sequence + shared_->ordered.size();
-      shared_->ordered.emplace_back();
+      try {
+        shared_->ordered.emplace_back();
+      } catch (const std::bad_alloc&) {
+        return abandon();
+      }
       ++shared_->open_requests;
     }
     status refused;
@@ -115,14 +124,19 @@ class stream_reactor final : public stream_reactor_base {
       refused = out_of_memory("reading the request");
     }
     if (!refused.ok()) {
-      ::grpc::ByteBuffer error = final_reply({}, refused.message());
-      const std::lock_guard lock{shared_->mutex};
-      reply(sequence, error);
-      --shared_->open_requests;
+      try {
+        ::grpc::ByteBuffer error = final_reply({}, refused.message());
+        const std::lock_guard lock{shared_->mutex};
+        reply(sequence, error);
+        --shared_->open_requests;
+      } catch (const std::bad_alloc&) {
+        const std::lock_guard lock{shared_->mutex};
+        return abandon();
+      }
     }
     const std::lock_guard lock{shared_->mutex};
     if (shared_->finished) return;
-    if (shared_->open_requests < max_open_per_stream) {
+    if (may_read()) {
       read_next();
     } else {
       shared_->reading_paused = true;
@@ -177,13 +191,16 @@ class stream_reactor final : public stream_reactor_base {
   // The callers below hold the shared mutex. (grpc++'s ByteBuffer has no move operations: a
   // "move" would copy it, so messages are swapped in.)
 
-  // Puts in the reply to request number `sequence`, in its place in the stream's order.
+  // Puts in the reply to request number `sequence`, in its place in the stream's order; `held`
+  // (the request's lease, if any) keeps the reply's bytes counted until they are written.
   void reply(std::uint64_t sequence, ::grpc::ByteBuffer& message,
-             std::shared_ptr<open_trace> trace = nullptr) {
+             std::shared_ptr<open_trace> trace = nullptr, memory_budget::lease held = {}) {
     if (shared_->finished) return;
     if (trace) trace->stamp("GRPC_SEND_START");
     stream_state::ordered_reply& slot = shared_->ordered[sequence - shared_->front_sequence];
     slot.bytes.Swap(&message);
+    slot.held = std::move(held);
+    slot.held.add(slot.bytes.Length());
     slot.trace = std::move(trace);
     slot.ready = true;
     write_next();
@@ -200,11 +217,20 @@ class stream_reactor final : public stream_reactor_base {
   void stream_out(::grpc::ByteBuffer& message, std::shared_ptr<open_trace> trace = nullptr) {
     if (shared_->finished) return;
     if (trace) trace->stamp("GRPC_SEND_START");
-    shared_->streamed.emplace_back();
-    shared_->streamed.back().bytes.Swap(&message);
-    shared_->streamed.back().trace = std::move(trace);
+    stream_state::streamed_response& out = shared_->streamed.emplace_back();
+    out.bytes.Swap(&message);
+    out.held = service_.memory().open();
+    out.held.add(out.bytes.Length());
+    out.trace = std::move(trace);
     shared_->backlog.add();
     write_next();
+  }
+
+  // Ends the stream where memory ran out on the way to a reply, which could then never come and
+  // would hold back every reply after it. (The message fits a string's inline capacity.)
+  void abandon() {
+    shared_->cancel.cancel();
+    finish(::grpc::Status{::grpc::StatusCode::UNAVAILABLE, "out of memory"});
   }
 
   // A request is complete: its replies are all put in.
@@ -251,6 +277,16 @@ class stream_reactor final : public stream_reactor_base {
     }
 
     void on_complete(const status& outcome) override {
+      try {
+        complete(outcome);
+      } catch (const std::bad_alloc&) {
+        const std::lock_guard lock{shared->mutex};
+        if (shared->reactor != nullptr) shared->reactor->abandon();
+      }
+    }
+
+   private:
+    void complete(const status& outcome) {
       std::shared_ptr<open_trace> sampled;
       if (trace) sampled = std::move(trace->sampled);
       if (sampled) sampled->stamp("INFER_RESPONSE_COMPLETE");
@@ -258,7 +294,7 @@ class stream_reactor final : public stream_reactor_base {
         ::grpc::ByteBuffer bytes = serialized(outcome.ok() ? encoded : outcome);
         const std::lock_guard lock{shared->mutex};
         if (shared->reactor == nullptr) return;
-        shared->reactor->reply(sequence, bytes, std::move(sampled));
+        shared->reactor->reply(sequence, bytes, std::move(sampled), std::move(held));
         shared->reactor->request_done();
         return;
       }
@@ -279,7 +315,6 @@ class stream_reactor final : public stream_reactor_base {
       shared->reactor->request_done();
     }
 
-   private:
     // The message made so far, or `s` in its place when it is an error (or it cannot be sent).
     ::grpc::ByteBuffer serialized(const status& s) {
       if (!s.ok()) return final_reply(names, s.message());
@@ -360,10 +395,16 @@ class stream_reactor final : public stream_reactor_base {
   }
 
   void resume_reading() {
-    if (!shared_->reading_paused || shared_->finished) return;
-    if (shared_->open_requests >= max_open_per_stream) return;
+    if (!shared_->reading_paused || shared_->finished || !may_read()) return;
     shared_->reading_paused = false;
     read_next();
+  }
+
+  // Whether another request may be read: `ordered` holds a place for every request read whose
+  // reply is not yet written (or, a decoupled model's, not yet passed at the front).
+  [[nodiscard]] bool may_read() const {
+    return shared_->open_requests < max_unfinished_per_stream &&
+           shared_->ordered.size() < max_unfinished_per_stream;
   }
 
   // The callers hold the shared mutex (or are the constructor).

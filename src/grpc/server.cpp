@@ -151,7 +151,14 @@ ServerUnaryReactor* infer_call::reactor(CallbackServerContext* context,
     reactor->Finish(*outcome_);
     return reactor;
   }
-  auto* own = new infer_reactor{std::move(self)};
+  ServerUnaryReactor* own = nullptr;
+  try {
+    own = new infer_reactor{std::move(self)};
+  } catch (const std::bad_alloc&) {
+    // The service holds the call and will complete it into `out_`: it must be finished from that
+    // completion, not now, even without a reactor of its own to hear a cancellation.
+    own = context->DefaultReactor();
+  }
   reactor_ = own;
   const bool done = outcome_.has_value();
   lock.unlock();
@@ -276,9 +283,7 @@ class service_impl final : public raw_service {
       if (status s = start_infer(call, *in); !s.ok()) return finish(context, s);
       return call->reactor(context, call);
     } catch (const std::bad_alloc&) {
-      // The service answers out of memory once it holds the request; this is before then, or
-      // making the reactor, which the service's answer then waits for in vain: its call is
-      // answered here, and the service's completion finds no reactor to finish.
+      // The service answers out of memory once it holds the request; this is before then.
       return finish(context, out_of_memory("reading the request"));
     }
   }
@@ -320,7 +325,11 @@ class service_impl final : public raw_service {
     if (status s = allowed(context, api_category::inference); !s.ok()) {
       return new refused_stream(s);
     }
-    return open_infer_stream(service_);
+    try {
+      return open_infer_stream(service_);
+    } catch (const std::bad_alloc&) {
+      return new refused_stream(out_of_memory("opening the stream"));
+    }
   }
 
   ServerUnaryReactor* ModelConfig(CallbackServerContext* context, const ByteBuffer* in,
