@@ -273,6 +273,54 @@ TEST_CASE("a slow reader holds a decoupled model back without losing a response"
   CHECK(gone->responses() == limit);
 }
 
+TEST_CASE("a reader that reads nothing for limits::max_unread_wait makes the waiting send fail") {
+  auto fast = std::make_shared<decoupled_model>("fast", [](oip::inference_call call) {
+    for (std::int32_t i = 0; i < n_of(call); ++i) {
+      if (oip::status sent = call.send(count_output(i)); !sent.ok()) return call.finish(sent);
+    }
+    call.finish();
+  });
+  oip::server_options options;
+  options.bounds.max_unsent_responses = 4;
+  options.bounds.max_unread_wait = 200ms;
+  oip::testing::served s{{fast}, options};
+
+  // A reader that writes one response, then none: the wait is counted from that write.
+  auto stalled = std::make_shared<recorded_stream>();
+  stalled->held.emplace();
+  s.service.infer({.model = "fast", .cancel = {}}, count_request(100), stalled);
+  REQUIRE(oip::testing::wait_until([&] { return stalled->responses() == 4; }));
+  std::this_thread::sleep_for(100ms);
+  const auto wrote = std::chrono::steady_clock::now();
+  stalled->held->written();
+  const oip::status ended = stalled->wait_for_end();
+  const auto waited = std::chrono::steady_clock::now() - wrote;
+  CHECK(ended.code() == oip::errc::unavailable);
+  CHECK(ended.message() ==
+        "the client read no response for too long (limits::max_unread_wait): the response was "
+        "not sent");
+  CHECK(stalled->responses() == 5);
+  CHECK(waited >= 200ms);
+  CHECK(waited < 5s);
+
+  // One that keeps reading, however slowly, is waited for.
+  auto slow = std::make_shared<recorded_stream>();
+  slow->held.emplace();
+  s.service.infer({.model = "fast", .cancel = {}}, count_request(12), slow);
+  std::size_t written = 0;
+  while (written < 12) {
+    if (slow->held->held() == 0) {
+      std::this_thread::sleep_for(1ms);
+      continue;
+    }
+    std::this_thread::sleep_for(100ms);
+    slow->held->written();
+    ++written;
+  }
+  CHECK(slow->wait_for_end().ok());
+  CHECK(slow->responses() == 12);
+}
+
 TEST_CASE("a decoupled model with dynamic batching is refused when it is added") {
   oip::model_config config = counting_config("batched");
   config.max_batch_size = 4;

@@ -1471,6 +1471,81 @@ TEST_CASE("a stream stops reading while 1024 requests wait for their replies, th
   CHECK(oip::testing::wait_until([&] { return f.service.memory().held() == 0; }));
 }
 
+TEST_CASE("a stream whose client reads nothing frees the decoupled model's thread in time") {
+  // A decoupled model that sends 1 MiB responses until a send fails, and says why.
+  oip::model_config flood_config;
+  flood_config.name = "flood";
+  flood_config.decoupled = true;
+  flood_config.inputs = {{"IN", oip::datatype::int32, {1}, {}}};
+  flood_config.outputs = {{"OUT", oip::datatype::uint8, {-1}, {}}};
+  std::promise<oip::status> stopped;
+  oip::model_repository models;
+  REQUIRE(models
+              .add(oip::make_model(
+                  flood_config,
+                  [&stopped](oip::inference_call& call) -> oip::result<oip::model_output> {
+                    const std::vector<std::uint8_t> block(std::size_t{1} << 20, 7);
+                    for (int i = 0; i < 4096; ++i) {
+                      oip::status sent = call.send(oip::model_output{
+                          {*oip::tensor::from_values<std::uint8_t>(
+                              "OUT", {static_cast<std::int64_t>(block.size())}, block)},
+                          {}});
+                      if (!sent.ok()) {
+                        stopped.set_value(sent);
+                        return sent;
+                      }
+                    }
+                    stopped.set_value(oip::status{});
+                    return oip::status{oip::errc::internal, "every send went through"};
+                  }))
+              .ok());
+  oip::executor workers{oip::executor_options{2, 16}};
+  oip::server_options options;
+  options.bounds.max_unsent_responses = 2;
+  options.bounds.max_unread_wait = 300ms;
+  oip::inference_service service{models, workers, options};
+  oip::grpc::server server{service, {"127.0.0.1", 0}};
+  const oip::result<std::uint16_t> port = server.start();
+  REQUIRE(port);
+  auto stub = inference::GRPCInferenceService::NewStub(::grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(*port), ::grpc::InsecureChannelCredentials()));
+
+  oip::inference_request one;
+  const std::int32_t value = 1;
+  one.inputs.push_back(
+      *oip::tensor::from_values<std::int32_t>("IN", {1}, std::span<const std::int32_t>(&value, 1)));
+  inference::ModelInferRequest request;
+  REQUIRE(oip::grpc::encode_request(one, "flood", "", contents_form::raw, request).ok());
+  ::grpc::ClientContext context;
+  auto stream = stub->ModelStreamInfer(&context);
+  REQUIRE(stream->Write(request));
+  // The client reads nothing: the transport's window fills, then two responses wait unwritten,
+  // then the model's next send waits, and gives up once no response has been written for 300 ms.
+  std::future<oip::status> why = stopped.get_future();
+  REQUIRE(why.wait_for(20s) == std::future_status::ready);
+  const oip::status sent = why.get();
+  CHECK(sent.code() == oip::errc::unavailable);
+  CHECK(sent.message().find("limits::max_unread_wait") != std::string::npos);
+
+  // Reading now, the client gets what was sent, then the request's end with that error.
+  stream->WritesDone();
+  inference::ModelStreamInferResponse reply;
+  int responses = 0;
+  std::string error;
+  while (stream->Read(&reply)) {
+    if (!reply.error_message().empty()) {
+      error = reply.error_message();
+    } else {
+      ++responses;
+    }
+  }
+  CHECK(stream->Finish().ok());
+  CHECK(responses >= 2);
+  CHECK(responses < 4096);
+  CHECK(error == sent.message());
+  CHECK(oip::testing::wait_until([&] { return service.memory().held() == 0; }));
+}
+
 TEST_CASE("gRPC connection bounds: concurrent calls per connection, idle connections closed") {
   oip::model_repository models;
   REQUIRE(models.add(oip::testing::make_simple()).ok());

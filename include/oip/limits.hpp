@@ -4,6 +4,7 @@
 /// writes for it. Every decoder checks them before it allocates.
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -36,6 +37,10 @@ struct limits {
   /// gRPC stream, all of its requests' together): the model's next `send` waits while there are
   /// this many, so memory does not grow with a reader that does not keep up.
   std::size_t max_unsent_responses = 64;
+  /// How long such a send waits while the client reads none of the responses held for it: past
+  /// it the send fails with 503, and the model ends the request, so that a client that stops
+  /// reading does not keep a model's thread for good.
+  std::chrono::milliseconds max_unread_wait{30'000};
   /// The bytes the whole server may hold for requests and replies in flight, over every
   /// connection and transport together (`memory_budget`): a request that would pass it is
   /// answered 503 before its body is read. 0 (the default) means half of the machine's physical

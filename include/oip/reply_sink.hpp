@@ -8,6 +8,7 @@
 #include <oip/infer.hpp>
 #include <oip/status.hpp>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -36,15 +37,19 @@ class OIP_EXPORT response_backlog {
   void close() noexcept;
   [[nodiscard]] std::size_t held() const noexcept;
 
-  /// Waits until fewer than `limit` responses are held; an error once the backlog is closed or
-  /// `cancel` is cancelled (or past its deadline) meanwhile.
-  [[nodiscard]] status wait_for_room(std::size_t limit, const cancellation& cancel);
+  /// Waits until fewer than `limit` responses are held; an error once the backlog is closed,
+  /// `cancel` is cancelled (or past its deadline), or no response has been written for `patience`
+  /// (counted from the later of the wait's start and the last response written) meanwhile.
+  [[nodiscard]] status wait_for_room(
+      std::size_t limit, const cancellation& cancel,
+      std::chrono::milliseconds patience = std::chrono::milliseconds::max());
 
  private:
   mutable std::mutex mutex_;
   std::condition_variable room_;
   std::size_t held_ = 0;
   bool closed_ = false;
+  std::chrono::steady_clock::time_point last_written_;
 };
 
 /// The replies to one request, as a stream: each response the model gives, then the end. A model

@@ -385,6 +385,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     }
     pending->decoupled = config.decoupled;
     pending->max_unsent = options.bounds.max_unsent_responses;
+    pending->max_unread_wait = options.bounds.max_unread_wait;
     pending->counted_pending = true;
     pending->lease.statistics().request_queued();
     const bool batched = config.dynamic_batching && config.max_batch_size > 0;
@@ -518,7 +519,9 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
       return status{errc::unavailable, "the request was cancelled: the response was not sent"};
     }
     if (response_backlog* backlog = sink->backlog()) {
-      if (status room = backlog->wait_for_room(pending->max_unsent, pending->cancel); !room.ok()) {
+      if (status room = backlog->wait_for_room(pending->max_unsent, pending->cancel,
+                                               pending->max_unread_wait);
+          !room.ok()) {
         return room;
       }
     }

@@ -26,6 +26,7 @@ void response_backlog::written() noexcept {
   {
     const std::lock_guard lock{mutex_};
     if (held_ > 0) --held_;
+    last_written_ = std::chrono::steady_clock::now();
   }
   room_.notify_all();
 }
@@ -43,11 +44,27 @@ std::size_t response_backlog::held() const noexcept {
   return held_;
 }
 
-status response_backlog::wait_for_room(std::size_t limit, const cancellation& cancel) {
+status response_backlog::wait_for_room(std::size_t limit, const cancellation& cancel,
+                                       std::chrono::milliseconds patience) {
+  using clock = std::chrono::steady_clock;
+  const clock::time_point started = clock::now();
+  // The moment past which the client counts as no longer reading; a century is forever (and
+  // keeps the sum from overflowing).
+  const auto give_up = [&] {
+    if (patience >= std::chrono::hours{24 * 365 * 100}) return clock::time_point::max();
+    return std::max(started, last_written_) + patience;
+  };
   std::unique_lock lock{mutex_};
   while (!closed_ && held_ >= limit) {
     if (cancel.cancelled()) break;
-    auto until = std::chrono::steady_clock::now() + cancellation_poll;
+    const clock::time_point now = clock::now();
+    const clock::time_point stalled = give_up();
+    if (now >= stalled) {
+      return status{errc::unavailable,
+                    "the client read no response for too long (limits::max_unread_wait): the "
+                    "response was not sent"};
+    }
+    clock::time_point until = std::min(now + cancellation_poll, stalled);
     if (const auto deadline = cancel.deadline()) until = std::min(until, *deadline);
     room_.wait_until(lock, until);
   }

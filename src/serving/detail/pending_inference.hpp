@@ -30,7 +30,8 @@ struct pending_inference {
   // the sink is called by one at a time, never after it was taken.
   std::mutex replying;
   bool decoupled = false;
-  std::size_t max_unsent = 0;   // limits::max_unsent_responses
+  std::size_t max_unsent = 0;                   // limits::max_unsent_responses
+  std::chrono::milliseconds max_unread_wait{};  // limits::max_unread_wait
   std::uint64_t responses = 0;  // sent so far (a decoupled model's), under `replying`
   std::vector<shared_memory_destination> destinations;  // of its outputs in shared memory
   cancellation cancel;
