@@ -250,7 +250,7 @@ class OIP_EXPORT inference_service {
     result<inference_request> (*call)(void* function, const model_config& config);
   };
   void infer_decoding(arrival request, decoder decode, std::shared_ptr<reply_sink> sink);
-  // The steps after decoding, for both forms of `infer`.
+  // The steps after decoding.
   void infer_decoded(arrival request, model_lease lease, inference_request decoded,
                      std::shared_ptr<reply_sink> sink);
 

@@ -1006,16 +1006,10 @@ void inference_service::infer_decoding(arrival request, decoder decode,
 
 void inference_service::infer(arrival request, inference_request decoded,
                               std::shared_ptr<reply_sink> sink) {
-  try {
-    result<model_lease> lease = state_->repository.acquire(request.model, request.version);
-    if (!lease) {
-      log_request_failure(lease.error(), fmt::format("model '{}'", request.model), request.id);
-      return refuse_with(sink, lease.error());
-    }
-    infer_decoded(std::move(request), std::move(*lease), std::move(decoded), std::move(sink));
-  } catch (const std::bad_alloc&) {
-    if (sink) sink->on_complete(out_of_memory("receiving the request"));
-  }
+  infer(
+      std::move(request),
+      [&decoded](const model_config&) -> result<inference_request> { return std::move(decoded); },
+      std::move(sink));
 }
 
 void inference_service::infer_decoded(arrival request, model_lease lease, inference_request decoded,
