@@ -294,7 +294,9 @@ status serialize_response(const inference_response& response, ::grpc::ByteBuffer
       pending.append(reinterpret_cast<const char*>(t.data().data()), size);
     }
   }
-  out = slices.take();
+  // Swapped in: grpc++'s ByteBuffer has no move assignment, and a copy would make its buffer anew.
+  ::grpc::ByteBuffer made = slices.take();
+  out.Swap(&made);
   return {};
 }
 
