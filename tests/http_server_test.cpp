@@ -14,8 +14,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <iterator>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -23,6 +26,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -667,6 +671,66 @@ TEST_CASE("connections above the limit are refused; the server keeps serving") {
   const std::optional<reply> again = first.read_reply();
   REQUIRE(again.has_value());
   CHECK(again->status == 200);
+}
+
+TEST_CASE("out of descriptors, the server waits to accept instead of spinning, then serves") {
+  oip::model_repository repository;
+  oip::executor workers{{1, 8}};
+  oip::http_handler handler{repository, workers};
+  oip::http::server_options options;
+  options.address = "127.0.0.1";
+  options.port = 0;
+  options.io_threads = 1;
+  oip::http::server server{handler, options};
+  oip::result<std::uint16_t> port = server.start();
+  REQUIRE(port.ok());
+
+  // The clients' sockets are made first; then the process may open four descriptors more, which
+  // the server's accepts take, and the other connections wait in the kernel's backlog.
+  std::vector<int> sockets;
+  for (int i = 0; i < 12; ++i) {
+    sockets.push_back(::socket(AF_INET, SOCK_STREAM, 0));
+    REQUIRE(sockets.back() >= 0);
+  }
+  rlimit before{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &before) == 0);
+  const auto open_now = static_cast<rlim_t>(std::distance(
+      std::filesystem::directory_iterator{"/proc/self/fd"}, std::filesystem::directory_iterator{}));
+  rlimit lowered = before;
+  lowered.rlim_cur = open_now + 4;
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &lowered) == 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(*port);
+  ::inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+  for (const int fd : sockets) {
+    CHECK(::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+  }
+  const auto cpu_seconds = [] {
+    rusage usage{};
+    ::getrusage(RUSAGE_SELF, &usage);
+    return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+           static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+  };
+  std::this_thread::sleep_for(100ms);
+  const double cpu_before = cpu_seconds();
+  std::this_thread::sleep_for(500ms);
+  const double spent = cpu_seconds() - cpu_before;
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &before) == 0);
+  CHECK(spent < 0.15);  // an accept loop that retried at once would take the whole 0.5 s
+
+  // With descriptors again, every connection is taken in and answered.
+  const std::string request = get("/v2/health/live");
+  for (const int fd : sockets) {
+    timeval timeout{10, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    CHECK(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size()));
+    char head[12] = {};
+    CHECK(::recv(fd, head, sizeof head, MSG_WAITALL) == static_cast<ssize_t>(sizeof head));
+    CHECK(std::string_view{head, sizeof head} == "HTTP/1.1 200");
+    ::close(fd);
+  }
 }
 
 TEST_CASE("past the grace period, stop cancels the requests still running") {

@@ -59,6 +59,10 @@ constexpr std::size_t body_read_bytes = std::size_t{64} << 10U;
 // and between two reads.
 constexpr std::chrono::seconds linger_time{10};
 constexpr std::chrono::seconds linger_pause{2};
+// How long accepting waits after a failure (out of descriptors or memory): the connection stays in
+// the kernel's backlog meanwhile, and accepting again at once would fail again at once, round after
+// round, on a core that also serves sessions.
+constexpr std::chrono::milliseconds accept_retry_pause{100};
 
 }  // namespace
 
@@ -91,6 +95,7 @@ struct detail::server_state {
   std::vector<std::unique_ptr<io_loop>> loops = make_loops(options.io_threads);
   // On the first loop, which also closes it at stop; connections go to the loops in turn.
   acceptor_type acceptor{loops.front()->io.get_executor()};
+  timer_type accept_pause{loops.front()->io.get_executor()};
   std::size_t next_loop = 0;
 
   server_state(http_handler& h, server_options o) : handler{h}, options{std::move(o)} {}
@@ -680,27 +685,32 @@ void detail::server_state::accept() {
   next_loop = (next_loop + 1) % loops.size();
   acceptor.async_accept(next.io, [self = this](beast::error_code ec, socket_type socket) {
     if (ec == net::error::operation_aborted || self->stopping.load()) return;
-    if (!ec) {
-      // Replies leave in one go: with Nagle's algorithm the last segment
-      // of a large reply waited for the client's delayed ACK (40 ms).
-      beast::error_code ignored;
-      socket.set_option(tcp::no_delay(true), ignored);
-      // Made outside the lock: a session that ends, even in its
-      // constructor, takes the lock to leave the set.
-      auto s = std::make_shared<session>(std::move(socket), self);
-      bool admitted = false;
-      {
-        const std::lock_guard lock{self->mutex};
-        if (self->sessions.size() < self->options.max_connections) {
-          self->sessions.emplace(s.get(), s);
-          admitted = true;
-        }
+    if (ec) {
+      self->accept_pause.expires_after(accept_retry_pause);
+      self->accept_pause.async_wait([self](beast::error_code waited) {
+        if (!waited && !self->stopping.load()) self->accept();
+      });
+      return;
+    }
+    // Replies leave in one go: with Nagle's algorithm the last segment
+    // of a large reply waited for the client's delayed ACK (40 ms).
+    beast::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    // Made outside the lock: a session that ends, even in its
+    // constructor, takes the lock to leave the set.
+    auto s = std::make_shared<session>(std::move(socket), self);
+    bool admitted = false;
+    {
+      const std::lock_guard lock{self->mutex};
+      if (self->sessions.size() < self->options.max_connections) {
+        self->sessions.emplace(s.get(), s);
+        admitted = true;
       }
-      if (admitted) {
-        s->start();
-      } else {
-        s->refuse_over_limit();
-      }
+    }
+    if (admitted) {
+      s->start();
+    } else {
+      s->refuse_over_limit();
     }
     self->accept();
   });
@@ -758,6 +768,7 @@ void server::stop(std::chrono::milliseconds grace) {
   net::post(impl_->acceptor.get_executor(), [self = impl_.get()] {
     beast::error_code ignored;
     self->acceptor.close(ignored);
+    self->accept_pause.cancel();
   });
   std::vector<std::shared_ptr<session>> open;
   {
