@@ -282,11 +282,17 @@ TEST_CASE("chunked bodies and Expect: 100-continue") {
     std::snprintf(size, sizeof size, "%zx", piece.size());
     chunked += std::string(size) + "\r\n" + piece + "\r\n";
   }
-  chunked += "0\r\n\r\n";
-  c.send(chunked);
+  c.send(chunked + "0\r\n\r\n");
   const std::optional<reply> r = c.read_reply();
   REQUIRE(r.has_value());
   CHECK(r->status == 200);
+
+  // Trailer fields are dropped, not merged into the header: one that names a content coding
+  // does not make the server inflate a body that was never compressed.
+  c.send(chunked + "0\r\nContent-Encoding: gzip\r\nInference-Header-Content-Length: 3\r\n\r\n");
+  const std::optional<reply> trailed = c.read_reply();
+  REQUIRE(trailed.has_value());
+  CHECK(trailed->status == 200);
 
   c.send(
       "POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"

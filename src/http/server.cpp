@@ -236,6 +236,7 @@ class session : public std::enable_shared_from_this<session> {
     const auto& request = parser_->get();
     std::size_t fields = 0;
     for (auto it = request.begin(); it != request.end(); ++it) ++fields;
+    header_fields_ = fields;
     if (fields > options().max_header_count) {
       return fail(status{errc::header_fields_too_large,
                          fmt::format("the request has {} header fields, above the limit of {}",
@@ -385,8 +386,13 @@ class session : public std::enable_shared_from_this<session> {
     http_request request;
     request.method = std::string{as_view(in.method_string())};
     request.target = std::string{as_view(in.target())};
-    request.headers.reserve(16);
+    request.headers.reserve(header_fields_);
+    // The header section's fields only: Beast adds a chunked body's trailer fields after them,
+    // and those were neither counted against the limit nor may they stand in for a header
+    // (RFC 9110, 6.5.1: trailers are not merged unless a field allows it).
+    std::size_t taken = 0;
     for (const auto& field : in) {
+      if (taken++ == header_fields_) break;
       request.headers.push_back(
           {std::string{as_view(field.name_string())}, std::string{as_view(field.value())}});
     }
@@ -574,6 +580,10 @@ class session : public std::enable_shared_from_this<session> {
   // client's bytes unread, the socket would reset the connection, and a client still sending a
   // body (Python's requests sends it whole before it reads) would get the reset, not the reply.
   void linger() {
+    // What the request held goes now, not when lingering ends seconds later.
+    parser_.reset();
+    body_ = {};
+    std::string{}.swap(chunked_);
     beast::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_send, ignored);
     drain(std::chrono::steady_clock::now() + linger_time);
@@ -661,6 +671,7 @@ class session : public std::enable_shared_from_this<session> {
   std::optional<bhttp::request_parser<bhttp::buffer_body>> parser_;
   mutable_buffer body_;
   std::string chunked_;
+  std::size_t header_fields_ = 0;  // the request's header section's, before any trailer
   memory_budget::lease held_;  // the request's bytes and its reply's, until the reply is written
   http_response reply_;
   std::string header_;
