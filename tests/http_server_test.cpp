@@ -10,13 +10,16 @@
 #include <oip/http/server.hpp>
 #include <oip/inference_service.hpp>
 #include <oip/memory_budget.hpp>
+#include <oip/model.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <iterator>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -115,6 +118,14 @@ class connection {
   }
 
   void expect_head_reply(bool head) { head_request_ = head; }
+
+  // What the socket has now (buffered bytes first), or nothing once the server has closed it.
+  std::optional<std::string> read_some() {
+    if (pending_.empty() && !fill()) return std::nullopt;
+    std::string out = std::move(pending_);
+    pending_.clear();
+    return out;
+  }
 
  private:
   bool fill() {
@@ -737,6 +748,71 @@ TEST_CASE("out of descriptors, the server waits to accept instead of spinning, t
     CHECK(std::string_view{head, sizeof head} == "HTTP/1.1 200");
     ::close(fd);
   }
+}
+
+TEST_CASE("a streamed reply waits for its model past the body timeout; a client gone cancels it") {
+  fixture f;  // a 300 ms body timeout, which bounds each write, not the model's pauses
+  oip::model_config config;
+  config.name = "pausing";
+  config.decoupled = true;
+  config.inputs = {{"N", oip::datatype::int32, {1}, {}}};
+  config.outputs = {{"I", oip::datatype::int32, {1}, {}}};
+  std::promise<oip::status> last_send;
+  REQUIRE(f.repository
+              .add(oip::make_model(
+                  config,
+                  [&last_send](oip::inference_call& call) -> oip::result<oip::model_output> {
+                    const std::int32_t n = call.request().inputs.at(0).at<std::int32_t>(0);
+                    const auto part = [](std::int32_t i) {
+                      return oip::model_output{{*oip::tensor::from_values<std::int32_t>(
+                                                   "I", {1}, std::span<const std::int32_t>(&i, 1))},
+                                               {}};
+                    };
+                    for (std::int32_t i = 0; i + 1 < n; ++i) {
+                      std::this_thread::sleep_for(700ms);
+                      if (oip::status sent = call.send(part(i)); !sent.ok()) {
+                        last_send.set_value(sent);
+                        return sent;
+                      }
+                    }
+                    std::this_thread::sleep_for(700ms);
+                    last_send.set_value(oip::status{});
+                    return part(n - 1);
+                  }))
+              .ok());
+  const auto read_stream = [](connection& c) {
+    std::string all;
+    while (all.find("\r\n0\r\n\r\n") == std::string::npos) {
+      std::optional<std::string> more = c.read_some();
+      if (!more) break;
+      all += *more;
+    }
+    return all;
+  };
+  {
+    connection c{f.port};
+    c.send(post("/v2/models/pausing/generate_stream", R"({"N":3})"));
+    const std::string stream = read_stream(c);
+    CHECK(stream.find("HTTP/1.1 200") == 0);
+    for (const char* event : {R"("I":0)", R"("I":1)", R"("I":2)"}) {
+      CHECK(stream.find(event) != std::string::npos);
+    }
+    CHECK(stream.find("\r\n0\r\n\r\n") != std::string::npos);
+  }
+  CHECK(last_send.get_future().get().code() == oip::errc::ok);
+
+  // A client that goes away between two parts: the model's next send fails.
+  last_send = {};
+  {
+    connection c{f.port};
+    c.send(post("/v2/models/pausing/generate_stream", R"({"N":100})"));
+    std::optional<std::string> first = c.read_some();
+    REQUIRE(first.has_value());
+    c.close();
+  }
+  auto refused = last_send.get_future();
+  REQUIRE(refused.wait_for(5s) == std::future_status::ready);
+  CHECK(refused.get().code() == oip::errc::unavailable);
 }
 
 TEST_CASE("past the grace period, stop cancels the requests still running") {

@@ -451,17 +451,22 @@ class session : public std::enable_shared_from_this<session> {
   // readable is only a hint (Asio may complete the wait early; perf_analyzer found that): a peek
   // tells a close or reset (cancel), a pipelined request (data: the client is there), or nothing
   // yet, in which case the watch resumes after a short pause.
+  // `watched_` names the request watched, so that a streamed reply starts no second watch.
   void watch_for_disconnect(cancellation cancel, std::size_t request) {
+    watched_ = request;
     socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this(), cancel,
                                                 request](beast::error_code ec) mutable {
+      self->watched_ = 0;
       if (ec || !self->busy_ || self->requests_ != request) return;
       char byte = 0;
       const ssize_t peeked =
           ::recv(self->socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
       if (peeked > 0) return;  // more requests: the client is there
       if (peeked < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        self->watched_ = request;
         self->probe_.expires_after(std::chrono::milliseconds{20});
         self->probe_.async_wait([self, cancel, request](beast::error_code e) mutable {
+          self->watched_ = 0;
           if (!e && self->busy_ && self->requests_ == request) {
             self->watch_for_disconnect(cancel, request);
           }
@@ -549,7 +554,11 @@ class session : public std::enable_shared_from_this<session> {
                      });
   }
 
+  // While the model makes the next part the connection has no time limit, as while a model runs
+  // (a stop's grace period bounds it), and a client that goes away cancels the request.
   void next_part() {
+    expires_never();
+    if (watched_ != requests_) watch_for_disconnect(current_, requests_);
     reply_.stream->next([self = shared_from_this()](std::optional<std::string> part) {
       net::post(self->socket_.get_executor(), [self, part = std::move(part)]() mutable {
         if (part) return self->write_part(std::move(*part));
@@ -665,7 +674,8 @@ class session : public std::enable_shared_from_this<session> {
   socket_type socket_;
   timer_type deadline_timer_;
   timer_type probe_;
-  cancellation current_;  // the request in flight, for abort()
+  cancellation current_;     // the request in flight, for abort() and a streamed reply's watch
+  std::size_t watched_ = 0;  // the request whose client's disconnect is watched for, if any
   detail::server_state* server_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::buffer_body>> parser_;

@@ -34,7 +34,9 @@ struct server_options {
   std::size_t max_header_bytes = std::size_t{16} << 10U;  ///< request line and headers (431 above)
   std::size_t max_header_count = 100;                     ///< 431 above
   std::chrono::milliseconds header_timeout{30'000};       ///< to read a request's headers
-  std::chrono::milliseconds body_timeout{60'000};         ///< to read a body, or to write a reply
+  /// To read a body, or to write a reply or one part of a streamed reply (not to wait for the
+  /// model's next part).
+  std::chrono::milliseconds body_timeout{60'000};
   std::chrono::milliseconds idle_timeout{60'000};  ///< between requests on a kept-alive connection
 };
 
