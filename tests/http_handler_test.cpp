@@ -479,6 +479,20 @@ TEST_CASE("compression: gzip and deflate requests, compressed replies, 415, bomb
       client.send("POST", "/v2/models/simple/infer", gzip(std::string(64 << 20, '\0')),
                   {{"Content-Encoding", "gzip"}});
   CHECK(bomb.status == 413);
+
+  // The routes that read a body for themselves count its decompression against the budget too.
+  options.bounds.max_body_bytes = 16 << 20;
+  options.bounds.max_inflight_bytes = 1 << 20;
+  oip::http_handler budgeted{repository, workers, options};
+  oip::in_process_client budgeted_client{budgeted};
+  const std::string zeros = gzip(std::string(8 << 20, ' '));
+  for (const char* route : {"/v2/repository/index", "/v2/trace/setting", "/v2/logging"}) {
+    CAPTURE(route);
+    const http_response over =
+        budgeted_client.send("POST", route, zeros, {{"Content-Encoding", "gzip"}});
+    CHECK(over.status == 503);
+  }
+  CHECK(budgeted.service().memory().held() == 0);
 }
 
 TEST_CASE("the in-process client reads a reply larger than what the server's requests may take") {

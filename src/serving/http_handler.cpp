@@ -153,14 +153,17 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
   // The request's body with its Content-Encoding undone, within the body limit. With `held`
   // (the request's share of the memory budget, kept until it ends), the decompressed bytes
   // count against the budget: the transport counted the body only as it came.
+  // The body, decompressed: its bytes count against the memory budget in `held` (the request's
+  // lease), or while this is called, for a route that is done with the body when it returns.
   result<buffer> plain_body(const http_request& request,
                             memory_budget::lease* held = nullptr) const {
     result<detail::content_coding> coding =
         detail::parse_content_encoding(request.header("Content-Encoding").value_or(""));
     if (!coding) return std::move(coding).error();
-    if (held != nullptr && *coding != detail::content_coding::identity) {
-      *held = service.memory().open();
-    }
+    if (*coding == detail::content_coding::identity) return request.body;
+    memory_budget::lease while_decompressing;
+    if (held == nullptr) held = &while_decompressing;
+    *held = service.memory().open();
     return detail::decompress(request.body, *coding, options.bounds.max_body_bytes, held);
   }
 
