@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -420,6 +421,34 @@ TEST_CASE("a decoupled request's deadline stops its model's sends") {
   CHECK(refused.get().code() == oip::errc::unavailable);
   CHECK(stream->wait_for_end().code() == oip::errc::unavailable);
   CHECK(stream->responses() > 0);
+}
+
+TEST_CASE("generate_stream's events waiting for the transport count against the memory budget") {
+  std::promise<void> sent;
+  auto three = std::make_shared<decoupled_model>("three", [&sent](oip::inference_call call) {
+    for (std::int32_t i = 0; i < 3; ++i) REQUIRE(call.send(count_output(i)).ok());
+    sent.set_value();
+    call.finish();
+  });
+  oip::testing::served s{{three}};
+  oip::http_handler handler{s.service};
+  std::promise<oip::http_response> replied;
+  oip::http_request request;
+  request.method = "POST";
+  request.target = "/v2/models/three/generate_stream";
+  request.body = oip::buffer::from_string(R"({"N":1})");
+  handler.handle(std::move(request),
+                 [&replied](oip::http_response r) { replied.set_value(std::move(r)); }, {});
+  oip::http_response reply = replied.get_future().get();
+  REQUIRE(reply.stream != nullptr);
+  sent.get_future().wait();
+  // No transport has taken an event yet: the three wait, counted.
+  const std::string event = R"(data: {"I":1,"model_name":"three","model_version":"1"})"
+                            "\n\n";
+  CHECK(oip::testing::wait_until([&] { return s.service.memory().held() >= 3 * event.size(); }));
+  const std::string rest = reply.stream->read_all();
+  CHECK(rest.find(event) != std::string::npos);
+  CHECK(oip::testing::wait_until([&] { return s.service.memory().held() == 0; }));
 }
 
 TEST_CASE("generate_stream sends an event per response, and an error mid-stream as an event") {

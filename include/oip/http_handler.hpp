@@ -9,6 +9,7 @@
 #include <oip/export.hpp>
 #include <oip/inference_service.hpp>
 #include <oip/limits.hpp>
+#include <oip/memory_budget.hpp>
 #include <oip/metrics.hpp>
 #include <oip/model.hpp>
 #include <oip/openai.hpp>
@@ -71,6 +72,9 @@ class OIP_EXPORT http_body_stream {
 
   /// The handler's side: one more part, counted in the backlog until it is written.
   void push(std::string part);
+  /// The handler's side: the parts waiting for the transport count against `waiting`'s budget
+  /// until the transport takes them (it counts the part it writes itself).
+  void count_against(memory_budget::lease waiting);
   /// The handler's side: the body is complete once the parts pushed are written.
   void end();
   /// The parts pushed and not yet written.
@@ -88,6 +92,7 @@ class OIP_EXPORT http_body_stream {
   bool abandoned_ = false;
   bool part_out_ = false;  // a part is with the transport, not yet written
   response_backlog backlog_;
+  memory_budget::lease waiting_bytes_;  // the parts in `parts_`
 };
 
 /// A reply: `head` (the JSON, or a whole compressed body) followed by `tail`, tensor buffers

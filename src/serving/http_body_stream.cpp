@@ -3,6 +3,7 @@
 
 #include <oip/http_handler.hpp>
 
+#include <algorithm>
 #include <condition_variable>
 #include <utility>
 
@@ -24,6 +25,8 @@ void http_body_stream::next(part_ready ready) {
       part = std::move(parts_.front());
       parts_.pop_front();
       part_out_ = true;
+      waiting_bytes_.shrink_to(waiting_bytes_.bytes() -
+                               std::min(waiting_bytes_.bytes(), part->size()));
     }
   }
   ready(std::move(part));
@@ -35,6 +38,7 @@ void http_body_stream::abandon() noexcept {
     const std::lock_guard lock{mutex_};
     abandoned_ = true;
     parts_.clear();
+    waiting_bytes_.release();
     waiting = std::move(waiting_);
   }
   backlog_.close();
@@ -48,6 +52,7 @@ void http_body_stream::push(std::string part) {
     if (abandoned_ || ended_) return;
     backlog_.add();
     if (!waiting_) {
+      waiting_bytes_.add(part.size());
       parts_.push_back(std::move(part));
       return;
     }
@@ -55,6 +60,12 @@ void http_body_stream::push(std::string part) {
     part_out_ = true;
   }
   waiting(std::move(part));
+}
+
+void http_body_stream::count_against(memory_budget::lease waiting) {
+  const std::lock_guard lock{mutex_};
+  waiting.add(waiting_bytes_.bytes());
+  waiting_bytes_ = std::move(waiting);
 }
 
 void http_body_stream::end() {

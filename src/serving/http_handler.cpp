@@ -471,6 +471,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     memory_budget::lease* held = nullptr;
     if (stream) {
       auto events = std::make_shared<generate_stream_sink>();
+      events->body->count_against(service.memory().open());
       events->max_json_bytes = max_json_bytes;
       events->trace = request.trace;
       events->done = std::move(done);

@@ -608,6 +608,7 @@ struct openai_front_end::state {
       refuse_request(request, why, code, done);
     };
     auto sink = std::make_shared<text_reply>();
+    sink->body->count_against(service.memory().open());
     memory_budget::lease held;  // a decompressed body's bytes, until the request ends
     result<buffer> body = read_body(&held);
     if (!body) return refuse(body.error());
