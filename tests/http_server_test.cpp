@@ -460,6 +460,25 @@ TEST_CASE("a client that sends half a body is cut off by the body timeout") {
   const auto start = std::chrono::steady_clock::now();
   CHECK(c.closed_by_server());
   CHECK(std::chrono::steady_clock::now() - start < 5s);
+
+  // A chunked body's time limit is the whole body's: a body that keeps coming, and keeps its
+  // buffer growing, is cut off too (300 ms here), not given a new limit at each growth.
+  connection trickle{f.port};
+  trickle.send(
+      "POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+  // Each piece makes the buffer grow (64 KiB, doubling), and comes within 300 ms of the last.
+  const auto chunk = [](std::size_t bytes) {
+    char size[16];
+    std::snprintf(size, sizeof size, "%zx", bytes);
+    return std::string(size) + "\r\n" + std::string(bytes, ' ') + "\r\n";
+  };
+  bool sent_all = true;
+  for (const std::size_t bytes : {70u << 10, 70u << 10, 130u << 10, 250u << 10}) {
+    if (sent_all) sent_all = trickle.send(chunk(bytes));
+    std::this_thread::sleep_for(250ms);
+  }
+  if (sent_all) trickle.send(chunk(10u << 10) + "0\r\n\r\n");
+  CHECK_FALSE(trickle.read_reply().has_value());
   // The server still serves others.
   connection other{f.port};
   other.send(get("/v2/health/ready"));

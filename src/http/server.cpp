@@ -324,6 +324,7 @@ class session : public std::enable_shared_from_this<session> {
     body.data = chunked_.data();
     body.size = chunked_.size();
     body.more = true;
+    expires_after(options().body_timeout);  // for the whole body, however often its buffer grows
     continue_body();
   }
 
@@ -348,7 +349,6 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   void continue_body() {
-    expires_after(options().body_timeout);
     bhttp::async_read(
         socket_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_body(ec); });
