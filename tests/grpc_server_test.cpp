@@ -123,6 +123,30 @@ inference::ModelInferRequest accumulate(std::uint64_t id, std::int32_t value, bo
   return message;
 }
 
+// A gRPC server for `service` on a port of its own, and a stub that calls it.
+struct served_over_grpc {
+  oip::grpc::server server;
+  std::unique_ptr<inference::GRPCInferenceService::Stub> stub;
+
+  explicit served_over_grpc(oip::inference_service& service) : server{service, {"127.0.0.1", 0}} {
+    const oip::result<std::uint16_t> port = server.start();
+    REQUIRE(port);
+    stub = inference::GRPCInferenceService::NewStub(::grpc::CreateChannel(
+        "127.0.0.1:" + std::to_string(*port), ::grpc::InsecureChannelCredentials()));
+  }
+};
+
+// A request to `model` of one INT32 [1] input "IN", 1, as raw contents.
+inference::ModelInferRequest one_in(const std::string& model) {
+  oip::inference_request one;
+  const std::int32_t value = 1;
+  one.inputs.push_back(
+      *oip::tensor::from_values<std::int32_t>("IN", {1}, std::span<const std::int32_t>(&value, 1)));
+  inference::ModelInferRequest message;
+  REQUIRE(oip::grpc::encode_request(one, model, "", contents_form::raw, message).ok());
+  return message;
+}
+
 }  // namespace
 
 TEST_CASE("replies carry raw contents, one per output, whatever form the request used") {
@@ -1395,18 +1419,9 @@ TEST_CASE("a stream cancelled while replies are pending frees them all (CVE-2025
               .ok());
   oip::executor workers{oip::executor_options{4, 256}};
   oip::inference_service service{models, workers};
-  oip::grpc::server server{service, {"127.0.0.1", 0}};
-  const oip::result<std::uint16_t> port = server.start();
-  REQUIRE(port);
-  auto stub = inference::GRPCInferenceService::NewStub(::grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(*port), ::grpc::InsecureChannelCredentials()));
-
-  oip::inference_request one;
-  const std::int32_t value = 1;
-  one.inputs.push_back(
-      *oip::tensor::from_values<std::int32_t>("IN", {1}, std::span<const std::int32_t>(&value, 1)));
-  inference::ModelInferRequest burst;
-  REQUIRE(oip::grpc::encode_request(one, "burst", "", contents_form::raw, burst).ok());
+  served_over_grpc served{service};
+  auto& stub = served.stub;
+  const inference::ModelInferRequest burst = one_in("burst");
   for (int round = 0; round < 20; ++round) {
     CAPTURE(round);
     ::grpc::ClientContext context;
@@ -1504,20 +1519,10 @@ TEST_CASE("a stream whose client reads nothing frees the decoupled model's threa
   options.bounds.max_unsent_responses = 2;
   options.bounds.max_unread_wait = 300ms;
   oip::inference_service service{models, workers, options};
-  oip::grpc::server server{service, {"127.0.0.1", 0}};
-  const oip::result<std::uint16_t> port = server.start();
-  REQUIRE(port);
-  auto stub = inference::GRPCInferenceService::NewStub(::grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(*port), ::grpc::InsecureChannelCredentials()));
-
-  oip::inference_request one;
-  const std::int32_t value = 1;
-  one.inputs.push_back(
-      *oip::tensor::from_values<std::int32_t>("IN", {1}, std::span<const std::int32_t>(&value, 1)));
-  inference::ModelInferRequest request;
-  REQUIRE(oip::grpc::encode_request(one, "flood", "", contents_form::raw, request).ok());
+  served_over_grpc served{service};
+  const inference::ModelInferRequest request = one_in("flood");
   ::grpc::ClientContext context;
-  auto stream = stub->ModelStreamInfer(&context);
+  auto stream = served.stub->ModelStreamInfer(&context);
   REQUIRE(stream->Write(request));
   // The client reads nothing: the transport's window fills, then two responses wait unwritten,
   // then the model's next send waits, and gives up once no response has been written for 300 ms.

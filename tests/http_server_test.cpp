@@ -683,13 +683,21 @@ TEST_CASE("framing over the wire: raw binary requests and bad header lengths") {
   CHECK(after->status == 200);
 }
 
+namespace {
+// A server's options for loopback, on a port of its own, with the other settings as shipped.
+oip::http::server_options on_loopback() {
+  oip::http::server_options options;
+  options.address = "127.0.0.1";
+  options.port = 0;
+  return options;
+}
+}  // namespace
+
 TEST_CASE("connections above the limit are refused; the server keeps serving") {
   oip::model_repository repository;
   oip::executor workers{{1, 8}};
   oip::http_handler handler{repository, workers};
-  oip::http::server_options options;
-  options.address = "127.0.0.1";
-  options.port = 0;
+  oip::http::server_options options = on_loopback();
   options.max_connections = 1;
   oip::http::server server{handler, options};
   oip::result<std::uint16_t> port = server.start();
@@ -713,9 +721,7 @@ TEST_CASE("out of descriptors, the server waits to accept instead of spinning, t
   oip::model_repository repository;
   oip::executor workers{{1, 8}};
   oip::http_handler handler{repository, workers};
-  oip::http::server_options options;
-  options.address = "127.0.0.1";
-  options.port = 0;
+  oip::http::server_options options = on_loopback();
   options.io_threads = 1;
   oip::http::server server{handler, options};
   oip::result<std::uint16_t> port = server.start();
