@@ -11,6 +11,7 @@
 #include <oip/log.hpp>
 
 #include <any>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -1444,14 +1445,33 @@ TEST_CASE("a stream cancelled while replies are pending frees them all (CVE-2025
 
 TEST_CASE("a stream stops reading while 1024 requests wait for their replies, then goes on") {
   fixture f;
-  // The first request holds its place for 5 s (its timeout), and the replies of those after it,
-  // answered at once, wait behind it. The stream reads 1,023 of them and no more, however many
-  // the client sends, until the first reply is written; the replies waiting count against the
-  // memory budget.
+  // The first request's model waits until the test lets it answer, and the replies of those
+  // after it, answered at once, wait behind it. The stream reads 1,023 of them and no more,
+  // however many the client sends, until the first reply is written; the replies waiting count
+  // against the memory budget.
+  std::atomic<bool> let_through{false};
+  oip::model_config gate;
+  gate.name = "gate";
+  gate.inputs = {{"IN", oip::datatype::int32, {1}, {}}};
+  gate.outputs = {{"OUT", oip::datatype::int32, {1}, {}}};
+  REQUIRE(
+      f.models
+          .add(oip::make_model(
+              gate,
+              [&let_through](const oip::inference_request& r) -> oip::result<oip::model_output> {
+                while (!let_through.load()) std::this_thread::sleep_for(1ms);
+                const std::int32_t in = r.inputs.at(0).at<std::int32_t>(0);
+                return oip::model_output{{*oip::tensor::from_values<std::int32_t>(
+                                             "OUT", {1}, std::span<const std::int32_t>(&in, 1))},
+                                         {}};
+              }))
+          .ok());
+  inference::ModelInferRequest first = one_in("gate");
+  first.set_id("slow");
   constexpr int sent = 1500;
   ::grpc::ClientContext context;
   auto stream = f.stub->ModelStreamInfer(&context);
-  REQUIRE(stream->Write(held_request(5'000'000)));
+  REQUIRE(stream->Write(first));
   auto writer = std::async(std::launch::async, [&] {
     const inference::ModelInferRequest quick = simple_request(contents_form::raw);
     for (int i = 0; i < sent; ++i) {
@@ -1469,9 +1489,11 @@ TEST_CASE("a stream stops reading while 1024 requests wait for their replies, th
   // Each waiting reply holds its two 64-byte outputs at least.
   CHECK(f.service.memory().held() >= 1023 * 128);
 
+  let_through.store(true);
   inference::ModelStreamInferResponse reply;
   REQUIRE(stream->Read(&reply));
   CHECK(reply.infer_response().id() == "slow");
+  CHECK(reply.error_message().empty());
   int quick_replies = 0;
   int failed = 0;
   while (stream->Read(&reply)) {

@@ -39,7 +39,7 @@ struct limits {
   std::size_t max_unsent_responses = 64;
   /// How long such a send waits while the client reads none of the responses held for it: past
   /// it the send fails with 503, and the model ends the request, so that a client that stops
-  /// reading does not keep a model's thread for good.
+  /// reading does not keep a model's thread for good. 0 fails a send that finds no room at once.
   std::chrono::milliseconds max_unread_wait{30'000};
   /// The bytes the whole server may hold for requests and replies in flight, over every
   /// connection and transport together (`memory_budget`): a request that would pass it is

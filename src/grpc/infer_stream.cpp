@@ -182,8 +182,12 @@ class stream_reactor final : public stream_reactor_base {
 
   void OnDone() override {
     {
+      // Replies that were never written (a cancelled or abandoned stream) give their memory back
+      // now, not when the last of the stream's requests ends.
       const std::lock_guard lock{shared_->mutex};
       shared_->reactor = nullptr;
+      shared_->ordered.clear();
+      shared_->streamed.clear();
     }
     delete this;
   }

@@ -64,6 +64,12 @@ constexpr std::chrono::seconds linger_pause{2};
 // round, on a core that also serves sessions.
 constexpr std::chrono::milliseconds accept_retry_pause{100};
 
+// An accept that failed for want of descriptors or memory, which the next would meet again.
+bool out_of_resources(const beast::error_code& ec) {
+  return ec == net::error::no_descriptors || ec == net::error::no_buffer_space ||
+         ec == net::error::no_memory || ec == boost::system::errc::too_many_files_open_in_system;
+}
+
 }  // namespace
 
 class session;
@@ -236,11 +242,20 @@ class session : public std::enable_shared_from_this<session> {
     const auto& request = parser_->get();
     std::size_t fields = 0;
     for (auto it = request.begin(); it != request.end(); ++it) ++fields;
-    header_fields_ = fields;
     if (fields > options().max_header_count) {
       return fail(status{errc::header_fields_too_large,
                          fmt::format("the request has {} header fields, above the limit of {}",
                                      fields, options().max_header_count)});
+    }
+    // Taken now, before a chunked body's trailer fields join them in the parser (where Beast puts
+    // a field beside one of the same name): trailers are neither counted against the limit nor
+    // may they stand in for a header (RFC 9110, 6.5.1: they are not merged unless a field allows
+    // it), so they are dropped.
+    headers_.clear();
+    headers_.reserve(fields);
+    for (const auto& field : request) {
+      headers_.push_back(
+          {std::string{as_view(field.name_string())}, std::string{as_view(field.value())}});
     }
     if (status host = check_host(request); !host.ok()) return fail(host);
     if (status framing = check_transfer_encoding(request); !framing.ok()) return fail(framing);
@@ -386,16 +401,7 @@ class session : public std::enable_shared_from_this<session> {
     http_request request;
     request.method = std::string{as_view(in.method_string())};
     request.target = std::string{as_view(in.target())};
-    request.headers.reserve(header_fields_);
-    // The header section's fields only: Beast adds a chunked body's trailer fields after them,
-    // and those were neither counted against the limit nor may they stand in for a header
-    // (RFC 9110, 6.5.1: trailers are not merged unless a field allows it).
-    std::size_t taken = 0;
-    for (const auto& field : in) {
-      if (taken++ == header_fields_) break;
-      request.headers.push_back(
-          {std::string{as_view(field.name_string())}, std::string{as_view(field.value())}});
-    }
+    request.headers = std::move(headers_);
     if (parser_->content_length()) {
       request.body = buffer{std::move(body_)};
     } else if (!chunked_.empty()) {
@@ -456,7 +462,7 @@ class session : public std::enable_shared_from_this<session> {
     watched_ = request;
     socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this(), cancel,
                                                 request](beast::error_code ec) mutable {
-      self->watched_ = 0;
+      if (self->watched_ == request) self->watched_ = 0;
       if (ec || !self->busy_ || self->requests_ != request) return;
       char byte = 0;
       const ssize_t peeked =
@@ -466,7 +472,7 @@ class session : public std::enable_shared_from_this<session> {
         self->watched_ = request;
         self->probe_.expires_after(std::chrono::milliseconds{20});
         self->probe_.async_wait([self, cancel, request](beast::error_code e) mutable {
-          self->watched_ = 0;
+          if (self->watched_ == request) self->watched_ = 0;
           if (!e && self->busy_ && self->requests_ == request) {
             self->watch_for_disconnect(cancel, request);
           }
@@ -565,6 +571,7 @@ class session : public std::enable_shared_from_this<session> {
         // The last chunk (and the header, for a body of no part); the stream is done with.
         if (!self->http_1_0_ && !self->head_only_) self->reply_.head += "0\r\n\r\n";
         if (self->reply_.head.empty()) return self->on_write({});
+        self->expires_after(self->options().body_timeout);
         net::async_write(self->socket_, net::buffer(self->reply_.head),
                          [self](beast::error_code ec, std::size_t) { self->on_write(ec); });
       });
@@ -681,7 +688,7 @@ class session : public std::enable_shared_from_this<session> {
   std::optional<bhttp::request_parser<bhttp::buffer_body>> parser_;
   mutable_buffer body_;
   std::string chunked_;
-  std::size_t header_fields_ = 0;  // the request's header section's, before any trailer
+  std::vector<http_header> headers_;  // the request's header section, as read
   memory_budget::lease held_;  // the request's bytes and its reply's, until the reply is written
   http_response reply_;
   std::string header_;
@@ -706,6 +713,7 @@ void detail::server_state::accept() {
   next_loop = (next_loop + 1) % loops.size();
   acceptor.async_accept(next.io, [self = this](beast::error_code ec, socket_type socket) {
     if (ec == net::error::operation_aborted || self->stopping.load()) return;
+    if (ec && !out_of_resources(ec)) return self->accept();  // this connection's trouble only
     if (ec) {
       self->accept_pause.expires_after(accept_retry_pause);
       self->accept_pause.async_wait([self](beast::error_code waited) {

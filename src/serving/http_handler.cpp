@@ -150,25 +150,22 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     return json_reply(200, encode(*all));
   }
 
-  // The request's body with its Content-Encoding undone, within the body limit. With `held`
-  // (the request's share of the memory budget, kept until it ends), the decompressed bytes
-  // count against the budget: the transport counted the body only as it came.
-  // The body, decompressed: its bytes count against the memory budget in `held` (the request's
-  // lease), or while this is called, for a route that is done with the body when it returns.
-  result<buffer> plain_body(const http_request& request,
-                            memory_budget::lease* held = nullptr) const {
+  // The request's body with its Content-Encoding undone, within the body limit. The decompressed
+  // bytes count against the memory budget in `held` (given to the caller, who keeps it while it
+  // uses the body; the request's share for an inference): the transport counted the body only as
+  // it came.
+  result<buffer> plain_body(const http_request& request, memory_budget::lease& held) const {
     result<detail::content_coding> coding =
         detail::parse_content_encoding(request.header("Content-Encoding").value_or(""));
     if (!coding) return std::move(coding).error();
     if (*coding == detail::content_coding::identity) return request.body;
-    memory_budget::lease while_decompressing;
-    if (held == nullptr) held = &while_decompressing;
-    *held = service.memory().open();
-    return detail::decompress(request.body, *coding, options.bounds.max_body_bytes, held);
+    held = service.memory().open();
+    return detail::decompress(request.body, *coding, options.bounds.max_body_bytes, &held);
   }
 
   http_response repository_index_reply(const http_request& request) const {
-    result<buffer> body = plain_body(request);
+    memory_budget::lease held;  // the decompressed body's bytes, while they are read
+    result<buffer> body = plain_body(request, held);
     if (!body) return error_reply(body.error());
     result<repository_index_request> filter =
         decode_repository_index_request(body->as_string_view(), options.bounds);
@@ -188,7 +185,8 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     };
     if (status s = service.model_control_allowed(); !s.ok()) return answer(s);
     if (action == "unload") return service.unload(std::move(name), std::move(answer));
-    result<buffer> body = plain_body(request);
+    memory_budget::lease held;  // the decompressed body's bytes, while they are read
+    result<buffer> body = plain_body(request, held);
     if (!body) return answer(body.error());
     result<parameters> asked =
         decode_repository_load_request(body->as_string_view(), options.bounds);
@@ -204,7 +202,8 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
   // POST /v2[/models/<m>]/trace/setting: the settings after the change.
   http_response trace_update_reply(const http_request& request,
                                    std::optional<std::string_view> model) {
-    result<buffer> body = plain_body(request);
+    memory_budget::lease held;  // the decompressed body's bytes, while they are read
+    result<buffer> body = plain_body(request, held);
     if (!body) return error_reply(body.error());
     result<trace_settings_change> change =
         decode_trace_settings_change(body->as_string_view(), options.bounds);
@@ -214,7 +213,8 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
 
   // POST /v2/logging: the settings after the change.
   http_response logging_reply(const http_request& request) const {
-    result<buffer> body = plain_body(request);
+    memory_budget::lease held;  // the decompressed body's bytes, while they are read
+    result<buffer> body = plain_body(request, held);
     if (!body) return error_reply(body.error());
     result<log_settings_update> update =
         decode_log_settings_update(body->as_string_view(), options.bounds);
@@ -238,7 +238,8 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
           errc::invalid_argument,
           fmt::format("'region name' is necessary to register {} shared memory region", kind)});
     }
-    result<buffer> body = plain_body(request);
+    memory_budget::lease held;  // the decompressed body's bytes, while they are read
+    result<buffer> body = plain_body(request, held);
     if (!body) return error_reply(body.error());
     result<Registration> wanted = decode(body->as_string_view(), std::string{*region});
     if (!wanted) return error_reply(wanted.error());
@@ -358,7 +359,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
                           "HTTP end point doesn't support models with decoupled transaction "
                           "policy"};
           }
-          result<buffer> body = plain_body(request, held);
+          result<buffer> body = plain_body(request, *held);
           if (!body) return std::move(body).error();
           std::optional<std::size_t> header_length;
           if (const auto value = request.header(header_length_field)) {
@@ -488,7 +489,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     service.infer(
         {.model = name, .version = version, .cancel = cancel, .trace = request.trace},
         [&](const model_config& config) -> result<inference_request> {
-          result<buffer> body = plain_body(request, held);
+          result<buffer> body = plain_body(request, *held);
           if (!body) return std::move(body).error();
           return decode_generate_request(*body, config, options.bounds);
         },
@@ -555,7 +556,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     }
     if (openai && !path.empty() && path[0] == "v1") {
       const detail::openai_front_end::body_reader body = [&](memory_budget::lease* held) {
-        return plain_body(request, held);
+        return plain_body(request, *held);
       };
       return openai->handle(request, path, body, done, cancel);
     }

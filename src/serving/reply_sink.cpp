@@ -49,10 +49,10 @@ status response_backlog::wait_for_room(std::size_t limit, const cancellation& ca
   using clock = std::chrono::steady_clock;
   const clock::time_point started = clock::now();
   // The moment past which the client counts as no longer reading; a century is forever (and
-  // keeps the sum from overflowing).
+  // keeps the sum from overflowing), less than nothing is nothing.
   const auto give_up = [&] {
     if (patience >= std::chrono::hours{24 * 365 * 100}) return clock::time_point::max();
-    return std::max(started, last_written_) + patience;
+    return std::max(started, last_written_) + std::max(patience, std::chrono::milliseconds{0});
   };
   std::unique_lock lock{mutex_};
   while (!closed_ && held_ >= limit) {
