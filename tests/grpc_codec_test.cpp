@@ -1,3 +1,5 @@
+#include "fuzz/request_readers.hpp"
+#include "grpc/request_bytes.hpp"
 #include "grpc/response_bytes.hpp"
 #include "shm_object.hpp"
 #include "test_support.hpp"
@@ -5,6 +7,7 @@
 #include <oip/grpc/codec.hpp>
 #include <oip/shared_memory.hpp>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -501,4 +504,213 @@ TEST_CASE("the server's response bytes are what protobuf makes of the same respo
       }
     }
   }
+}
+
+// --- the server's reader of request bytes
+// ----------------------------------------------------------
+
+namespace {
+
+// Protobuf's wire format written by hand, for what protobuf's serializer never writes.
+struct wire_bytes {
+  std::string bytes;
+
+  wire_bytes& varint(std::uint64_t value) {
+    for (; value >= 0x80U; value >>= 7U)
+      bytes.push_back(static_cast<char>((value & 0x7FU) | 0x80U));
+    bytes.push_back(static_cast<char>(value));
+    return *this;
+  }
+  wire_bytes& tag(int field, int type) {
+    return varint((static_cast<std::uint64_t>(field) << 3U) | static_cast<std::uint64_t>(type));
+  }
+  wire_bytes& number(int field, std::uint64_t value) { return tag(field, 0).varint(value); }
+  wire_bytes& field(int field, std::string_view value) {
+    tag(field, 2).varint(value.size());
+    bytes.append(value);
+    return *this;
+  }
+};
+
+std::string serialized(const inference::ModelInferRequest& message) {
+  std::string out;
+  REQUIRE(message.SerializeToString(&out));
+  return out;
+}
+
+oip::limits fuzz_bounds() {
+  oip::limits bounds;
+  bounds.max_elements = 1U << 20U;
+  return bounds;
+}
+
+// Whether the wire reader reads `bytes` (and, when it does, reads what protobuf's path reads).
+bool read_from_wire(std::string_view bytes) {
+  const oip_test::readers_outcome outcome = oip_test::compare_request_readers(bytes, fuzz_bounds());
+  CHECK_MESSAGE(outcome.disagreement.empty(), outcome.disagreement);
+  return outcome.read_from_wire;
+}
+
+}  // namespace
+
+TEST_CASE("the wire reader reads what clients send, as protobuf and decode_request read it") {
+  std::mt19937 rng{11};
+  oip::inference_request request;
+  request.id = "request-7";
+  for (const datatype type :
+       {datatype::boolean, datatype::uint8, datatype::int16, datatype::int32, datatype::int64,
+        datatype::fp16, datatype::bf16, datatype::fp32, datatype::fp64, datatype::bytes}) {
+    const oip::tensor t = random_tensor(type, rng);
+    request.inputs.push_back(
+        *oip::tensor::make(fmt::format("IN_{}", oip::to_string(type)), type, t.shape(), t.data()));
+  }
+  request.inputs.push_back(*oip::tensor::make("EMPTY", datatype::fp32, {0, 4}, oip::buffer{}));
+  request.parameters.set("sequence_id", std::int64_t{-3});  // Triton's client, above INT64_MAX
+  request.parameters.set("sequence_start", true);
+  request.parameters.set("priority", std::uint64_t{2});
+  request.parameters.set("ratio", -0.5);
+  request.parameters.set("note", std::string{"caf\xC3\xA9"});
+  request.parameters.set("triton_enable_empty_final_response", true);
+  request.outputs.push_back({"OUT0", {}});
+  oip::requested_output classes{"OUT1", {}};
+  classes.parameters.set("classification", std::int64_t{3});
+  request.outputs.push_back(std::move(classes));
+
+  inference::ModelInferRequest message;
+  REQUIRE(oip::grpc::encode_request(request, "model", "2", contents_form::raw, message).ok());
+  const std::string bytes = serialized(message);
+  CHECK(read_from_wire(bytes));
+
+  const std::optional<oip::grpc::request_fields> read =
+      oip::grpc::read_request_bytes(bytes, fuzz_bounds());
+  REQUIRE(read);
+  CHECK(read->model_name == "model");
+  CHECK(read->model_version == "2");
+  CHECK(read->id == "request-7");
+  REQUIRE(read->request.parameters.get<std::uint64_t>("sequence_id") != nullptr);
+  CHECK(*read->request.parameters.get<std::uint64_t>("sequence_id") ==
+        std::numeric_limits<std::uint64_t>::max() - 2);
+  REQUIRE(read->request.inputs.size() == request.inputs.size());
+  for (const oip::tensor& input : read->request.inputs) {
+    CHECK(input.data().is_aligned(64));  // each input's bytes start a cache line of their own
+  }
+
+  SUBCASE("a bare request: a model name and nothing else") {
+    inference::ModelInferRequest bare;
+    bare.set_model_name("m");
+    CHECK(read_from_wire(serialized(bare)));
+  }
+  SUBCASE("the bytes as one grpc++ slice are read; in several, they are protobuf's") {
+    const grpc::Slice whole{bytes.data(), bytes.size()};
+    CHECK(oip::grpc::read_request_bytes(grpc::ByteBuffer{&whole, 1}, fuzz_bounds()));
+    const std::array<grpc::Slice, 2> halves{
+        grpc::Slice{bytes.data(), bytes.size() / 2},
+        grpc::Slice{bytes.data() + bytes.size() / 2, bytes.size() - bytes.size() / 2}};
+    CHECK_FALSE(oip::grpc::read_request_bytes(grpc::ByteBuffer{halves.data(), 2}, fuzz_bounds()));
+  }
+}
+
+TEST_CASE(
+    "the wire reader reads what protobuf accepts in the forms its serializer does not write") {
+  const std::string shape_of_two = wire_bytes{}.varint(2).bytes;
+  const std::string input =
+      wire_bytes{}.field(1, "IN").field(2, "INT32").field(3, shape_of_two).bytes;
+  const std::string eight_bytes(8, '\x01');
+  SUBCASE("unknown fields of every wire type, skipped") {
+    wire_bytes message;
+    message.field(1, "m").number(99, 5).field(5, input).field(7, eight_bytes);
+    message.tag(100, 1).bytes.append(8, 'x');  // fixed64
+    message.tag(101, 5).bytes.append(4, 'y');  // fixed32
+    message.field(102, "anything");
+    CHECK(read_from_wire(message.bytes));
+  }
+  SUBCASE("the raw contents before the inputs, and a string field twice (the last counts)") {
+    CHECK(read_from_wire(
+        wire_bytes{}.field(7, eight_bytes).field(1, "first").field(5, input).field(1, "m").bytes));
+  }
+  SUBCASE("a shape unpacked, one field per dimension") {
+    const std::string unpacked =
+        wire_bytes{}.field(1, "IN").field(2, "INT32").number(3, 1).number(3, 2).bytes;
+    CHECK(
+        read_from_wire(wire_bytes{}.field(1, "m").field(5, unpacked).field(7, eight_bytes).bytes));
+  }
+  SUBCASE("a bool parameter whose varint is neither 0 nor 1 is true") {
+    const std::string value = wire_bytes{}.number(1, 7).bytes;
+    const std::string entry = wire_bytes{}.field(1, "flag").field(2, value).bytes;
+    const std::string message = wire_bytes{}.field(1, "m").field(4, entry).bytes;
+    CHECK(read_from_wire(message));
+    CHECK(*oip::grpc::read_request_bytes(message, fuzz_bounds())
+               ->request.parameters.get<bool>("flag"));
+  }
+}
+
+TEST_CASE("the wire reader leaves to protobuf what it does not read, and every refusal") {
+  inference::ModelInferRequest good = one_input("INT32", {1, 2});
+  good.add_raw_input_contents(std::string(8, '\0'));
+  REQUIRE(read_from_wire(serialized(good)));
+  inference::ModelInferRequest message = good;
+
+  SUBCASE("typed contents") {
+    message.clear_raw_input_contents();
+    message.mutable_inputs(0)->mutable_contents()->add_int_contents(1);
+    message.mutable_inputs(0)->mutable_contents()->add_int_contents(2);
+  }
+  SUBCASE("an input in shared memory") {
+    message.clear_raw_input_contents();
+    (*message.mutable_inputs(0)->mutable_parameters())["shared_memory_region"].set_string_param(
+        "r");
+  }
+  SUBCASE("a raw entry too many, or too few") {
+    SUBCASE("too many") { message.add_raw_input_contents("x"); }
+    SUBCASE("none") { message.clear_raw_input_contents(); }
+  }
+  SUBCASE("raw bytes that do not match the shape") {
+    message.set_raw_input_contents(0, std::string(7, '\0'));
+  }
+  SUBCASE("two inputs of one name") {
+    *message.add_inputs() = message.inputs(0);
+    message.add_raw_input_contents(std::string(8, '\0'));
+  }
+  SUBCASE("two requested outputs of one name") {
+    message.add_outputs()->set_name("OUT");
+    message.add_outputs()->set_name("OUT");
+  }
+  SUBCASE("an unknown datatype, a negative dimension, too many elements") {
+    SUBCASE("datatype") { message.mutable_inputs(0)->set_datatype("INT33"); }
+    SUBCASE("dimension") { message.mutable_inputs(0)->set_shape(0, -1); }
+    SUBCASE("elements") { message.mutable_inputs(0)->set_shape(0, std::int64_t{1} << 40); }
+  }
+  SUBCASE("a parameter without a value, and a non-bool empty-final flag") {
+    SUBCASE("no value") { (*message.mutable_parameters())["p"]; }
+    SUBCASE("flag") {
+      (*message.mutable_parameters())["triton_enable_empty_final_response"].set_int64_param(1);
+    }
+  }
+  SUBCASE("more parameters than a few") {
+    for (int i = 0; i < 17; ++i)
+      (*message.mutable_parameters())[fmt::format("p{}", i)].set_bool_param(true);
+  }
+  std::string bytes = serialized(message);
+  SUBCASE("a name that is not UTF-8") {
+    bytes = serialized(good);
+    const std::size_t at = bytes.find("INPUT0");
+    REQUIRE(at != std::string::npos);
+    bytes[at] = '\xC0';
+  }
+  SUBCASE("a group, which only protobuf reads") {
+    bytes = serialized(good);
+    wire_bytes group;
+    group.tag(50, 3).number(1, 1).tag(50, 4);
+    bytes += group.bytes;
+  }
+  SUBCASE("a known field of the wrong wire type") {
+    bytes = serialized(good) + wire_bytes{}.number(1, 4).bytes;
+  }
+  SUBCASE("a tag in six bytes, which protobuf does not read") {
+    bytes = serialized(good) + std::string{"\x8a\x8a\x8a\x8a\x8a\x00\x00", 7};
+  }
+  SUBCASE("a message cut short") {
+    bytes = serialized(good).substr(0, serialized(good).size() - 3);
+  }
+  CHECK_FALSE(read_from_wire(bytes));
 }

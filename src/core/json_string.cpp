@@ -1,52 +1,11 @@
 #include "core/detail/json_string.hpp"
 
+#include "core/detail/utf8.hpp"
+
 #include <array>
 #include <cstdint>
 
 namespace oip::detail {
-
-namespace {
-
-// Length of the well-formed UTF-8 sequence at the start of `s`, or 0 if it is not one
-// (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF).
-std::size_t utf8_sequence_length(std::string_view s) {
-  const auto byte = [&](std::size_t i) { return static_cast<std::uint8_t>(s[i]); };
-  const auto continuation = [&](std::size_t i) {
-    return i < s.size() && (byte(i) & 0xC0U) == 0x80U;
-  };
-  const std::uint8_t lead = byte(0);
-  if (lead < 0x80U) return 1;
-  if (lead >= 0xC2U && lead <= 0xDFU) return continuation(1) ? 2 : 0;
-  if (lead >= 0xE0U && lead <= 0xEFU) {
-    if (!continuation(1) || !continuation(2)) return 0;
-    if (lead == 0xE0U && byte(1) < 0xA0U) return 0;   // overlong
-    if (lead == 0xEDU && byte(1) >= 0xA0U) return 0;  // surrogate
-    return 3;
-  }
-  if (lead >= 0xF0U && lead <= 0xF4U) {
-    if (!continuation(1) || !continuation(2) || !continuation(3)) return 0;
-    if (lead == 0xF0U && byte(1) < 0x90U) return 0;   // overlong
-    if (lead == 0xF4U && byte(1) >= 0x90U) return 0;  // above U+10FFFF
-    return 4;
-  }
-  return 0;
-}
-
-}  // namespace
-
-std::size_t find_invalid_utf8(std::string_view text) {
-  std::size_t i = 0;
-  while (i < text.size()) {
-    if (static_cast<unsigned char>(text[i]) < 0x80U) {
-      ++i;
-      continue;
-    }
-    const std::size_t length = utf8_sequence_length(text.substr(i));
-    if (length == 0) return i;
-    i += length;
-  }
-  return std::string_view::npos;
-}
 
 namespace {
 

@@ -1,5 +1,6 @@
 #include "codecs/detail/sequence_controls.hpp"
 #include "core/detail/find_duplicate.hpp"
+#include "grpc/messages.hpp"
 
 #include <oip/grpc/codec.hpp>
 #include <oip/json.hpp>
@@ -484,12 +485,7 @@ result<inference_request> decode_request(inference::ModelInferRequest& message,
   result<parameters> params = decode_parameters(message.parameters(), "the request");
   if (!params) return std::move(params).error();
   request.parameters = std::move(*params);
-  // Triton's gRPC clients send a sequence id above INT64_MAX as a negative int64_param, and
-  // Triton reads it back as the uint64 it was.
-  if (const auto* id = request.parameters.get<std::int64_t>("sequence_id");
-      id != nullptr && *id < 0) {
-    request.parameters.set("sequence_id", static_cast<std::uint64_t>(*id));
-  }
+  restore_unsigned_sequence_id(request.parameters);
   result<std::vector<tensor>> inputs =
       decode_tensors(message.inputs(), *message.mutable_raw_input_contents(), "input", model,
                      bounds, nullptr, &request.shared_memory_inputs);

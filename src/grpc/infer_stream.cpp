@@ -8,6 +8,7 @@
 
 #include "grpc/infer_stream.hpp"
 
+#include "grpc/infer_message.hpp"
 #include "grpc/response_bytes.hpp"
 
 #include <oip/memory_budget.hpp>
@@ -110,9 +111,8 @@ class stream_reactor final : public stream_reactor_base {
       // The message's bytes count against the memory budget until its request ends.
       result<memory_budget::lease> held = service_.memory().reserve(incoming_.Length());
       if (held) {
-        message_arena arena;
-        auto& message = arena.make<inference::ModelInferRequest>();
-        refused = parse(incoming_, message);
+        infer_message message;
+        refused = message.read(incoming_, service_.options().bounds);
         incoming_.Clear();
         if (refused.ok()) dispatch(message, read_started, sequence, std::move(*held));
       } else {
@@ -329,7 +329,7 @@ class stream_reactor final : public stream_reactor_base {
     std::optional<::grpc::ByteBuffer> last_;
   };
 
-  void dispatch(inference::ModelInferRequest& message, tracer::clock::time_point read_started,
+  void dispatch(infer_message& message, tracer::clock::time_point read_started,
                 std::uint64_t sequence, memory_budget::lease held) {
     const auto received = inference_service::clock::now();
     auto sink = std::make_shared<stream_reply>();
@@ -347,10 +347,7 @@ class stream_reactor final : public stream_reactor_base {
     sink->names.model_name = message.model_name();
     sink->names.model_version = message.model_version();
     if (!message.id().empty()) sink->names.id = message.id();
-    if (const auto flag = message.parameters().find("triton_enable_empty_final_response");
-        flag != message.parameters().end()) {
-      sink->empty_final = flag->second.bool_param();
-    }
+    sink->empty_final = message.empty_final_response();
     result<std::optional<std::uint64_t>> version = parse_model_version(message.model_version());
     if (!version) {
       ::grpc::ByteBuffer error = final_reply(sink->names, version.error().message());
@@ -374,7 +371,7 @@ class stream_reactor final : public stream_reactor_base {
             const std::lock_guard lock{shared_->mutex};
             stream_replies_of(sequence);
           }
-          return decode_infer_message(message, service_.options().bounds);
+          return message.decode(service_.options().bounds);
         },
         std::move(sink));
   }

@@ -7,6 +7,8 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
+#include <variant>
 
 #include <fmt/format.h>
 #include <google/protobuf/arena.h>
@@ -81,18 +83,32 @@ status serialize(const Message& message, ::grpc::ByteBuffer& out) {
                             Message::descriptor()->full_name(), message.ByteSizeLong())};
 }
 
+// Triton's gRPC clients send a sequence id above INT64_MAX as a negative int64_param, and
+// Triton reads it back as the uint64 it was.
+inline void restore_unsigned_sequence_id(parameters& params) {
+  if (const auto* id = params.get<std::int64_t>("sequence_id"); id != nullptr && *id < 0) {
+    params.set("sequence_id", static_cast<std::uint64_t>(*id));
+  }
+}
+
+// What the service refuses in an inference message's parameters beyond what decode_request does.
+inline status check_infer_parameters(const parameters& params) {
+  if (const parameter_value* flag = params.find("triton_enable_empty_final_response");
+      flag != nullptr && !std::holds_alternative<bool>(*flag)) {
+    return status{errc::invalid_argument,
+                  "invalid value type for 'triton_enable_empty_final_response' parameter, "
+                  "expected bool_param."};
+  }
+  return {};
+}
+
 // The service's decoding of an inference message; its raw contents move into the request's
 // tensors rather than being copied.
 inline result<inference_request> decode_infer_message(inference::ModelInferRequest& message,
                                                       const limits& bounds) {
   result<inference_request> request = decode_request(message, bounds);
   if (!request) return request;
-  if (const parameter_value* flag = request->parameters.find("triton_enable_empty_final_response");
-      flag != nullptr && !std::holds_alternative<bool>(*flag)) {
-    return status{errc::invalid_argument,
-                  "invalid value type for 'triton_enable_empty_final_response' parameter, "
-                  "expected bool_param."};
-  }
+  if (status refused = check_infer_parameters(request->parameters); !refused.ok()) return refused;
   return request;
 }
 

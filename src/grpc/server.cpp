@@ -9,6 +9,7 @@
 // malformed message is its mistake: INVALID_ARGUMENT, and on a stream an error reply.
 
 #include "grpc/deadlock_detection.hpp"
+#include "grpc/infer_message.hpp"
 #include "grpc/infer_stream.hpp"
 #include "grpc/messages.hpp"
 #include "grpc/response_bytes.hpp"
@@ -291,9 +292,8 @@ class service_impl final : public raw_service {
   // The request to the service, or what is wrong with it before the service has it.
   status start_infer(const std::shared_ptr<infer_call>& call, const ByteBuffer& in) {
     const auto called = tracer::clock::now();
-    message_arena arena;
-    auto& message = arena.make<inference::ModelInferRequest>();
-    if (status parsed = parse(in, message); !parsed.ok()) return parsed;
+    infer_message message;
+    if (status read = message.read(in, service_.options().bounds); !read.ok()) return read;
     result<std::optional<std::uint64_t>> version = parse_model_version(message.model_version());
     if (!version) return version.error();
     // grpc++ calls this with the message read: its wait and read are what parsing it takes.
@@ -313,7 +313,7 @@ class service_impl final : public raw_service {
                           "ModelInfer RPC doesn't support models with decoupled transaction "
                           "policy"};
           }
-          return decode_infer_message(message, service_.options().bounds);
+          return message.decode(service_.options().bounds);
         },
         call);
     return {};

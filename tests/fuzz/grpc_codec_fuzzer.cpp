@@ -2,8 +2,12 @@
 // protobuf encoding:
 //   even: a ModelInferRequest, decoded as a server does; whatever decodes is answered (identity
 //         outputs, raw and typed) and re-encoded as a client would, and both must decode again;
+//         what the server's wire reader reads, protobuf's parse and decode_request must read the
+//         same way;
 //   odd:  a ModelInferResponse, decoded as a client does.
 // A crash, a leak, or a decoded message that its own encoding cannot reproduce is a finding.
+
+#include "request_readers.hpp"
 
 #include <oip/grpc/codec.hpp>
 
@@ -51,6 +55,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto* bytes = reinterpret_cast<const char*>(data + 1);
   const auto length = static_cast<int>(size - 1);
   if (data[0] % 2 == 0) {
+    if (!oip_test::compare_request_readers({bytes, size - 1}, bounds).disagreement.empty()) {
+      __builtin_trap();
+    }
     inference::ModelInferRequest message;
     if (message.ParseFromArray(bytes, length)) check_request(message, bounds);
   } else {

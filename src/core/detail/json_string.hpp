@@ -1,6 +1,8 @@
 #pragma once
 // Internal: writing JSON strings. Shared by status::to_json and the JSON encoder.
 
+#include "core/detail/utf8.hpp"
+
 #include <string>
 #include <string_view>
 
@@ -10,8 +12,5 @@ namespace oip::detail {
 /// every byte that is not part of a well-formed UTF-8 sequence becomes U+FFFD, so the output is
 /// always valid JSON (and valid UTF-8) whatever `text` holds.
 void append_json_string(std::string& out, std::string_view text);
-
-/// Offset of the first byte of `text` that is not part of a well-formed UTF-8 sequence, or npos.
-std::size_t find_invalid_utf8(std::string_view text);
 
 }  // namespace oip::detail
