@@ -217,8 +217,9 @@ bool read_parameter_entry(std::string_view bytes, parameters& out) {
 // An input's fields other than its data, which is among the raw contents.
 struct input_fields {
   std::string_view name;
-  std::string_view datatype;
+  std::string_view datatype_name;
   shape_type shape;
+  datatype type = datatype::fp32;  // parsed from datatype_name, once the fields are checked
 };
 
 bool read_input(std::string_view bytes, input_fields& out) {
@@ -232,7 +233,7 @@ bool read_input(std::string_view bytes, input_fields& out) {
         if (type != wire_type::length_delimited || !text(in, out.name)) return false;
         break;
       case input_datatype:
-        if (type != wire_type::length_delimited || !text(in, out.datatype)) return false;
+        if (type != wire_type::length_delimited || !text(in, out.datatype_name)) return false;
         break;
       case input_shape: {
         std::uint64_t dim = 0;
@@ -305,8 +306,20 @@ bool make_inputs(std::vector<input_fields>& fields, std::span<const std::string_
   if (raw.size() != fields.size()) return false;
   if (fields.empty()) return true;
   if (repeats_a_name(fields, [](const input_fields& f) { return f.name; })) return false;
+  // What can be checked before the bytes are copied is, so that a declined request copies none.
   std::size_t total = 0;
-  for (const std::string_view bytes : raw) total += aligned(bytes.size());
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    const result<datatype> type = parse_datatype(fields[i].datatype_name);
+    if (!type) return false;
+    fields[i].type = *type;
+    const result<std::uint64_t> count = element_count(fields[i].shape);
+    if (!count || *count > bounds.max_elements) return false;
+    if (*type != datatype::bytes) {  // BYTES elements are counted by tensor::make
+      const std::size_t size = element_size(*type);
+      if (raw[i].size() % size != 0 || raw[i].size() / size != *count) return false;
+    }
+    total += aligned(raw[i].size());
+  }
   result<mutable_buffer> block = mutable_buffer::allocate_for_overwrite(total);
   if (!block) return false;
   std::size_t offset = 0;
@@ -320,14 +333,10 @@ bool make_inputs(std::vector<input_fields>& fields, std::span<const std::string_
   out.reserve(fields.size());
   offset = 0;
   for (std::size_t i = 0; i < fields.size(); ++i) {
-    const result<datatype> type = parse_datatype(fields[i].datatype);
-    if (!type) return false;
-    const result<std::uint64_t> count = element_count(fields[i].shape);
-    if (!count || *count > bounds.max_elements) return false;
     result<buffer> data = contents.slice(offset, raw[i].size());
     offset += aligned(raw[i].size());
     if (!data) return false;
-    result<tensor> made = tensor::make(std::string{fields[i].name}, *type,
+    result<tensor> made = tensor::make(std::string{fields[i].name}, fields[i].type,
                                        std::move(fields[i].shape), std::move(*data));
     if (!made) return false;
     out.push_back(std::move(*made));
