@@ -2,10 +2,12 @@
 #include <oip/inference_service.hpp>
 #include <oip/memory_budget.hpp>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <condition_variable>
-#include <iterator>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -37,6 +39,12 @@ using acceptor_type = net::basic_socket_acceptor<tcp, executor_type>;
 using timer_type =
     net::basic_waitable_timer<std::chrono::steady_clock,
                               net::wait_traits<std::chrono::steady_clock>, executor_type>;
+
+void append_decimal(std::string& out, std::uint64_t value) {
+  std::array<char, 20> digits{};
+  char* end = std::to_chars(digits.data(), digits.data() + digits.size(), value).ptr;
+  out.append(digits.data(), static_cast<std::size_t>(end - digits.data()));
+}
 
 std::string_view reason_phrase(int status) noexcept {
   const std::string_view reason = bhttp::obsolete_reason(static_cast<bhttp::status>(status));
@@ -498,15 +506,21 @@ class session : public std::enable_shared_from_this<session> {
     reply_ = std::move(reply);
     if (server_->closing_connections()) keep_alive_ = false;  // the last reply on this connection
     header_.clear();  // keeps its capacity for the connection's next reply
-    auto out = std::back_inserter(header_);
-    fmt::format_to(out, "HTTP/1.1 {} {}\r\n", reply_.status, reason_phrase(reply_.status));
-    for (const http_header& h : reply_.headers) fmt::format_to(out, "{}: {}\r\n", h.name, h.value);
+    // Plain appends: fmt's formatting into a string cost more than the rest of the head.
+    header_.append("HTTP/1.1 ");
+    append_decimal(header_, static_cast<std::uint64_t>(reply_.status));
+    header_.append(" ").append(reason_phrase(reply_.status)).append("\r\n");
+    for (const http_header& h : reply_.headers) {
+      header_.append(h.name).append(": ").append(h.value).append("\r\n");
+    }
     if (reply_.stream) {
       // An HTTP/1.0 client knows no chunks: its body ends when the connection closes.
       if (http_1_0_) keep_alive_ = false;
       if (!http_1_0_) header_ += "Transfer-Encoding: chunked\r\n";
     } else {
-      fmt::format_to(out, "Content-Length: {}\r\n", reply_.body_size());
+      header_.append("Content-Length: ");
+      append_decimal(header_, reply_.body_size());
+      header_.append("\r\n");
       held_.add(
           reply_.body_size());  // until written: the next request is refused if it would not fit
     }

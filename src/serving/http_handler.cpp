@@ -338,7 +338,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
 
     http_response made(result<inference_response> outcome) override {
       if (!outcome) return error_reply(outcome.error());
-      return handler->compressed(reply_of(*outcome, format), coding);
+      return handler->compressed(reply_of(outcome, format), coding);
     }
   };
 
