@@ -3,6 +3,7 @@
 #include "core/detail/find_duplicate.hpp"
 #include "core/detail/utf8.hpp"
 #include "grpc/messages.hpp"
+#include "grpc/wire_format.hpp"
 
 #include <oip/buffer.hpp>
 #include <oip/datatype.hpp>
@@ -29,14 +30,7 @@ namespace {
 // Every refusal below is a `false` that declines the message, never an error of its own: protobuf
 // then parses the same bytes and says what is wrong, or reads what this reader leaves to it.
 
-enum class wire_type : std::uint8_t {
-  varint = 0,
-  fixed64 = 1,
-  length_delimited = 2,
-  start_group = 3,
-  end_group = 4,
-  fixed32 = 5,
-};
+using namespace wire;  // NOLINT(google-build-using-namespace): the format's names, throughout
 
 // ModelInferRequest
 constexpr int request_model_name = 1;
@@ -55,15 +49,6 @@ constexpr int input_contents = 5;
 // ModelInferRequest.InferRequestedOutputTensor
 constexpr int output_name = 1;
 constexpr int output_parameters = 2;
-// A map entry
-constexpr int entry_key = 1;
-constexpr int entry_value = 2;
-// InferParameter
-constexpr int parameter_bool = 1;
-constexpr int parameter_int64 = 2;
-constexpr int parameter_string = 3;
-constexpr int parameter_double = 4;
-constexpr int parameter_uint64 = 5;
 
 // Reads one message's fields in order; a read past the end fails rather than happens.
 class wire_reader {

@@ -1,5 +1,7 @@
 #include "grpc/response_bytes.hpp"
 
+#include "grpc/wire_format.hpp"
+
 #include <array>
 #include <bit>
 #include <cstdint>
@@ -27,7 +29,7 @@ constexpr std::size_t shared_slice_bytes = std::size_t{16} << 10U;
 // Every field number here is below 16, so each tag is one byte. The bytes are those protobuf's own
 // serialization gives, but for the order of map entries, which protobuf leaves open.
 
-enum class wire_type : std::uint8_t { varint = 0, fixed64 = 1, length_delimited = 2 };
+using namespace wire;  // NOLINT(google-build-using-namespace): the format's names, throughout
 
 constexpr char tag(int field, wire_type type) {
   return static_cast<char>((field << 3) | static_cast<int>(type));
@@ -48,16 +50,6 @@ constexpr int output_name = 1;
 constexpr int output_datatype = 2;
 constexpr int output_shape = 3;
 constexpr int output_parameters = 4;
-// A map entry
-constexpr int entry_key = 1;
-constexpr int entry_value = 2;
-// InferParameter
-constexpr int parameter_bool = 1;
-constexpr int parameter_int64 = 2;
-constexpr int parameter_string = 3;
-constexpr int parameter_double = 4;
-constexpr int parameter_uint64 = 5;
-
 std::size_t varint_size(std::uint64_t value) {
   std::size_t size = 1;
   for (; value >= 0x80U; value >>= 7U) ++size;
