@@ -1,3 +1,5 @@
+#include "http/request_parser.hpp"
+
 #include <oip/http/server.hpp>
 #include <oip/inference_service.hpp>
 #include <oip/memory_budget.hpp>
@@ -51,10 +53,6 @@ std::string_view reason_phrase(int status) noexcept {
   return reason.empty() ? std::string_view{"Unknown"} : reason;
 }
 
-std::string_view as_view(beast::string_view s) noexcept { return {s.data(), s.size()}; }
-
-// Chunked bodies have no announced length: they grow in steps of this, up to the body limit.
-constexpr std::size_t chunked_step = std::size_t{64} << 10U;
 // simdjson reads up to 64 bytes past the JSON; a body allocated with this padding is decoded in
 // place.
 constexpr std::size_t body_padding = 64;
@@ -231,11 +229,8 @@ class session : public std::enable_shared_from_this<session> {
 
   void read_header() {
     if (server_->stopping.load()) return close();
-    parser_.emplace();
-    parser_->header_limit(static_cast<std::uint32_t>(options().max_header_bytes));
-    parser_->body_limit(body_limit());
+    parser_.emplace(static_cast<std::uint32_t>(options().max_header_bytes), body_limit(), held_);
     body_ = {};
-    chunked_.clear();
     expires_after(requests_ == 0 ? options().header_timeout : options().idle_timeout);
     bhttp::async_read_header(
         socket_, buffer_, *parser_,
@@ -247,26 +242,14 @@ class session : public std::enable_shared_from_this<session> {
     header_read_ = tracer::clock::now();
     busy_ = true;
     ++requests_;
-    const auto& request = parser_->get();
-    std::size_t fields = 0;
-    for (auto it = request.begin(); it != request.end(); ++it) ++fields;
+    const std::size_t fields = parser_->field_count();
     if (fields > options().max_header_count) {
       return fail(status{errc::header_fields_too_large,
                          fmt::format("the request has {} header fields, above the limit of {}",
                                      fields, options().max_header_count)});
     }
-    // Taken now, before a chunked body's trailer fields join them in the parser (where Beast puts
-    // a field beside one of the same name): trailers are neither counted against the limit nor
-    // may they stand in for a header (RFC 9110, 6.5.1: they are not merged unless a field allows
-    // it), so they are dropped.
-    headers_.clear();
-    headers_.reserve(fields);
-    for (const auto& field : request) {
-      headers_.push_back(
-          {std::string{as_view(field.name_string())}, std::string{as_view(field.value())}});
-    }
-    if (status host = check_host(request); !host.ok()) return fail(host);
-    if (status framing = check_transfer_encoding(request); !framing.ok()) return fail(framing);
+    if (status host = check_host(*parser_); !host.ok()) return fail(host);
+    if (status framing = check_transfer_encoding(*parser_); !framing.ok()) return fail(framing);
     if (const auto length = parser_->content_length(); length && *length > body_limit()) {
       return fail(status{errc::payload_too_large,
                          fmt::format("the request body is {} bytes, above the limit of {}", *length,
@@ -280,7 +263,7 @@ class session : public std::enable_shared_from_this<session> {
         return fail(room);
       }
     }
-    if (beast::iequals(request[bhttp::field::expect], "100-continue")) {
+    if (parser_->expects_continue()) {
       static constexpr std::string_view go_on = "HTTP/1.1 100 Continue\r\n\r\n";
       expires_after(options().body_timeout);
       net::async_write(socket_, net::buffer(go_on.data(), go_on.size()),
@@ -295,8 +278,8 @@ class session : public std::enable_shared_from_this<session> {
 
   // RFC 9112, 3.2: an HTTP/1.1 request carries exactly one Host field (HTTP/1.0 predates it), and
   // a server answers 400 to one that does not.
-  static status check_host(const bhttp::request<bhttp::buffer_body>& request) {
-    const std::size_t hosts = request.count(bhttp::field::host);
+  static status check_host(const detail::request_parser& request) {
+    const std::size_t hosts = request.host_fields();
     if (hosts == 1 || (hosts == 0 && request.version() < 11)) return {};
     return status{errc::invalid_argument,
                   hosts == 0 ? "an HTTP/1.1 request must have a Host header field"
@@ -306,23 +289,15 @@ class session : public std::enable_shared_from_this<session> {
   // "chunked" is the one transfer coding read here. With any other, or with chunked not last, a
   // body's end is unknown (RFC 9112, 6.3): the request is refused and the connection closed, so
   // that the body is never read as the next request.
-  status check_transfer_encoding(const bhttp::request<bhttp::buffer_body>& request) const {
-    std::size_t codings = 0;
-    bool only_chunked = true;
-    for (auto it = request.find(bhttp::field::transfer_encoding);
-         it != request.end() && it->name() == bhttp::field::transfer_encoding; ++it) {
-      for (const auto& coding : bhttp::token_list{it->value()}) {
-        ++codings;
-        only_chunked = only_chunked && beast::iequals(coding, "chunked");
-      }
-    }
+  static status check_transfer_encoding(const detail::request_parser& request) {
+    const std::size_t codings = request.transfer_codings();
     if (codings == 0) return {};
-    if (codings != 1 || !only_chunked || !parser_->chunked()) {
+    if (codings != 1 || !request.only_chunked_coding() || !request.chunked()) {
       return status{errc::invalid_argument,
                     fmt::format("unsupported Transfer-Encoding '{}': only chunked is accepted",
-                                as_view(request[bhttp::field::transfer_encoding]).substr(0, 64))};
+                                request.first_transfer_encoding().substr(0, 64))};
     }
-    if (request.find(bhttp::field::content_length) != request.end()) {
+    if (request.has_content_length_field()) {
       return status{errc::invalid_argument,
                     "a request may not have both Transfer-Encoding and Content-Length"};
     }
@@ -337,18 +312,10 @@ class session : public std::enable_shared_from_this<session> {
     // Beast reads as much as the buffer has room for, and no less than 512 bytes: a buffer still
     // at its first size read a 4 MiB body 512 bytes a call (25 ms on loopback).
     if (buffer_.capacity() < body_read_bytes) buffer_.reserve(body_read_bytes);
-    if (status room = held_.grow(chunked_step); !room.ok()) return fail(room);
-    try {
-      chunked_.resize(chunked_step);
-    } catch (const std::bad_alloc&) {
-      return fail(out_of_memory("reading the request body"));
-    }
-    auto& body = parser_->get().body();
-    body.data = chunked_.data();
-    body.size = chunked_.size();
-    body.more = true;
     expires_after(options().body_timeout);  // for the whole body, however often its buffer grows
-    continue_body();
+    bhttp::async_read(
+        socket_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_body(ec); });
   }
 
   // A body of announced length: one allocation, padded for the JSON parser. The bytes that came
@@ -371,54 +338,24 @@ class session : public std::enable_shared_from_this<session> {
                     });
   }
 
-  void continue_body() {
-    bhttp::async_read(
-        socket_, buffer_, *parser_,
-        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_body(ec); });
-  }
-
   void on_body(beast::error_code ec) {
-    if (ec == bhttp::error::need_buffer) ec = {};
     if (ec) return on_read_error(ec);
-    if (!parser_->is_done()) {
-      // A chunked body outgrew its buffer: double it, up to the limit.
-      const std::size_t used = chunked_.size() - parser_->get().body().size;
-      const std::size_t grown = std::min(chunked_.size() * 2, body_limit() + 1);
-      if (grown <= chunked_.size()) {
-        return fail(
-            status{errc::payload_too_large,
-                   fmt::format("the request body is above the limit of {} bytes", body_limit())});
-      }
-      if (status room = held_.grow(grown - chunked_.size()); !room.ok()) return fail(room);
-      try {
-        chunked_.resize(grown);
-      } catch (const std::bad_alloc&) {
-        return fail(out_of_memory("reading the request body"));
-      }
-      auto& body = parser_->get().body();
-      body.data = chunked_.data() + used;
-      body.size = chunked_.size() - used;
-      body.more = true;
-      return continue_body();
-    }
     dispatch();
   }
 
   void dispatch() {
-    const auto& in = parser_->get();
     http_request request;
-    request.method = std::string{as_view(in.method_string())};
-    request.target = std::string{as_view(in.target())};
-    request.headers = std::move(headers_);
+    request.method = parser_->take_method();
+    request.target = parser_->take_target();
+    request.headers = parser_->take_fields();
     if (parser_->content_length()) {
       request.body = buffer{std::move(body_)};
-    } else if (!chunked_.empty()) {
-      chunked_.resize(chunked_.size() - in.body().size);
-      request.body = buffer::from_string(std::move(chunked_));
+    } else if (parser_->chunked()) {
+      request.body = buffer::from_string(parser_->take_body());
     }
-    keep_alive_ = in.keep_alive() && !server_->closing_connections();
-    http_1_0_ = in.version() == 10;
-    head_only_ = in.method() == bhttp::verb::head;
+    keep_alive_ = parser_->keep_alive() && !server_->closing_connections();
+    http_1_0_ = parser_->version() == 10;
+    head_only_ = parser_->method() == bhttp::verb::head;
 
     // Triton's HTTP_RECV_START is the request's first byte; Beast tells when its header is in.
     trace_.read = {trace_stamp{"HTTP_RECV_START", header_read_},
@@ -613,7 +550,6 @@ class session : public std::enable_shared_from_this<session> {
     // What the request held goes now, not when lingering ends seconds later.
     parser_.reset();
     body_ = {};
-    std::string{}.swap(chunked_);
     beast::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_send, ignored);
     drain(std::chrono::steady_clock::now() + linger_time);
@@ -632,6 +568,7 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   void on_read_error(beast::error_code ec) {
+    if (parser_ && !parser_->refusal().ok()) return fail(parser_->refusal());
     if (ec == bhttp::error::header_limit) {
       return fail(status{errc::header_fields_too_large,
                          fmt::format("the request's headers are above the limit of {} bytes",
@@ -666,7 +603,7 @@ class session : public std::enable_shared_from_this<session> {
     // The handler words it for the request's target, once the request line has been read (the
     // parser keeps the target it read even when a later field or the body's length failed).
     std::string_view target;
-    if (parser_) target = parser_->get().target();
+    if (parser_) target = parser_->target();
     write(server_->handler.error_reply_for(target, error));
   }
 
@@ -699,10 +636,8 @@ class session : public std::enable_shared_from_this<session> {
   std::size_t watched_ = 0;  // the request whose client's disconnect is watched for, if any
   detail::server_state* server_;
   beast::flat_buffer buffer_;
-  std::optional<bhttp::request_parser<bhttp::buffer_body>> parser_;
-  mutable_buffer body_;
-  std::string chunked_;
-  std::vector<http_header> headers_;  // the request's header section, as read
+  std::optional<detail::request_parser> parser_;
+  mutable_buffer body_;        // a body of announced length
   memory_budget::lease held_;  // the request's bytes and its reply's, until the reply is written
   http_response reply_;
   std::string header_;
