@@ -23,21 +23,6 @@ using contents_message = inference::InferTensorContents;
 
 status invalid(std::string message) { return status{errc::invalid_argument, std::move(message)}; }
 
-// The first name that two of `messages` (tensors or requested outputs) share, if any.
-template <class Messages>
-std::optional<std::string_view> repeated_name(const Messages& messages) {
-  const auto count = static_cast<std::size_t>(messages.size());
-  // A request's few names are gathered on the stack; only many take an allocation.
-  std::array<std::string_view, 16> few;
-  std::vector<std::string_view> many;
-  if (count > few.size()) many.resize(count);
-  const std::span<std::string_view> names =
-      count > few.size() ? std::span{many} : std::span{few}.first(count);
-  std::size_t i = 0;
-  for (const auto& message : messages) names[i++] = message.name();
-  return detail::find_duplicate(names);
-}
-
 // --- parameters ----------------------------------------------------------------------------------
 
 inference::InferParameter to_message(const parameter_value& value) {
@@ -357,7 +342,8 @@ result<std::vector<tensor>> decode_tensors(
         fmt::format("expected {} raw_{}_contents, one for each {}{}, got {}", carried, role, role,
                     carried == messages.size() ? "" : " not in shared memory", raw.size()));
   }
-  if (const std::optional<std::string_view> twin = repeated_name(messages)) {
+  if (const std::optional<std::string_view> twin = detail::find_duplicate_name(
+          messages, [](const auto& m) { return std::string_view{m.name()}; })) {
     return invalid(fmt::format("duplicate {} name '{}'", role, *twin));
   }
   std::vector<tensor> out;
@@ -491,7 +477,8 @@ result<inference_request> decode_request(inference::ModelInferRequest& message,
                      bounds, nullptr, &request.shared_memory_inputs);
   if (!inputs) return std::move(inputs).error();
   request.inputs = std::move(*inputs);
-  if (const std::optional<std::string_view> twin = repeated_name(message.outputs())) {
+  if (const std::optional<std::string_view> twin = detail::find_duplicate_name(
+          message.outputs(), [](const auto& o) { return std::string_view{o.name()}; })) {
     return invalid(fmt::format("duplicate requested output name '{}'", *twin));
   }
   request.outputs.reserve(static_cast<std::size_t>(message.outputs().size()));

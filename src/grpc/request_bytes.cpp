@@ -267,18 +267,6 @@ bool read_output(std::string_view bytes, requested_output& out) {
   return true;
 }
 
-// Whether two of `names` are the same.
-template <class Items, class Name>
-bool repeats_a_name(const Items& items, Name name_of) {
-  std::array<std::string_view, 16> few;
-  std::vector<std::string_view> many;
-  if (items.size() > few.size()) many.resize(items.size());
-  const std::span<std::string_view> names =
-      items.size() > few.size() ? std::span{many} : std::span{few}.first(items.size());
-  for (std::size_t i = 0; i < items.size(); ++i) names[i] = name_of(items[i]);
-  return detail::find_duplicate(names).has_value();
-}
-
 constexpr std::size_t tensor_alignment = 64;
 
 constexpr std::size_t aligned(std::size_t size) {
@@ -290,7 +278,10 @@ bool make_inputs(std::vector<input_fields>& fields, std::span<const std::string_
                  const limits& bounds, std::vector<tensor>& out) {
   if (raw.size() != fields.size()) return false;
   if (fields.empty()) return true;
-  if (repeats_a_name(fields, [](const input_fields& f) { return f.name; })) return false;
+  if (detail::find_duplicate_name(fields,
+                                  [](const input_fields& f) { return std::string_view{f.name}; })) {
+    return false;
+  }
   // What can be checked before the bytes are copied is, so that a declined request copies none.
   std::size_t total = 0;
   for (std::size_t i = 0; i < fields.size(); ++i) {
@@ -379,7 +370,8 @@ std::optional<request_fields> read_request_bytes(std::string_view bytes, const l
   std::optional<request_fields> read{std::in_place};
   inference_request& request = read->request;
   if (!make_inputs(inputs, raw, bounds, request.inputs)) return std::nullopt;
-  if (repeats_a_name(outputs, [](const requested_output& o) { return std::string_view{o.name}; })) {
+  if (detail::find_duplicate_name(
+          outputs, [](const requested_output& o) { return std::string_view{o.name}; })) {
     return std::nullopt;
   }
   request.outputs = std::move(outputs);
