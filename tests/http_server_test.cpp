@@ -321,6 +321,113 @@ TEST_CASE("chunked bodies and Expect: 100-continue") {
   CHECK(done->status == 200);
 }
 
+// A POST of `body` to simple's infer in chunks of `piece` bytes, then `trailer` (fields, each
+// ending in CRLF).
+std::string chunked_post(const std::string& body, std::size_t piece,
+                         const std::string& trailer = "") {
+  std::string out =
+      "POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (std::size_t at = 0; at < body.size(); at += piece) {
+    const std::string part = body.substr(at, piece);
+    char size[16];
+    std::snprintf(size, sizeof size, "%zx", part.size());
+    out += std::string(size) + "\r\n" + part + "\r\n";
+  }
+  return out + "0\r\n" + trailer + "\r\n";
+}
+
+TEST_CASE(
+    "the header's Connection fields decide keep-alive; trailers and Proxy-Connection do not") {
+  fixture f;
+  {
+    // A trailer's Connection: close goes with the trailer: the connection stays open.
+    connection c{f.port};
+    REQUIRE(c.send(chunked_post(simple_body, 64, "Connection: close\r\n")));
+    const std::optional<reply> r = c.read_reply();
+    REQUIRE(r.has_value());
+    CHECK(r->status == 200);
+    CHECK(r->headers.find("Connection: close") == std::string::npos);
+    REQUIRE(c.send(get("/v2/health/live")));
+    const std::optional<reply> next = c.read_reply();
+    REQUIRE(next.has_value());
+    CHECK(next->status == 200);
+  }
+  {
+    // The options of several Connection fields count together.
+    connection c{f.port};
+    REQUIRE(c.send(
+        "GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: foo\r\nConnection: close\r\n\r\n"));
+    const std::optional<reply> r = c.read_reply();
+    REQUIRE(r.has_value());
+    CHECK(r->status == 200);
+    CHECK(r->headers.find("Connection: close") != std::string::npos);
+    CHECK(c.closed_by_server());
+  }
+  {
+    // HTTP/1.0: Proxy-Connection keeps nothing open; Connection: keep-alive does.
+    connection proxied{f.port};
+    REQUIRE(proxied.send("GET /v2/health/live HTTP/1.0\r\nProxy-Connection: keep-alive\r\n\r\n"));
+    const std::optional<reply> r = proxied.read_reply();
+    REQUIRE(r.has_value());
+    CHECK(r->status == 200);
+    CHECK(proxied.closed_by_server());
+
+    connection kept{f.port};
+    const std::string request = "GET /v2/health/live HTTP/1.0\r\nConnection: keep-alive\r\n\r\n";
+    REQUIRE(kept.send(request));
+    const std::optional<reply> first = kept.read_reply();
+    REQUIRE(first.has_value());
+    CHECK(first->headers.find("Connection: keep-alive") != std::string::npos);
+    REQUIRE(kept.send(request));
+    const std::optional<reply> second = kept.read_reply();
+    REQUIRE(second.has_value());
+    CHECK(second->status == 200);
+  }
+  {
+    // An HTTP/1.0 request's Expect is ignored (RFC 9110, 10.1.1): no 100, just the reply.
+    connection c{f.port};
+    REQUIRE(
+        c.send("POST /v2/models/simple/infer HTTP/1.0\r\nExpect: 100-continue\r\n"
+               "Content-Length: " +
+               std::to_string(simple_body.size()) + "\r\n\r\n" + simple_body));
+    const std::optional<reply> r = c.read_reply();
+    REQUIRE(r.has_value());
+    CHECK(r->status == 200);
+  }
+}
+
+TEST_CASE("chunked bodies: empty, over the limit, grown in steps and given back") {
+  fixture f{std::size_t{1} << 20U, std::size_t{8} << 20U};
+  const oip::memory_budget& memory = f.handler.service().memory();
+
+  // No chunk at all: an empty body, which the handler refuses as JSON; the connection goes on.
+  connection c{f.port};
+  REQUIRE(c.send(chunked_post("", 1)));
+  const std::optional<reply> empty = c.read_reply();
+  REQUIRE(empty.has_value());
+  CHECK(empty->status == 400);
+
+  // 300 KiB in 8 KiB chunks: the buffer grows past its first 64 KiB step, twice.
+  const std::string big = simple_body + std::string(std::size_t{300} << 10U, ' ');
+  REQUIRE(c.send(chunked_post(big, std::size_t{8} << 10U)));
+  const std::optional<reply> grown = c.read_reply();
+  REQUIRE(grown.has_value());
+  CHECK(grown->status == 200);
+  CHECK(oip::testing::wait_until([&] { return memory.held() == 0; }));
+
+  // A chunk that would take the body past the 1 MiB limit: a 413 from its size line, its bytes
+  // never read.
+  REQUIRE(c.send(
+      "POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "200000\r\n"));
+  const std::optional<reply> over = c.read_reply();
+  REQUIRE(over.has_value());
+  CHECK(over->status == 413);
+  CHECK(over->body.find("limit of 1048576 bytes") != std::string::npos);
+  CHECK(c.closed_by_server());
+  CHECK(oip::testing::wait_until([&] { return memory.held() == 0; }));
+}
+
 TEST_CASE("transfer codings other than chunked are refused; chunk framing is bounded") {
   fixture f;
   // A body whose end cannot be found must not be read as the next request (RFC 9112, 6.3).

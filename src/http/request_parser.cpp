@@ -44,8 +44,7 @@ void request_parser::on_request_impl(bhttp::verb method, string_view method_str,
     target_.assign(target.data(), target.size());
     fields_.reserve(8);
   } catch (const std::bad_alloc&) {
-    refusal_ = out_of_memory("reading the request's head");
-    ec = not_enough_memory();
+    refuse_for_memory(ec);
     return;
   }
   verb_ = method;
@@ -56,6 +55,7 @@ void request_parser::on_field_impl(bhttp::field name, string_view name_string, s
                                    error_code& ec) {
   if (is_header_done()) return;  // a trailer field: dropped
   switch (name) {
+    case bhttp::field::connection: note_connection(value); break;
     case bhttp::field::host: ++host_fields_; break;
     case bhttp::field::content_length: content_length_field_ = true; break;
     case bhttp::field::transfer_encoding:
@@ -74,9 +74,21 @@ void request_parser::on_field_impl(bhttp::field name, string_view name_string, s
     fields_.push_back({std::string{name_string.data(), name_string.size()},
                        std::string{value.data(), value.size()}});
   } catch (const std::bad_alloc&) {
-    refusal_ = out_of_memory("reading the request's head");
-    ec = not_enough_memory();
+    refuse_for_memory(ec);
   }
+}
+
+void request_parser::note_connection(string_view value) {
+  for (const auto& option : bhttp::token_list{value}) {
+    if (boost::beast::iequals(option, "close")) connection_close_ = true;
+    if (boost::beast::iequals(option, "keep-alive")) connection_keep_alive_ = true;
+  }
+}
+
+std::size_t request_parser::refuse_for_memory(error_code& ec) {
+  out_of_memory_ = true;
+  ec = not_enough_memory();
+  return 0;
 }
 
 void request_parser::note_transfer_encoding(string_view value) {
@@ -86,8 +98,12 @@ void request_parser::note_transfer_encoding(string_view value) {
   }
 }
 
-std::size_t request_parser::on_body_impl(string_view body, error_code& ec) {
-  return append_body(body, ec);
+// A body of announced length is read by the session, past the parser (the header is read with
+// `async_read_header`, which stops there): one here would be a misuse, refused rather than kept
+// where the session never looks.
+std::size_t request_parser::on_body_impl(string_view /*body*/, error_code& ec) {
+  ec = bhttp::error::unexpected_body;
+  return 0;
 }
 
 std::size_t request_parser::on_chunk_body_impl(std::uint64_t /*remain*/, string_view body,
@@ -105,18 +121,21 @@ std::size_t request_parser::append_body(string_view body, error_code& ec) {
     }
     const std::size_t doubled = body_room_ > limit / 2 ? limit : body_room_ * 2;
     const std::size_t room = std::min(std::max({needed, doubled, first_body_room}), limit);
-    if (status grown = held_.grow(room - body_room_); !grown.ok()) {
-      refusal_ = std::move(grown);
-      ec = not_enough_memory();
-      return 0;
-    }
-    body_room_ = room;
     try {
+      if (status grown = held_.grow(room - body_room_); !grown.ok()) {
+        over_budget_ = std::move(grown);
+        ec = not_enough_memory();
+        return 0;
+      }
+      body_room_ = room;
       body_.reserve(room);
     } catch (const std::bad_alloc&) {
-      refusal_ = out_of_memory("reading the request body");
-      ec = not_enough_memory();
-      return 0;
+      return refuse_for_memory(ec);
+    }
+    // The string may round its capacity up (to twice the last): what it holds is what counts.
+    if (body_.capacity() > body_room_) {
+      held_.add(body_.capacity() - body_room_);
+      body_room_ = body_.capacity();
     }
   }
   body_.append(body.data(), body.size());

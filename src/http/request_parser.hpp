@@ -24,8 +24,9 @@ class request_parser final : public boost::beast::http::basic_parser<true> {
  public:
   // A head above `max_header_bytes` or a body above `max_body_bytes` is refused
   // (`error::header_limit`, `error::body_limit`). A chunked body's buffer grows within `held`; a
-  // growth the budget or the heap refuses ends the read with `errc::not_enough_memory`, and
-  // `refusal()` says why.
+  // growth the budget refuses, or an allocation the heap refuses, ends the read with
+  // `errc::not_enough_memory`, and `refusal()` says why. The callbacks build no message on the
+  // way (that could fail for want of memory too, inside Beast's parser).
   request_parser(std::uint32_t max_header_bytes, std::uint64_t max_body_bytes,
                  memory_budget::lease& held);
 
@@ -33,6 +34,12 @@ class request_parser final : public boost::beast::http::basic_parser<true> {
   [[nodiscard]] std::string_view target() const noexcept { return target_; }
   [[nodiscard]] boost::beast::http::verb method() const noexcept { return verb_; }
   [[nodiscard]] int version() const noexcept { return version_; }
+  // Whether the connection stays open after the reply, from the header's Connection fields only
+  // (RFC 9112, 9.3): not from a trailer, nor from the obsolete Proxy-Connection, which an HTTP/1.0
+  // proxy passing it on would leave waiting for a close.
+  [[nodiscard]] bool keeps_alive() const noexcept {
+    return version_ >= 11 ? !connection_close_ : connection_keep_alive_;
+  }
 
   // The header section (a chunked body's trailer fields are dropped: RFC 9110, 6.5.1, they are
   // not merged into it unless a field allows it, and none the server reads does).
@@ -49,8 +56,15 @@ class request_parser final : public boost::beast::http::basic_parser<true> {
                : std::string_view{};
   }
 
-  // Why a chunked body's growth was refused (a 503 from the budget, or out of memory).
-  [[nodiscard]] const status& refusal() const noexcept { return refusal_; }
+  // Why the read was refused with `errc::not_enough_memory`: the budget's 503, or out of memory;
+  // ok otherwise.
+  [[nodiscard]] status refusal() const {
+    if (out_of_memory_) {
+      return out_of_memory(is_header_done() ? "reading the request body"
+                                            : "reading the request's head");
+    }
+    return over_budget_;
+  }
 
   // What the handler is given; each may be taken once the head (the body: the message) is read.
   [[nodiscard]] std::string take_method() { return std::move(method_); }
@@ -79,6 +93,8 @@ class request_parser final : public boost::beast::http::basic_parser<true> {
   void on_finish_impl(error_code& /*ec*/) override {}
   std::size_t append_body(string_view body, error_code& ec);
   void note_transfer_encoding(string_view value);
+  void note_connection(string_view value);
+  std::size_t refuse_for_memory(error_code& ec);
 
   memory_budget::lease& held_;
   std::uint64_t max_body_bytes_;
@@ -92,11 +108,14 @@ class request_parser final : public boost::beast::http::basic_parser<true> {
   std::size_t first_transfer_encoding_ = static_cast<std::size_t>(-1);  // an index into fields_
   bool only_chunked_ = true;
   bool content_length_field_ = false;
+  bool connection_close_ = false;
+  bool connection_keep_alive_ = false;
   bool expect_seen_ = false;
   bool expects_continue_ = false;
   std::string body_;           // a chunked body
   std::size_t body_room_ = 0;  // what body_ may hold before it grows, counted in held_
-  status refusal_;
+  status over_budget_;
+  bool out_of_memory_ = false;
 };
 
 }  // namespace oip::http::detail

@@ -263,7 +263,8 @@ class session : public std::enable_shared_from_this<session> {
         return fail(room);
       }
     }
-    if (parser_->expects_continue()) {
+    // RFC 9110, 10.1.1: an HTTP/1.0 request's expectation is ignored.
+    if (parser_->expects_continue() && parser_->version() >= 11) {
       static constexpr std::string_view go_on = "HTTP/1.1 100 Continue\r\n\r\n";
       expires_after(options().body_timeout);
       net::async_write(socket_, net::buffer(go_on.data(), go_on.size()),
@@ -353,7 +354,7 @@ class session : public std::enable_shared_from_this<session> {
     } else if (parser_->chunked()) {
       request.body = buffer::from_string(parser_->take_body());
     }
-    keep_alive_ = parser_->keep_alive() && !server_->closing_connections();
+    keep_alive_ = parser_->keeps_alive() && !server_->closing_connections();
     http_1_0_ = parser_->version() == 10;
     head_only_ = parser_->method() == bhttp::verb::head;
 
@@ -568,7 +569,9 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   void on_read_error(beast::error_code ec) {
-    if (parser_ && !parser_->refusal().ok()) return fail(parser_->refusal());
+    if (ec == boost::system::errc::not_enough_memory && parser_) {
+      if (status refused = parser_->refusal(); !refused.ok()) return fail(refused);
+    }
     if (ec == bhttp::error::header_limit) {
       return fail(status{errc::header_fields_too_large,
                          fmt::format("the request's headers are above the limit of {} bytes",
