@@ -281,19 +281,25 @@ TEST_CASE("a model run inline answers concurrent and pipelined requests, each in
   CHECK(in_order.load() == clients * rounds);
 }
 
+// A POST of `body` to simple's infer in chunks of `piece` bytes, then `trailer` (fields, each
+// ending in CRLF).
+std::string chunked_post(const std::string& body, std::size_t piece,
+                         const std::string& trailer = "") {
+  std::string out =
+      "POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (std::size_t at = 0; at < body.size(); at += piece) {
+    const std::string part = body.substr(at, piece);
+    char size[16];
+    std::snprintf(size, sizeof size, "%zx", part.size());
+    out += std::string(size) + "\r\n" + part + "\r\n";
+  }
+  return out + "0\r\n" + trailer + "\r\n";
+}
+
 TEST_CASE("chunked bodies and Expect: 100-continue") {
   fixture f;
   connection c{f.port};
-  std::string chunked =
-      "POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\n"
-      "Transfer-Encoding: chunked\r\n\r\n";
-  for (std::size_t at = 0; at < simple_body.size(); at += 50) {
-    const std::string piece = simple_body.substr(at, 50);
-    char size[16];
-    std::snprintf(size, sizeof size, "%zx", piece.size());
-    chunked += std::string(size) + "\r\n" + piece + "\r\n";
-  }
-  c.send(chunked + "0\r\n\r\n");
+  c.send(chunked_post(simple_body, 50));
   const std::optional<reply> r = c.read_reply();
   REQUIRE(r.has_value());
   CHECK(r->status == 200);
@@ -301,9 +307,9 @@ TEST_CASE("chunked bodies and Expect: 100-continue") {
   // Trailer fields are dropped, not merged into the header: one that names a content coding
   // does not make the server inflate a body that was never compressed, nor does one that repeats
   // a header's name (which Beast files beside it) take a header's place.
-  c.send(chunked +
-         "0\r\nHost: y\r\nContent-Encoding: gzip\r\n"
-         "Inference-Header-Content-Length: 3\r\n\r\n");
+  c.send(
+      chunked_post(simple_body, 50,
+                   "Host: y\r\nContent-Encoding: gzip\r\nInference-Header-Content-Length: 3\r\n"));
   const std::optional<reply> trailed = c.read_reply();
   REQUIRE(trailed.has_value());
   CHECK(trailed->status == 200);
@@ -319,21 +325,6 @@ TEST_CASE("chunked bodies and Expect: 100-continue") {
   const std::optional<reply> done = c.read_reply();
   REQUIRE(done.has_value());
   CHECK(done->status == 200);
-}
-
-// A POST of `body` to simple's infer in chunks of `piece` bytes, then `trailer` (fields, each
-// ending in CRLF).
-std::string chunked_post(const std::string& body, std::size_t piece,
-                         const std::string& trailer = "") {
-  std::string out =
-      "POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
-  for (std::size_t at = 0; at < body.size(); at += piece) {
-    const std::string part = body.substr(at, piece);
-    char size[16];
-    std::snprintf(size, sizeof size, "%zx", part.size());
-    out += std::string(size) + "\r\n" + part + "\r\n";
-  }
-  return out + "0\r\n" + trailer + "\r\n";
 }
 
 TEST_CASE(
