@@ -59,7 +59,7 @@ void request_parser::on_field_impl(bhttp::field name, string_view name_string, s
     case bhttp::field::host: ++host_fields_; break;
     case bhttp::field::content_length: content_length_field_ = true; break;
     case bhttp::field::transfer_encoding:
-      if (transfer_codings_ == 0) first_transfer_encoding_ = fields_.size();
+      if (first_transfer_encoding_ == no_field) first_transfer_encoding_ = fields_.size();
       note_transfer_encoding(value);
       break;
     case bhttp::field::expect:

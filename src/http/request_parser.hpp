@@ -105,7 +105,8 @@ class request_parser final : public boost::beast::http::basic_parser<true> {
   std::vector<http_header> fields_;
   std::size_t host_fields_ = 0;
   std::size_t transfer_codings_ = 0;
-  std::size_t first_transfer_encoding_ = static_cast<std::size_t>(-1);  // an index into fields_
+  static constexpr std::size_t no_field = static_cast<std::size_t>(-1);
+  std::size_t first_transfer_encoding_ = no_field;  // an index into fields_
   bool only_chunked_ = true;
   bool content_length_field_ = false;
   bool connection_close_ = false;
