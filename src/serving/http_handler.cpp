@@ -49,6 +49,9 @@ http_response error_reply(const status& s) { return json_reply(s.http_status(), 
 result<std::vector<std::string>> split_path(std::string_view target) {
   target = target.substr(0, target.find('?'));
   std::vector<std::string> segments;
+  // One allocation for the vector, where growing it one segment at a time made three for a
+  // route such as /v2/models/m/infer.
+  segments.reserve(static_cast<std::size_t>(std::count(target.begin(), target.end(), '/')) + 1);
   while (!target.empty()) {
     if (target.front() == '/') {
       target.remove_prefix(1);
@@ -57,6 +60,10 @@ result<std::vector<std::string>> split_path(std::string_view target) {
     const std::size_t end = std::min(target.find('/'), target.size());
     const std::string_view raw = target.substr(0, end);
     target.remove_prefix(end);
+    if (raw.find('%') == std::string_view::npos) {
+      segments.emplace_back(raw);
+      continue;
+    }
     std::string segment;
     for (std::size_t i = 0; i < raw.size(); ++i) {
       if (raw[i] != '%') {
