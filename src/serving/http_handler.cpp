@@ -50,8 +50,10 @@ result<std::vector<std::string>> split_path(std::string_view target) {
   target = target.substr(0, target.find('?'));
   std::vector<std::string> segments;
   // One allocation for the vector, where growing it one segment at a time made three for a
-  // route such as /v2/models/m/infer.
-  segments.reserve(static_cast<std::size_t>(std::count(target.begin(), target.end(), '/')) + 1);
+  // route such as /v2/models/m/infer. No route has more than eight segments: a target of many
+  // slashes reserves no more than that.
+  const auto slashes = static_cast<std::size_t>(std::count(target.begin(), target.end(), '/'));
+  segments.reserve(std::min<std::size_t>(slashes + 1, 8));
   while (!target.empty()) {
     if (target.front() == '/') {
       target.remove_prefix(1);
