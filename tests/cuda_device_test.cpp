@@ -7,6 +7,7 @@
 
 #include <oip/classification.hpp>
 #include <oip/cuda/device.hpp>
+#include <oip/cuda/memory_pool.hpp>
 #include <oip/cuda/models.hpp>
 #include <oip/cuda/top_classes.hpp>
 
@@ -17,6 +18,7 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -294,6 +296,56 @@ TEST_CASE("device memory goes back to the pools: nothing is held once the reques
   CHECK((*device)->pinned_memory().stats().bytes_in_use == 0);
   // Warm pools: 200 requests needed only a handful of allocations.
   CHECK((*device)->device_memory().stats().allocations <= 8);
+}
+
+TEST_CASE("inputs in the device's memory are read in place, with the host path's bits") {
+  oip::result<std::shared_ptr<oip::cuda::device>> device = oip::cuda::device::open(0);
+  REQUIRE(device);
+  oip::model_config config;
+  config.name = "simple_int32";
+  config.inputs = {{"INPUT0", oip::datatype::int32, {1, 16}, {}},
+                   {"INPUT1", oip::datatype::int32, {1, 16}, {}}};
+  config.outputs = {{"OUTPUT0", oip::datatype::int32, {1, 16}, {}},
+                    {"OUTPUT1", oip::datatype::int32, {1, 16}, {}}};
+  oip::result<std::shared_ptr<oip::model>> model = oip::cuda::add_sub_model(*device, config);
+  REQUIRE(model);
+  CHECK((*model)->config().device_inputs);
+  served s{{*model}};
+  std::mt19937 rng{13};
+  // Each input copied into memory of its own on device 0, as a client's CUDA region holds it.
+  const auto on_device = [](const oip::tensor& t) {
+    void* at = nullptr;
+    REQUIRE(cudaMalloc(&at, t.data().size()) == cudaSuccess);
+    const std::shared_ptr<void> owner{at, [](void* p) { cudaFree(p); }};
+    REQUIRE(cudaMemcpy(at, t.data().data(), t.data().size(), cudaMemcpyHostToDevice) ==
+            cudaSuccess);
+    return *oip::tensor::in_device_memory(
+        t.name(), t.type(), t.shape(),
+        oip::buffer::view({static_cast<const std::byte*>(at), t.data().size()}, owner), 0);
+  };
+  const auto acquisitions = [](const oip::cuda::memory_pool& pool) {
+    const oip::cuda::memory_pool::statistics counted = pool.stats();
+    return counted.allocations + counted.reuses;
+  };
+  const std::size_t device_before = acquisitions((*device)->device_memory());
+  const std::size_t pinned_before = acquisitions((*device)->pinned_memory());
+  constexpr int requests = 20;
+  for (int i = 0; i < requests; ++i) {
+    oip::inference_request host;
+    host.inputs.push_back(random_tensor(rng, "INPUT0", oip::datatype::int32, {1, 16}));
+    host.inputs.push_back(random_tensor(rng, "INPUT1", oip::datatype::int32, {1, 16}));
+    oip::inference_request placed;
+    for (const oip::tensor& t : host.inputs) placed.inputs.push_back(on_device(t));
+    oip::result<oip::inference_response> from_host = s.infer("simple_int32", host);
+    oip::result<oip::inference_response> in_place = s.infer("simple_int32", placed);
+    REQUIRE(from_host);
+    REQUIRE(in_place);
+    check_same_bytes(*from_host, *in_place);
+  }
+  // A request from the host takes a device block and a pinned staging block per input, and one
+  // of each per output; one in place only the outputs'.
+  CHECK(acquisitions((*device)->device_memory()) - device_before == requests * (4 + 2));
+  CHECK(acquisitions((*device)->pinned_memory()) - pinned_before == requests * (4 + 2));
 }
 
 TEST_CASE("a configuration the device models cannot run is refused with a 400") {

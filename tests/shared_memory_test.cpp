@@ -7,16 +7,22 @@
 #include "serving_support.hpp"
 #include "shm_object.hpp"
 #include "test_support.hpp"
+#include "trace_support.hpp"
 
 #include <oip/http_handler.hpp>
 #include <oip/in_process_client.hpp>
 #include <oip/json.hpp>
 #include <oip/shared_memory.hpp>
+#include <oip/trace_settings.hpp>
 
+#include <chrono>
 #include <cstring>
+#include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -778,4 +784,179 @@ TEST_CASE("CUDA registrations a client gets wrong are 4xx; a region in use close
   CHECK(values_in<std::int32_t>(device->block(0), 0, 4) == oip::testing::iota(3, 4));
   places->clear();
   CHECK(device->closed == 1);
+}
+
+namespace {
+
+// What a model that reads device memory was handed: its requests' inputs, kept.
+struct handed_inputs {
+  std::mutex mutex;
+  std::vector<oip::tensor> inputs;
+
+  std::vector<oip::tensor> take() {
+    const std::lock_guard lock{mutex};
+    return std::exchange(inputs, {});
+  }
+};
+
+enum class device_reader_answer : std::uint8_t { copy_of_input, the_input_itself };
+
+// A model on `gpus` that reads device memory (`device_inputs`): it keeps its inputs in `handed` and
+// answers OUTPUT0 = INPUT0, read where its bytes are (the stand-in's "device memory" is the
+// host's), or answers with the input's own tensor.
+std::shared_ptr<oip::model> make_device_reader(
+    std::string name, std::vector<int> gpus, std::shared_ptr<handed_inputs> handed,
+    bool dynamic_batching = false,
+    device_reader_answer answer = device_reader_answer::copy_of_input) {
+  oip::model_config config;
+  config.name = std::move(name);
+  config.max_batch_size = dynamic_batching ? 8 : 0;
+  config.dynamic_batching = dynamic_batching;
+  const oip::shape_type dims = dynamic_batching ? oip::shape_type{16} : oip::shape_type{1, 16};
+  config.inputs = {{"INPUT0", oip::datatype::int32, dims, {}}};
+  config.outputs = {{"OUTPUT0", oip::datatype::int32, dims, {}}};
+  config.gpus = std::move(gpus);
+  config.device_inputs = true;
+  return oip::make_model(std::move(config),
+                         [handed = std::move(handed), answer](
+                             const oip::inference_request& r) -> oip::result<oip::model_output> {
+                           const oip::tensor& in = r.inputs.at(0);
+                           {
+                             const std::lock_guard lock{handed->mutex};
+                             handed->inputs.push_back(in);
+                           }
+                           oip::model_output out;
+                           if (answer == device_reader_answer::the_input_itself) {
+                             out.outputs.push_back(*oip::tensor::in_device_memory(
+                                 "OUTPUT0", in.type(), in.shape(), in.data(), in.device()));
+                             return out;
+                           }
+                           oip::result<oip::buffer> bytes = oip::buffer::copy_of(in.data().bytes());
+                           if (!bytes) return bytes.error();
+                           out.outputs.push_back(*oip::tensor::make("OUTPUT0", in.type(),
+                                                                    in.shape(), std::move(*bytes)));
+                           return out;
+                         });
+}
+
+// OUTPUT0's values in an answer of the device reader.
+std::vector<std::int32_t> output_values(const oip::http_response& r) {
+  oip::result<oip::inference_response> decoded =
+      oip::decode_response(oip::buffer::from_string(r.body()), std::nullopt);
+  REQUIRE_MESSAGE(decoded, r.body());
+  const oip::tensor& out = decoded->outputs.at(0);
+  std::vector<std::int32_t> values(out.element_count());
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = out.at<std::int32_t>(i);
+  return values;
+}
+
+}  // namespace
+
+TEST_CASE("a model that reads device memory reads inputs in CUDA regions in place") {
+  auto device = std::make_shared<oip::testing::fake_device_memory>();
+  const std::string handle = device->allocate(128);
+  const std::vector<std::int32_t> values = oip::testing::iota(5, 16);
+  std::byte* const at = device->block(0).data() + 64;
+  std::memcpy(at, values.data(), 64);
+  auto handed = std::make_shared<handed_inputs>();
+  cuda_shm_server server{device};
+  REQUIRE(server.repository.add(make_device_reader("on_0", {0}, handed)).ok());
+  REQUIRE(server.repository.add(make_device_reader("on_1", {1}, handed)).ok());
+  REQUIRE(server.repository.add(make_device_reader("batched", {0}, handed, true)).ok());
+  REQUIRE(server
+              .send("POST", "/v2/cudasharedmemory/region/in/register",
+                    cuda_register_body(handle, 0, 128))
+              .status == 200);
+  const auto infer = [&](const std::string& model) {
+    return server.send("POST", "/v2/models/" + model + "/infer",
+                       R"({"inputs":[)" + shm_input("INPUT0", "in", 64, 64) + "]}");
+  };
+
+  // On the region's device: the client's memory itself, no copy.
+  const oip::http_response r = infer("on_0");
+  REQUIRE_MESSAGE(r.status == 200, r.body());
+  CHECK(output_values(r) == values);
+  std::vector<oip::tensor> seen = handed->take();
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].device() == 0);
+  CHECK_FALSE(seen[0].in_host_memory());
+  CHECK(seen[0].data().data() == at);
+  CHECK(seen[0].data().size() == 64);
+  CHECK(seen[0].shape() == oip::shape_type{1, 16});
+
+  // On another device, and joined into a batch on the host: a copy in host memory.
+  for (const std::string model : {"on_1", "batched"}) {
+    CAPTURE(model);
+    const oip::http_response copied = infer(model);
+    REQUIRE_MESSAGE(copied.status == 200, copied.body());
+    CHECK(output_values(copied) == values);
+    const std::vector<oip::tensor> inputs = handed->take();
+    REQUIRE(inputs.size() == 1);
+    CHECK(inputs[0].in_host_memory());
+    CHECK(inputs[0].device() == -1);
+    CHECK(inputs[0].data().data() != at);
+  }
+  // A model that does not read device memory: a copy too (`simple`).
+  const oip::http_response plain =
+      server.send("POST", "/v2/models/simple/infer",
+                  R"({"inputs":[)" + shm_input("INPUT0", "in", 64, 64) + "," +
+                      shm_input("INPUT1", "in", 0, 64) + "]}");
+  CHECK_MESSAGE(plain.status == 200, plain.body());
+
+  // The view holds the region open past its unregistration, until the model lets it go.
+  seen.push_back(infer("on_0").status == 200 ? handed->take().at(0) : oip::tensor{});
+  CHECK(server.send("POST", "/v2/cudasharedmemory/region/in/unregister").status == 200);
+  CHECK(device->closed == 0);
+  seen.clear();
+  // The request's own hold goes when its worker drops it, just after the answer.
+  for (int i = 0; i < 500 && device->closed == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds{10});
+  }
+  CHECK(device->closed == 1);
+}
+
+TEST_CASE("a traced request's CUDA inputs reach the host; a device tensor is no output") {
+  auto device = std::make_shared<oip::testing::fake_device_memory>();
+  const std::string handle = device->allocate(64);
+  const std::vector<std::int32_t> values = oip::testing::iota(-3, 16);
+  std::memcpy(device->block(0).data(), values.data(), 64);
+  auto handed = std::make_shared<handed_inputs>();
+  oip::testing::temporary_trace_file file;
+  oip::server_options options = cuda_shm_server::make_options(device);
+  options.trace.file = file.path;
+  options.trace.rate = 1;
+  options.trace.level = oip::trace_level::tensors;
+  shm_server server{std::move(options)};
+  REQUIRE(server.repository.add(make_device_reader("on_0", {0}, handed)).ok());
+  REQUIRE(server.repository
+              .add(make_device_reader("giver", {0}, handed, false,
+                                      device_reader_answer::the_input_itself))
+              .ok());
+  REQUIRE(server
+              .send("POST", "/v2/cudasharedmemory/region/in/register",
+                    cuda_register_body(handle, 0, 64))
+              .status == 200);
+  const std::string body = R"({"inputs":[)" + shm_input("INPUT0", "in", 0, 64) + "]}";
+
+  // The trace writes the input's values, so they are read on the host.
+  const oip::http_response traced = server.send("POST", "/v2/models/on_0/infer", body);
+  REQUIRE_MESSAGE(traced.status == 200, traced.body());
+  CHECK(output_values(traced) == values);
+  const std::vector<oip::tensor> inputs = handed->take();
+  REQUIRE(inputs.size() == 1);
+  CHECK(inputs[0].in_host_memory());
+
+  // Untraced, a model that hands its device input back as an output fails the request, a 500
+  // that names it, and no codec reads the device's memory.
+  oip::trace_settings_change off;
+  off.settings.push_back({"trace_level", std::vector<std::string>{"OFF"}});
+  REQUIRE(server.handler.service().update_tracing(std::nullopt, off));
+  const oip::http_response given = server.send("POST", "/v2/models/giver/infer", body);
+  CHECK(given.status == 500);
+  CHECK(oip::decode_error(given.body(), given.status).message() ==
+        "model 'giver' produced output 'OUTPUT0' in the memory of CUDA device 0; outputs must be "
+        "in host memory");
+  const std::vector<oip::tensor> given_inputs = handed->take();
+  REQUIRE(given_inputs.size() == 1);
+  CHECK(given_inputs[0].device() == 0);
 }

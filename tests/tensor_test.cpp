@@ -92,6 +92,35 @@ TEST_CASE("tensor::make checks the byte size against the shape") {
         "tensor 'INPUT1': invalid shape [-2,2]: dimension -2 is negative");
 }
 
+TEST_CASE("a tensor in device memory: fixed-size only, checked as make checks, its device named") {
+  // Host bytes stand in for the device's: nothing here reads them.
+  const std::string sixteen(16, '\0');
+  oip::result<oip::tensor> on =
+      oip::tensor::in_device_memory("x", datatype::int32, {4}, bytes_buffer(sixteen), 1);
+  REQUIRE(on.ok());
+  CHECK(on->device() == 1);
+  CHECK_FALSE(on->in_host_memory());
+  CHECK(on->data().size() == 16);
+  const oip::tensor copied = *on;
+  CHECK(copied.device() == 1);
+
+  const oip::result<oip::tensor> host =
+      oip::tensor::make("x", datatype::int32, {4}, bytes_buffer(sixteen));
+  REQUIRE(host.ok());
+  CHECK(host->device() == -1);
+  CHECK(host->in_host_memory());
+
+  CHECK(oip::tensor::in_device_memory("x", datatype::int32, {5}, bytes_buffer(sixteen), 0)
+            .error()
+            .message() == "unexpected total byte size 16 for tensor 'x', expecting 20");
+  CHECK(oip::tensor::in_device_memory("s", datatype::bytes, {1}, bytes_buffer(sixteen), 0)
+            .error()
+            .message() == "tensor 's': BYTES data cannot stay in device memory");
+  CHECK(oip::tensor::in_device_memory("x", datatype::int32, {4}, bytes_buffer(sixteen), -1)
+            .error()
+            .message() == "tensor 'x': no CUDA device -1");
+}
+
 TEST_CASE("tensor views its buffer without copying") {
   const oip::buffer body = bytes_buffer(std::string(1 + 8, '\x01'));
   oip::result<oip::buffer> slice = body.slice(1, 8);

@@ -78,6 +78,13 @@ struct model_config {
   /// The CUDA devices the model runs on, for Triton's `instance_group` in its configuration
   /// (`KIND_GPU` with these `gpus`; empty: `KIND_CPU`; `count` is `batching.instances`).
   std::vector<int> gpus = {};
+  /// The model reads inputs from device memory: an input that a client placed in a CUDA
+  /// shared-memory region on one of `gpus` reaches `execute` in place, a view of the client's
+  /// device memory (`tensor::device()`), with no copy through the host. Every other input is in
+  /// host memory, and so are all inputs of a dynamically batched request (the batcher joins them
+  /// on the host) and of a request traced with its tensors. The model must not return such a
+  /// tensor as an output (a 500).
+  bool device_inputs = false;
   /// A stateful model: requests carry `sequence_id`/`sequence_start`/`sequence_end`, run one at a
   /// time per sequence in arrival order, and see their `sequence_step`
   /// (`inference_call::sequence`).

@@ -84,11 +84,12 @@ class shared_memory_registry;
 
 /// Reads each input that `request` left in `shared_memory_inputs` (as the decoders leave them)
 /// from its region, with `shared_memory_input`, and puts its tensor at its position among the
-/// inputs; `model_name` names the model in messages. The server's step before validation.
-[[nodiscard]] OIP_EXPORT status read_shared_memory_inputs(inference_request& request,
-                                                          const shared_memory_registry* regions,
-                                                          const limits& bounds,
-                                                          std::string_view model_name = {});
+/// inputs; `model_name` names the model in messages. An input of a fixed-size datatype in a CUDA
+/// region on one of `in_place_devices` is not copied: its tensor spans the device memory
+/// (`tensor::in_device_memory`). The server's step before validation.
+[[nodiscard]] OIP_EXPORT status read_shared_memory_inputs(
+    inference_request& request, const shared_memory_registry* regions, const limits& bounds,
+    std::string_view model_name = {}, std::span<const int> in_place_devices = {});
 
 /// The client side of outputs in shared memory: the outputs that a request asks for in shared
 /// memory, and the client's own mappings of their regions (registered in `regions` under the
@@ -146,8 +147,10 @@ struct OIP_EXPORT shared_memory_outputs final : shared_memory_output_source {
 ///
 /// CUDA regions, where the registry has a `device_memory_access`: each is opened once, at
 /// registration (`cudaIpcOpenMemHandle`), and closed once it is unregistered and no request that
-/// placed an output there is still running. An input read from one is copied to host memory
-/// (one copy), and an output is copied to the device after the model has run.
+/// placed an input or output there is still running. An input read from one is copied to host
+/// memory (one copy), unless the model reads device memory on the region's device
+/// (`model_config::device_inputs`): then the model reads it in place. An output is copied to the
+/// device after the model has run.
 ///
 /// The bytes stay the client's: fixed-size inputs are views that the client could still change
 /// while the model reads them (its own race, as in Triton), and BYTES inputs are copied, since
@@ -212,6 +215,19 @@ class OIP_EXPORT shared_memory_registry {
   /// its object no longer holds it (shrunk since it was registered).
   [[nodiscard]] result<buffer> bytes(
       std::string_view name, std::uint64_t offset, std::uint64_t byte_size,
+      std::uint64_t host_copy_limit = std::numeric_limits<std::uint64_t>::max()) const;
+
+  /// Bytes of a region, and where they are.
+  struct placed_bytes {
+    buffer bytes;
+    /// The CUDA device whose memory `bytes` spans (only the device may read it); -1: host memory.
+    int device = -1;
+  };
+  /// As `bytes`, except that the bytes of a CUDA region on one of `devices` are not copied:
+  /// they are a view of the device memory, which keeps the region open while it is held.
+  [[nodiscard]] result<placed_bytes> bytes_in_place(
+      std::string_view name, std::uint64_t offset, std::uint64_t byte_size,
+      std::span<const int> devices,
       std::uint64_t host_copy_limit = std::numeric_limits<std::uint64_t>::max()) const;
 
   /// Where each output goes, checked now: 404 for an unknown region, 400 when a range is not

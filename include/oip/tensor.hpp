@@ -115,6 +115,11 @@ class checked_parts_key {
 /// bytes match its shape (fixed-size types) or form exactly `element_count()` BYTES elements.
 /// Copies share the bytes.
 ///
+/// The bytes are in host memory, except for an input that a client placed in a CUDA
+/// shared-memory region, handed in place to a model that reads device memory
+/// (`model_config::device_inputs`): then `device()` names the GPU, and `data()` spans device
+/// memory that only the device may read.
+///
 /// Example:
 /// \code
 ///   std::vector<std::int32_t> v(16, 1);
@@ -142,6 +147,13 @@ class OIP_EXPORT tensor {
   [[nodiscard]] static result<tensor> make(std::string name, datatype type, shape_type shape,
                                            buffer data);
 
+  /// A tensor of a fixed-size datatype over `device_bytes`, memory of CUDA device `device` that
+  /// the buffer keeps alive. Fails as `make` does, and for BYTES (whose elements the host must
+  /// read) or a negative device.
+  [[nodiscard]] static result<tensor> in_device_memory(std::string name, datatype type,
+                                                       shape_type shape, buffer device_bytes,
+                                                       int device);
+
   /// A BYTES tensor holding `elements`, whose count must match the shape.
   [[nodiscard]] static result<tensor> from_strings(std::string name, shape_type shape,
                                                    std::span<const std::string_view> elements);
@@ -161,7 +173,11 @@ class OIP_EXPORT tensor {
   [[nodiscard]] datatype type() const noexcept { return type_; }
   [[nodiscard]] const shape_type& shape() const noexcept { return shape_; }
   [[nodiscard]] std::uint64_t element_count() const noexcept { return element_count_; }
+  /// The bytes: in host memory unless `device()` says otherwise.
   [[nodiscard]] const buffer& data() const noexcept { return data_; }
+  /// The CUDA device whose memory holds the bytes, or -1 for host memory.
+  [[nodiscard]] int device() const noexcept { return device_; }
+  [[nodiscard]] bool in_host_memory() const noexcept { return device_ < 0; }
   [[nodiscard]] const oip::parameters& parameters() const noexcept { return parameters_; }
   [[nodiscard]] oip::parameters& parameters() noexcept { return parameters_; }
 
@@ -169,7 +185,8 @@ class OIP_EXPORT tensor {
   /// with memcpy whatever the alignment. BOOL reads any non-zero byte as true.
   template <class T>
   [[nodiscard]] T at(std::size_t index) const noexcept {
-    assert(has_datatype<T> && datatype_of<T> == type_ && index < element_count_);
+    assert(has_datatype<T> && datatype_of<T> == type_ && index < element_count_ &&
+           in_host_memory());
     if constexpr (std::is_same_v<T, bool>) {
       return data_.load<std::uint8_t>(index) != 0;
     } else {
@@ -195,6 +212,7 @@ class OIP_EXPORT tensor {
 
   std::string name_;
   datatype type_ = datatype::fp32;
+  std::int32_t device_ = -1;  // beside type_, in what would be padding
   shape_type shape_{0};
   std::uint64_t element_count_ = 0;
   oip::parameters parameters_;

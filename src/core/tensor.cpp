@@ -172,6 +172,22 @@ result<tensor> tensor::make(std::string name, datatype type, shape_type shape, b
   return tensor{std::move(name), type, std::move(shape), *count, std::move(data)};
 }
 
+result<tensor> tensor::in_device_memory(std::string name, datatype type, shape_type shape,
+                                        buffer device_bytes, int device) {
+  if (is_bytes(type)) {
+    return status{errc::invalid_argument,
+                  fmt::format("tensor '{}': BYTES data cannot stay in device memory", name)};
+  }
+  if (device < 0) {
+    return status{errc::invalid_argument,
+                  fmt::format("tensor '{}': no CUDA device {}", name, device)};
+  }
+  // make() reads no byte of a fixed-size tensor: it checks the size only.
+  result<tensor> made = make(std::move(name), type, std::move(shape), std::move(device_bytes));
+  if (made) made->device_ = device;
+  return made;
+}
+
 result<tensor> tensor::from_strings(std::string name, shape_type shape,
                                     std::span<const std::string_view> elements) {
   result<buffer> bytes = encode_bytes_elements(elements);

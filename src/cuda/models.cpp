@@ -179,15 +179,30 @@ class device_model : public model {
     return {};
   }
 
-  // The tensor's bytes in device memory: through pinned staging (an asynchronous copy) when small,
-  // else straight from the request body.
-  result<void*> upload(job& running, const tensor& t) const {
+  // The tensor's bytes in device memory: where they are when they are on this device already (an
+  // input in a client's CUDA region, which the request keeps open), copied from another device,
+  // or copied from the host, through pinned staging (an asynchronous copy) when small, else
+  // straight from the request body. Kernels only read inputs, so the client's memory is not
+  // written.
+  result<const void*> upload(job& running, const tensor& t) const {
     const std::size_t bytes = t.data().size();
+    if (t.device() == device_->index()) return static_cast<const void*>(t.data().data());
     result<std::shared_ptr<void>> block = device_->device_memory().acquire(bytes);
     if (!block) return std::move(block).error();
     void* target = block->get();
     running.device_blocks.push_back(std::move(*block));
     const void* source = t.data().data();
+    if (!t.in_host_memory()) {
+      if (bytes != 0) {
+        if (const cudaError_t e = cudaMemcpyPeerAsync(target, device_->index(), source, t.device(),
+                                                      bytes, running.on->stream);
+            e != cudaSuccess) {
+          return device_failure(
+              fmt::format("copying input '{}' from device {}", t.name(), t.device()), e);
+        }
+      }
+      return static_cast<const void*>(target);
+    }
     if (bytes <= device::pinned_staging_limit) {
       result<std::shared_ptr<void>> staged = device_->pinned_memory().acquire(bytes);
       if (!staged) return std::move(staged).error();
@@ -202,7 +217,7 @@ class device_model : public model {
         return device_failure(fmt::format("copying input '{}' to the device", t.name()), e);
       }
     }
-    return target;
+    return static_cast<const void*>(target);
   }
 
   // Device memory for an intermediate or output, freed with the request.
@@ -387,9 +402,9 @@ class add_sub : public device_model {
           fmt::format("inputs 'INPUT0' and 'INPUT1' of model '{}' differ in shape", config().name)};
     }
     const std::size_t bytes = a->data().size();
-    result<void*> x = upload(running, *a);
+    result<const void*> x = upload(running, *a);
     if (!x) return x.error();
-    result<void*> y = upload(running, *b);
+    result<const void*> y = upload(running, *b);
     if (!y) return y.error();
     result<void*> sum = scratch(running, bytes);
     if (!sum) return sum.error();
@@ -415,7 +430,7 @@ class identity : public device_model {
  protected:
   status enqueue(job& running) const override {
     const tensor& in = running.call.request().inputs.at(0);
-    result<void*> on = upload(running, in);
+    result<const void*> on = upload(running, in);
     if (!on) return on.error();
     return download(running, *on, in.data().size(), config().outputs.at(0).name, in.type(),
                     in.shape());
@@ -437,7 +452,7 @@ class accumulator : public device_model {
     std::any& state = *step->state;
     const std::int32_t sum =
         step->start || !state.has_value() ? 0 : std::any_cast<std::int32_t>(state);
-    result<void*> x = upload(running, in);
+    result<const void*> x = upload(running, in);
     if (!x) return x.error();
     result<void*> out = scratch(running, in.data().size());
     if (!out) return out.error();
@@ -475,7 +490,7 @@ class dense_softmax : public device_model {
   status enqueue(job& running) const override {
     const tensor& x = running.call.request().inputs.at(0);
     const auto rows = static_cast<std::size_t>(x.shape().at(0));
-    result<void*> in = upload(running, x);
+    result<const void*> in = upload(running, x);
     if (!in) return in.error();
     const std::size_t out_bytes = rows * classes_ * sizeof(float);
     result<void*> out = scratch(running, out_bytes);
@@ -521,6 +536,7 @@ result<std::shared_ptr<model>> make(std::shared_ptr<device> on, model_config con
       instance_pool::create(on->index(), instances, with_blas);
   if (!pool) return std::move(pool).error();
   config.gpus = {on->index()};
+  config.device_inputs = true;  // upload() takes inputs in this device's memory where they are
   // As many batches at once as the model has instances (Triton's instance_group count).
   config.batching.instances = std::max<std::size_t>(instances, 1);
   return std::shared_ptr<model>{std::make_shared<Model>(

@@ -17,6 +17,8 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <thread>
 
 #include <fmt/format.h>
@@ -340,8 +342,17 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
       const std::shared_ptr<reply_sink> answering = std::move(sink);  // answered once, whatever
       answering->on_complete(s);
     };
+    const bool batched = config.dynamic_batching && config.max_batch_size > 0;
+    // Sampled first: a trace that writes the inputs out reads them on the host.
+    std::optional<tracer::sampled> trace = traces->sample(config.name);
     if (!request.shared_memory_inputs.empty()) {
-      if (status s = read_shared_memory_inputs(request, regions.get(), options.bounds, config.name);
+      // A model that reads device memory takes its inputs in CUDA regions in place, unless the
+      // batcher joins them on the host or the trace writes them out.
+      const bool in_place = config.device_inputs && !batched &&
+                            !(trace && includes(trace->level, trace_level::tensors));
+      if (status s = read_shared_memory_inputs(
+              request, regions.get(), options.bounds, config.name,
+              in_place ? std::span<const int>{config.gpus} : std::span<const int>{});
           !s.ok()) {
         return refuse(s);
       }
@@ -375,7 +386,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     pending->batch = detail::batch_size(config, request);
     pending->received = received;
     pending->queued = clock::now();
-    pending->trace = traces->sample(config.name);
+    pending->trace = std::move(trace);
     if (pending->trace) {
       pending->traces = traces;
       pending->transport = transport;
@@ -388,7 +399,6 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     pending->max_unread_wait = options.bounds.max_unread_wait;
     pending->counted_pending = true;
     pending->lease.statistics().request_queued();
-    const bool batched = config.dynamic_batching && config.max_batch_size > 0;
     if (!config.sequence_batching && !batched && !config.decoupled &&
         (config.inline_execution || is_quick(pending->lease.statistics()))) {
       return run(pending, std::move(request), {});  // on this thread: no worker's wake-up

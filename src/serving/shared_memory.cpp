@@ -407,34 +407,49 @@ result<std::vector<cuda_shared_memory_region>> shared_memory_registry::cuda_regi
 result<buffer> shared_memory_registry::bytes(std::string_view name, std::uint64_t offset,
                                              std::uint64_t byte_size,
                                              std::uint64_t host_copy_limit) const {
+  result<placed_bytes> placed = bytes_in_place(name, offset, byte_size, {}, host_copy_limit);
+  if (!placed) return std::move(placed).error();
+  return std::move(placed->bytes);
+}
+
+result<shared_memory_registry::placed_bytes> shared_memory_registry::bytes_in_place(
+    std::string_view name, std::uint64_t offset, std::uint64_t byte_size,
+    std::span<const int> devices, std::uint64_t host_copy_limit) const {
   result<located> place = state_->locate(name, offset, byte_size);
   if (!place) return std::move(place).error();
   const auto size = static_cast<std::size_t>(byte_size);
-  if (place->device) {
-    if (byte_size > host_copy_limit) {
-      return status{errc::payload_too_large,
-                    fmt::format("{} bytes of CUDA shared memory region '{}' are above the limit "
-                                "of {} bytes copied to the host",
-                                byte_size, name, host_copy_limit)};
-    }
-    result<mutable_buffer> copy = mutable_buffer::allocate_for_overwrite(size);
-    if (!copy) return std::move(copy).error();
-    if (size != 0) {
-      if (status s = place->device->access->copy_to_host({copy->data(), size}, place->device_at,
-                                                         place->device->device);
-          !s.ok()) {
-        return s;
-      }
-    }
-    return buffer{std::move(*copy)};
+  if (!place->device) return placed_bytes{buffer::view({place->at, size}, std::move(place->map))};
+  const int device = place->device->device;
+  if (std::find(devices.begin(), devices.end(), device) != devices.end()) {
+    std::byte* at = place->device_at;
+    return placed_bytes{buffer::view({at, size}, std::move(place->device)), device};
   }
-  return buffer::view({place->at, size}, std::move(place->map));
+  if (byte_size > host_copy_limit) {
+    return status{errc::payload_too_large,
+                  fmt::format("{} bytes of CUDA shared memory region '{}' are above the limit "
+                              "of {} bytes copied to the host",
+                              byte_size, name, host_copy_limit)};
+  }
+  result<mutable_buffer> copy = mutable_buffer::allocate_for_overwrite(size);
+  if (!copy) return std::move(copy).error();
+  if (size != 0) {
+    if (status s =
+            place->device->access->copy_to_host({copy->data(), size}, place->device_at, device);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return placed_bytes{buffer{std::move(*copy)}};
 }
 
-result<buffer> shared_memory_input(const shared_memory_registry* regions,
-                                   const shared_memory_reference& place, std::string_view name,
-                                   datatype type, const shape_type& shape, const limits& bounds,
-                                   std::string_view model_name) {
+namespace {
+
+// shared_memory_input, where the bytes of a fixed-size input in a CUDA region on one of
+// `in_place_devices` stay in device memory.
+result<shared_memory_registry::placed_bytes> input_bytes(
+    const shared_memory_registry* regions, const shared_memory_reference& place,
+    std::string_view name, datatype type, const shape_type& shape, const limits& bounds,
+    std::string_view model_name, std::span<const int> in_place_devices) {
   if (regions == nullptr) {
     return status{errc::invalid_argument,
                   fmt::format("input '{}' names shared memory region '{}', but this server does "
@@ -457,24 +472,46 @@ result<buffer> shared_memory_input(const shared_memory_registry* regions,
               model_name.empty() ? std::string{} : fmt::format(" for model '{}'", model_name),
               *expected, place.byte_size)};
     }
+    return regions->bytes_in_place(place.region, place.offset, place.byte_size, in_place_devices,
+                                   bounds.max_body_bytes);
   }
   result<buffer> view =
       regions->bytes(place.region, place.offset, place.byte_size, bounds.max_body_bytes);
-  if (!view || !is_bytes(type)) return view;
+  if (!view) return std::move(view).error();
   if (view->size() > bounds.max_body_bytes) {
     return bytes_above_limit(view->size(), place, bounds);
   }
-  return buffer::copy_of(view->bytes());
+  result<buffer> copy = buffer::copy_of(view->bytes());
+  if (!copy) return std::move(copy).error();
+  return shared_memory_registry::placed_bytes{std::move(*copy)};
+}
+
+}  // namespace
+
+result<buffer> shared_memory_input(const shared_memory_registry* regions,
+                                   const shared_memory_reference& place, std::string_view name,
+                                   datatype type, const shape_type& shape, const limits& bounds,
+                                   std::string_view model_name) {
+  result<shared_memory_registry::placed_bytes> placed =
+      input_bytes(regions, place, name, type, shape, bounds, model_name, {});
+  if (!placed) return std::move(placed).error();
+  return std::move(placed->bytes);
 }
 
 status read_shared_memory_inputs(inference_request& request, const shared_memory_registry* regions,
-                                 const limits& bounds, std::string_view model_name) {
+                                 const limits& bounds, std::string_view model_name,
+                                 std::span<const int> in_place_devices) {
   for (input_in_shared_memory& input : request.shared_memory_inputs) {
-    result<buffer> bytes = shared_memory_input(regions, input.place, input.name, input.type,
-                                               input.shape, bounds, model_name);
-    if (!bytes) return std::move(bytes).error();
+    result<shared_memory_registry::placed_bytes> placed =
+        input_bytes(regions, input.place, input.name, input.type, input.shape, bounds, model_name,
+                    in_place_devices);
+    if (!placed) return std::move(placed).error();
     result<tensor> made =
-        tensor::make(std::move(input.name), input.type, std::move(input.shape), std::move(*bytes));
+        placed->device < 0
+            ? tensor::make(std::move(input.name), input.type, std::move(input.shape),
+                           std::move(placed->bytes))
+            : tensor::in_device_memory(std::move(input.name), input.type, std::move(input.shape),
+                                       std::move(placed->bytes), placed->device);
     if (!made) {
       // Only BYTES data can be malformed here (the byte size of the others was checked).
       return status{made.error().code(),

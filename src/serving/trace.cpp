@@ -432,8 +432,10 @@ std::string tracer::tensor_entry(std::uint64_t id, std::string_view activity, co
   std::string text = fmt::format(R"({{"id":{},"activity":"{}","tensor":{{"name":)", id, activity);
   detail::append_json_string(text, t.name());
   std::string values;
-  static_cast<void>(detail::append_json_values(
-      values, t, "traced tensor", {.booleans_as_digits = true, .replace_invalid_utf8 = true}));
+  if (t.in_host_memory()) {  // the host cannot read a device's memory: no data then
+    static_cast<void>(detail::append_json_values(
+        values, t, "traced tensor", {.booleans_as_digits = true, .replace_invalid_utf8 = true}));
+  }
   text += R"(,"data":)";
   detail::append_json_string(text, values);
   text += fmt::format(R"(,"shape":"{}","dtype":"{}"}}}})", fmt::join(t.shape(), ","),

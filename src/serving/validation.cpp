@@ -58,6 +58,20 @@ tensor* named(std::vector<tensor>& tensors, std::string_view name) {
   return found;
 }
 
+// An output's bytes go to the codecs and classify(), which read them on the host: a view of a
+// device input handed back as an output must not reach them.
+status check_in_host_memory(const model_config& config, const std::vector<tensor>& produced) {
+  for (const tensor& t : produced) {
+    if (!t.in_host_memory()) {
+      return status{errc::internal,
+                    fmt::format("model '{}' produced output '{}' in the memory of CUDA device {}; "
+                                "outputs must be in host memory",
+                                config.name, t.name(), t.device())};
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 status validate_request(const model_config& config, const inference_request& request) {
@@ -149,6 +163,7 @@ std::uint64_t batch_size(const model_config& config, const inference_request& re
 }
 
 status check_outputs(const model_config& config, const std::vector<tensor>& produced) {
+  if (status s = check_in_host_memory(config, produced); !s.ok()) return s;
   for (const tensor& t : produced) {
     const auto configured =
         std::find_if(config.outputs.begin(), config.outputs.end(),
@@ -180,6 +195,7 @@ result<inference_response> make_response(const model_config& config, std::uint64
                                          const std::vector<requested_output>& asked,
                                          model_output&& produced) {
   if (status s = check_outputs(config, produced.outputs); !s.ok()) return s;
+  if (status s = check_in_host_memory(config, produced.classified); !s.ok()) return s;
   inference_response response;
   response.model_name = config.name;
   response.model_version = std::to_string(version);
