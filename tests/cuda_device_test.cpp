@@ -7,6 +7,7 @@
 
 #include <oip/classification.hpp>
 #include <oip/cuda/device.hpp>
+#include <oip/cuda/ipc_memory.hpp>
 #include <oip/cuda/memory_pool.hpp>
 #include <oip/cuda/models.hpp>
 #include <oip/cuda/top_classes.hpp>
@@ -19,6 +20,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -312,16 +314,17 @@ TEST_CASE("inputs in the device's memory are read in place, with the host path's
   CHECK((*model)->config().device_inputs);
   served s{{*model}};
   std::mt19937 rng{13};
-  // Each input copied into memory of its own on device 0, as a client's CUDA region holds it.
-  const auto on_device = [](const oip::tensor& t) {
+  // Each input copied into memory of its own on device 0, `offset` bytes in, as a client's CUDA
+  // region holds it.
+  const auto on_device = [](const oip::tensor& t, std::size_t offset) {
     void* at = nullptr;
-    REQUIRE(cudaMalloc(&at, t.data().size()) == cudaSuccess);
+    REQUIRE(cudaMalloc(&at, offset + t.data().size()) == cudaSuccess);
     const std::shared_ptr<void> owner{at, [](void* p) { cudaFree(p); }};
-    REQUIRE(cudaMemcpy(at, t.data().data(), t.data().size(), cudaMemcpyHostToDevice) ==
-            cudaSuccess);
-    return *oip::tensor::in_device_memory(
-        t.name(), t.type(), t.shape(),
-        oip::buffer::view({static_cast<const std::byte*>(at), t.data().size()}, owner), 0);
+    const auto* place = static_cast<const std::byte*>(at) + offset;
+    REQUIRE(cudaMemcpy(const_cast<std::byte*>(place), t.data().data(), t.data().size(),
+                       cudaMemcpyHostToDevice) == cudaSuccess);
+    return *oip::tensor::in_device_memory(t.name(), t.type(), t.shape(),
+                                          oip::buffer::view({place, t.data().size()}, owner), 0);
   };
   const auto acquisitions = [](const oip::cuda::memory_pool& pool) {
     const oip::cuda::memory_pool::statistics counted = pool.stats();
@@ -334,18 +337,38 @@ TEST_CASE("inputs in the device's memory are read in place, with the host path's
     oip::inference_request host;
     host.inputs.push_back(random_tensor(rng, "INPUT0", oip::datatype::int32, {1, 16}));
     host.inputs.push_back(random_tensor(rng, "INPUT1", oip::datatype::int32, {1, 16}));
-    oip::inference_request placed;
-    for (const oip::tensor& t : host.inputs) placed.inputs.push_back(on_device(t));
+    oip::inference_request aligned;
+    oip::inference_request misaligned;  // an INT32 at offset 4: read through a device copy
+    for (const oip::tensor& t : host.inputs) {
+      aligned.inputs.push_back(on_device(t, 0));
+      misaligned.inputs.push_back(on_device(t, 4));
+    }
     oip::result<oip::inference_response> from_host = s.infer("simple_int32", host);
-    oip::result<oip::inference_response> in_place = s.infer("simple_int32", placed);
     REQUIRE(from_host);
-    REQUIRE(in_place);
-    check_same_bytes(*from_host, *in_place);
+    for (oip::inference_request* placed : {&aligned, &misaligned}) {
+      oip::result<oip::inference_response> from_device = s.infer("simple_int32", *placed);
+      REQUIRE(from_device);
+      check_same_bytes(*from_host, *from_device);
+    }
   }
-  // A request from the host takes a device block and a pinned staging block per input, and one
-  // of each per output; one in place only the outputs'.
-  CHECK(acquisitions((*device)->device_memory()) - device_before == requests * (4 + 2));
-  CHECK(acquisitions((*device)->pinned_memory()) - pinned_before == requests * (4 + 2));
+  // Device blocks: from the host, one per input and one per output (4); in place, the outputs'
+  // (2); misaligned, 4 again. Pinned blocks: from the host, staging per input and one per output
+  // (4); from the device, the outputs' only (2 each).
+  CHECK(acquisitions((*device)->device_memory()) - device_before == requests * (4 + 2 + 4));
+  CHECK(acquisitions((*device)->pinned_memory()) - pinned_before == requests * (4 + 2 + 2));
+}
+
+TEST_CASE("the runtime tells how far a device allocation reaches from a place in it") {
+  void* at = nullptr;
+  REQUIRE(cudaMalloc(&at, 1000) == cudaSuccess);
+  const std::shared_ptr<oip::device_memory_access> access = oip::cuda::ipc_memory_access();
+  const std::optional<std::uint64_t> whole = access->extent(at, 0);
+  const std::optional<std::uint64_t> rest = access->extent(static_cast<std::byte*>(at) + 100, 0);
+  cudaFree(at);
+  REQUIRE(whole);
+  REQUIRE(rest);
+  CHECK(*whole >= 1000);
+  CHECK(*whole - *rest == 100);
 }
 
 TEST_CASE("a configuration the device models cannot run is refused with a 400") {

@@ -1,7 +1,8 @@
 #pragma once
 // A stand-in for a GPU runtime's IPC, for the CUDA shared-memory extension on machines without a
 // GPU: "device memory" is host memory that the test allocates, a handle is 64 bytes naming one of
-// its blocks, and a copy past a block's end fails, as cudaMemcpy does past an allocation.
+// its blocks, and a copy past a block's end fails, as cudaMemcpy does past an allocation. It
+// knows each block's extent, as the CUDA runtime does, unless told not to (`knows_extent`).
 
 #include <oip/device_memory.hpp>
 
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,17 @@ class fake_device_memory final : public device_memory_access {
     const std::lock_guard lock{mutex_};
     ++closed;
   }
+  std::optional<std::uint64_t> extent(const void* memory, int /*device*/) override {
+    if (!knows_extent) return std::nullopt;
+    const std::lock_guard lock{mutex_};
+    const auto* at = static_cast<const std::byte*>(memory);
+    for (const std::vector<std::byte>& b : blocks_) {
+      if (at >= b.data() && at <= b.data() + b.size()) {
+        return static_cast<std::uint64_t>(b.data() + b.size() - at);
+      }
+    }
+    return std::nullopt;
+  }
   status copy_to_host(std::span<std::byte> host, const void* memory, int /*device*/) override {
     if (!inside(memory, host.size())) return past_end();
     if (!host.empty()) std::memcpy(host.data(), memory, host.size());
@@ -54,6 +67,7 @@ class fake_device_memory final : public device_memory_access {
     return {};
   }
 
+  std::atomic<bool> knows_extent{true};
   std::atomic<int> opened{0};
   std::atomic<int> closed{0};
 

@@ -75,6 +75,18 @@ std::string error_of(inference::ModelInferRequest& message) {
 
 }  // namespace
 
+TEST_CASE("an input in device memory is not encoded: the encoder reads inputs on the host") {
+  const std::string bytes(16, '\0');  // stands in for device memory: nothing reads it
+  oip::inference_request request;
+  request.inputs.push_back(*oip::tensor::in_device_memory("x", oip::datatype::int32, {4},
+                                                          oip::buffer::from_string(bytes), 0));
+  inference::ModelInferRequest message;
+  const oip::status s = oip::grpc::encode_request(request, "m", "", contents_form::raw, message);
+  CHECK(s.http_status() == 400);
+  CHECK(s.message() ==
+        "input 'x' is in the memory of CUDA device 0; it must be in host memory here");
+}
+
 TEST_CASE("a sequence id sent as a negative int64_param is the uint64 it stands for") {
   // Triton's C++ client sends its uint64 sequence id in int64_param, so ids from 2^63 come
   // negative; Triton reads them back as unsigned.

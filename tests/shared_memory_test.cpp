@@ -4,6 +4,7 @@
 
 #include "codecs/detail/base64.hpp"
 #include "fake_device_memory.hpp"
+#include "served.hpp"
 #include "serving_support.hpp"
 #include "shm_object.hpp"
 #include "test_support.hpp"
@@ -20,6 +21,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -719,7 +721,18 @@ TEST_CASE("CUDA regions: register, status, inputs and outputs through the device
   CHECK(oip::decode_error(past.body(), past.status)
             .message()
             .starts_with("Invalid offset + byte size for shared memory region: 'in'"));
+  // A byte_size past the memory the handle exports: refused where the runtime tells the extent
+  // (and closed again), a copy that fails where it cannot.
   const std::string short_handle = device->allocate(32);
+  const oip::http_response too_long =
+      server.send("POST", "/v2/cudasharedmemory/region/short/register",
+                  cuda_register_body(short_handle, 0, 128));
+  CHECK(too_long.status == 400);
+  CHECK(oip::decode_error(too_long.body(), too_long.status).message() ==
+        "failed to register CUDA shared memory region 'short': byte_size 128 is past the end of "
+        "the 32 bytes of device memory that the handle exports");
+  CHECK(device->closed == 1);
+  device->knows_extent = false;
   REQUIRE(server
               .send("POST", "/v2/cudasharedmemory/region/short/register",
                     cuda_register_body(short_handle, 0, 128))
@@ -731,14 +744,14 @@ TEST_CASE("CUDA regions: register, status, inputs and outputs through the device
   CHECK(beyond.status == 400);
 
   CHECK(server.send("POST", "/v2/cudasharedmemory/region/in/unregister").status == 200);
-  CHECK(device->closed == 1);
+  CHECK(device->closed == 2);
   CHECK(server.send("GET", "/v2/cudasharedmemory/region/in/status").status == 404);
   // Unregistering a system region by a CUDA region's name leaves it.
   CHECK(server.send("POST", "/v2/systemsharedmemory/region/out/unregister").status == 200);
   CHECK(server.send("GET", "/v2/cudasharedmemory/region/out/status").status == 200);
   CHECK(server.send("POST", "/v2/cudasharedmemory/unregister").status == 200);
   CHECK(server.send("GET", "/v2/cudasharedmemory/status").body() == "[]");
-  CHECK(device->closed == 3);
+  CHECK(device->closed == 4);
 }
 
 TEST_CASE("CUDA registrations a client gets wrong are 4xx; a region in use closes after it") {
@@ -903,8 +916,28 @@ TEST_CASE("a model that reads device memory reads inputs in CUDA regions in plac
                       shm_input("INPUT1", "in", 0, 64) + "]}");
   CHECK_MESSAGE(plain.status == 200, plain.body());
 
+  // A region whose extent the runtime cannot tell may be shorter than the client said: a kernel
+  // must not read it, a copy is bounded.
+  device->knows_extent = false;
+  const std::string unbounded_handle = device->allocate(64);
+  std::memcpy(device->block(1).data(), values.data(), 64);
+  REQUIRE(server
+              .send("POST", "/v2/cudasharedmemory/region/unbounded/register",
+                    cuda_register_body(unbounded_handle, 0, 64))
+              .status == 200);
+  const oip::http_response unbounded =
+      server.send("POST", "/v2/models/on_0/infer",
+                  R"({"inputs":[)" + shm_input("INPUT0", "unbounded", 0, 64) + "]}");
+  REQUIRE_MESSAGE(unbounded.status == 200, unbounded.body());
+  CHECK(output_values(unbounded) == values);
+  REQUIRE(handed->inputs.size() == 1);
+  CHECK(handed->take()[0].in_host_memory());
+
   // The view holds the region open past its unregistration, until the model lets it go.
-  seen.push_back(infer("on_0").status == 200 ? handed->take().at(0) : oip::tensor{});
+  const oip::http_response held = infer("on_0");
+  REQUIRE_MESSAGE(held.status == 200, held.body());
+  seen = handed->take();
+  REQUIRE(seen.size() == 1);
   CHECK(server.send("POST", "/v2/cudasharedmemory/region/in/unregister").status == 200);
   CHECK(device->closed == 0);
   seen.clear();
@@ -913,6 +946,49 @@ TEST_CASE("a model that reads device memory reads inputs in CUDA regions in plac
     std::this_thread::sleep_for(std::chrono::milliseconds{10});
   }
   CHECK(device->closed == 1);
+}
+
+TEST_CASE("a host's own input in device memory reaches only a model that reads it there") {
+  auto handed = std::make_shared<handed_inputs>();
+  oip::testing::served s{{make_device_reader("on_0", {0}, handed),
+                          make_device_reader("batched", {0}, handed, true),
+                          oip::testing::make_simple()}};
+  // Host bytes stand in for device 0's memory: only the device reader reads them.
+  const std::vector<std::int32_t> values = oip::testing::iota(2, 16);
+  const oip::buffer bytes = *oip::buffer::copy_of(std::as_bytes(std::span{values}));
+  const auto request_on = [&](int device) {
+    oip::inference_request r;
+    r.inputs.push_back(
+        *oip::tensor::in_device_memory("INPUT0", oip::datatype::int32, {1, 16}, bytes, device));
+    return r;
+  };
+
+  const oip::result<oip::inference_response> read = s.infer("on_0", request_on(0));
+  REQUIRE_MESSAGE(read, read.error().message());
+  CHECK(read->outputs.at(0).at<std::int32_t>(15) == 17);
+  const std::vector<oip::tensor> inputs = handed->take();
+  REQUIRE(inputs.size() == 1);
+  CHECK(inputs[0].device() == 0);
+  CHECK(inputs[0].data().data() == bytes.data());
+
+  const auto refused = [&](std::string_view model, oip::inference_request r) {
+    const oip::result<oip::inference_response> answer = s.infer(model, std::move(r));
+    REQUIRE_FALSE(answer);
+    CHECK(answer.error().http_status() == 400);
+    return answer.error().message();
+  };
+  CHECK(refused("on_0", request_on(1)) ==
+        "input 'INPUT0' is in the memory of CUDA device 1, where model 'on_0' does not read its "
+        "inputs; give it in host memory");
+  CHECK(refused("batched", request_on(0)) ==
+        "input 'INPUT0' is in the memory of CUDA device 0, where model 'batched' does not read "
+        "its inputs; give it in host memory");
+  oip::inference_request mixed = request_on(0);
+  mixed.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT1", {1, 16}, values));
+  CHECK(refused("simple", std::move(mixed)) ==
+        "input 'INPUT0' is in the memory of CUDA device 0, where model 'simple' does not read "
+        "its inputs; give it in host memory");
+  CHECK(handed->take().empty());
 }
 
 TEST_CASE("a traced request's CUDA inputs reach the host; a device tensor is no output") {

@@ -1,3 +1,4 @@
+#include <oip/json.hpp>
 #include <oip/tensor.hpp>
 
 #include <cstdint>
@@ -116,6 +117,12 @@ TEST_CASE("a tensor in device memory: fixed-size only, checked as make checks, i
   CHECK(oip::tensor::in_device_memory("s", datatype::bytes, {1}, bytes_buffer(sixteen), 0)
             .error()
             .message() == "tensor 's': BYTES data cannot stay in device memory");
+  oip::inference_request request;
+  request.inputs.push_back(*on);
+  const oip::result<oip::encoded_body> encoded = oip::encode_request(request, {});
+  REQUIRE_FALSE(encoded);
+  CHECK(encoded.error().message() ==
+        "input 'x' is in the memory of CUDA device 1; it must be in host memory here");
   CHECK(oip::tensor::in_device_memory("x", datatype::int32, {4}, bytes_buffer(sixteen), -1)
             .error()
             .message() == "tensor 'x': no CUDA device -1");

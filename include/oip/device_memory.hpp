@@ -10,6 +10,8 @@
 #include <oip/status.hpp>
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <span>
 
 namespace oip {
@@ -28,6 +30,14 @@ class OIP_EXPORT device_memory_access {
   [[nodiscard]] virtual result<void*> open(std::span<const std::byte> handle, int device) = 0;
   /// Closes what `open` returned.
   virtual void close(void* memory, int device) noexcept = 0;
+  /// The bytes from `memory` (as `open` returned it) to the end of the memory that the handle
+  /// exported, where the runtime can tell; none where it cannot. A region that is known to fit
+  /// is read in place by a model on its device; one past the end is refused at registration.
+  [[nodiscard]] virtual std::optional<std::uint64_t> extent(const void* memory, int device) {
+    static_cast<void>(memory);
+    static_cast<void>(device);
+    return std::nullopt;
+  }
   /// Copies `host.size()` bytes from device memory at `memory` into `host`.
   [[nodiscard]] virtual status copy_to_host(std::span<std::byte> host, const void* memory,
                                             int device) = 0;

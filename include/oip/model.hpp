@@ -75,7 +75,8 @@ class OIP_EXPORT inference_call {
   ~inference_call();
 
   /// The validated request: inputs match the model's configuration; tensor data may be views
-  /// into the request body (kept alive by the request).
+  /// into the request body (kept alive by the request), or into device memory for a model that
+  /// reads it there (`model_config::device_inputs`, `tensor::device()`).
   [[nodiscard]] const inference_request& request() const noexcept;
   [[nodiscard]] inference_request& request() noexcept;
   [[nodiscard]] std::uint64_t version() const noexcept;

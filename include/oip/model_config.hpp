@@ -78,12 +78,15 @@ struct model_config {
   /// The CUDA devices the model runs on, for Triton's `instance_group` in its configuration
   /// (`KIND_GPU` with these `gpus`; empty: `KIND_CPU`; `count` is `batching.instances`).
   std::vector<int> gpus = {};
-  /// The model reads inputs from device memory: an input that a client placed in a CUDA
-  /// shared-memory region on one of `gpus` reaches `execute` in place, a view of the client's
-  /// device memory (`tensor::device()`), with no copy through the host. Every other input is in
-  /// host memory, and so are all inputs of a dynamically batched request (the batcher joins them
-  /// on the host) and of a request traced with its tensors. The model must not return such a
-  /// tensor as an output (a 500).
+  /// The model reads inputs from device memory: an input of a fixed-size datatype that a client
+  /// placed in a CUDA shared-memory region on one of `gpus` reaches `execute` in place, a view of
+  /// the client's device memory (`tensor::device()`, at the client's offset, which need not be
+  /// aligned), with no copy through the host; so does a host's own input in device memory
+  /// (`tensor::in_device_memory`) on one of `gpus`. Inputs of a dynamically batched request are
+  /// in host memory (the batcher joins them there), as are those from regions of a request
+  /// traced with its tensors: a host's own device input to such a request, or to a model without
+  /// this, is a 400. An output must be in host memory: one in device memory fails its request
+  /// with a 500 (a decoupled model's `send` returns that error).
   bool device_inputs = false;
   /// A stateful model: requests carry `sequence_id`/`sequence_start`/`sequence_end`, run one at a
   /// time per sequence in arrival order, and see their `sequence_step`

@@ -149,8 +149,10 @@ struct OIP_EXPORT shared_memory_outputs final : shared_memory_output_source {
 /// registration (`cudaIpcOpenMemHandle`), and closed once it is unregistered and no request that
 /// placed an input or output there is still running. An input read from one is copied to host
 /// memory (one copy), unless the model reads device memory on the region's device
-/// (`model_config::device_inputs`): then the model reads it in place. An output is copied to the
-/// device after the model has run.
+/// (`model_config::device_inputs`; not for BYTES, a dynamically batched request, or a request
+/// traced with its tensors) and the runtime confirmed at registration that the client's memory
+/// holds the whole region (`device_memory_access::extent`; a region past its end is refused
+/// then): the model reads it in place. An output is copied to the device after the model has run.
 ///
 /// The bytes stay the client's: fixed-size inputs are views that the client could still change
 /// while the model reads them (its own race, as in Triton), and BYTES inputs are copied, since

@@ -219,4 +219,9 @@ class OIP_EXPORT tensor {
   buffer data_;
 };
 
+/// `errc::invalid_argument` naming the first of `tensors` in device memory (`what` says what they
+/// are: "input"), for code that reads their bytes on the host, such as a request's encoders.
+[[nodiscard]] OIP_EXPORT status require_host_memory(std::span<const tensor> tensors,
+                                                    std::string_view what);
+
 }  // namespace oip

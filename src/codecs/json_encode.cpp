@@ -347,6 +347,7 @@ result<encoded_body> encode_response(const inference_response& response,
 
 result<encoded_body> encode_request(const inference_request& request,
                                     const request_format& format) {
+  if (status s = require_host_memory(request.inputs, "input"); !s.ok()) return s;
   encoded_body body;
   // The framing of each tensor; data in the JSON grows it once more.
   body.json.reserve(128 + 128 * (request.inputs.size() + request.outputs.size()));

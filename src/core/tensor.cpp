@@ -188,6 +188,18 @@ result<tensor> tensor::in_device_memory(std::string name, datatype type, shape_t
   return made;
 }
 
+status require_host_memory(std::span<const tensor> tensors, std::string_view what) {
+  for (const tensor& t : tensors) {
+    if (!t.in_host_memory()) {
+      return status{errc::invalid_argument,
+                    fmt::format("{} '{}' is in the memory of CUDA device {}; it must be in host "
+                                "memory here",
+                                what, t.name(), t.device())};
+    }
+  }
+  return {};
+}
+
 result<tensor> tensor::from_strings(std::string name, shape_type shape,
                                     std::span<const std::string_view> elements) {
   result<buffer> bytes = encode_bytes_elements(elements);

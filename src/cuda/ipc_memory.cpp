@@ -1,10 +1,13 @@
 #include <oip/cuda/ipc_memory.hpp>
 
+#include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string_view>
 
 #include <fmt/format.h>
 
+#include <cuda.h>  // the driver API's types only: its functions come through the runtime
 #include <cuda_runtime.h>
 
 namespace oip::cuda {
@@ -21,6 +24,26 @@ status failed(std::string_view what, cudaError_t error, errc code = errc::intern
 status copy_failed(std::string_view what, cudaError_t error) {
   return failed(what, error,
                 error == cudaErrorInvalidValue ? errc::invalid_argument : errc::internal);
+}
+
+// The driver's cuMemGetAddressRange, looked up through the runtime: linking the driver library
+// would make every program that links oip::cuda need it at load time, GPU or not. Null when the
+// driver does not give it.
+using address_range_function = CUresult (*)(CUdeviceptr*, std::size_t*, CUdeviceptr);
+
+address_range_function address_range() {
+  static const address_range_function found = []() -> address_range_function {
+    void* function = nullptr;
+    cudaDriverEntryPointQueryResult query{};
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &function, 12000,
+                                         cudaEnableDefault, &query) != cudaSuccess ||
+        query != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    return reinterpret_cast<address_range_function>(function);
+  }();
+  return found;
 }
 
 class ipc_access final : public device_memory_access {
@@ -50,6 +73,22 @@ class ipc_access final : public device_memory_access {
     cudaSetDevice(device);
     cudaIpcCloseMemHandle(memory);
     cudaGetLastError();
+  }
+
+  std::optional<std::uint64_t> extent(const void* memory, int device) override {
+    const address_range_function range = address_range();
+    if (range == nullptr) return std::nullopt;
+    if (cudaSetDevice(device) != cudaSuccess) {
+      cudaGetLastError();
+      return std::nullopt;
+    }
+    CUdeviceptr base = 0;
+    std::size_t size = 0;
+    const auto at = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(memory));
+    if (range(&base, &size, at) != CUDA_SUCCESS || at < base || at - base > size) {
+      return std::nullopt;
+    }
+    return size - (at - base);
   }
 
   status copy_to_host(std::span<std::byte> host, const void* memory, int device) override {

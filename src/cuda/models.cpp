@@ -179,14 +179,20 @@ class device_model : public model {
     return {};
   }
 
+  // Kernels and cuBLAS read whole elements, some several at once: an input read in place starts
+  // where a pool block could (a client's offset in its region need not).
+  static constexpr std::size_t in_place_alignment = 16;
+
   // The tensor's bytes in device memory: where they are when they are on this device already (an
-  // input in a client's CUDA region, which the request keeps open), copied from another device,
-  // or copied from the host, through pinned staging (an asynchronous copy) when small, else
-  // straight from the request body. Kernels only read inputs, so the client's memory is not
-  // written.
+  // input in a client's CUDA region, which the request keeps open) and aligned, copied from
+  // another device or a misaligned place, or copied from the host, through pinned staging (an
+  // asynchronous copy) when small, else straight from the request body. Kernels only read inputs,
+  // so the client's memory is not written.
   result<const void*> upload(job& running, const tensor& t) const {
     const std::size_t bytes = t.data().size();
-    if (t.device() == device_->index()) return static_cast<const void*>(t.data().data());
+    if (t.device() == device_->index() && t.data().is_aligned(in_place_alignment)) {
+      return static_cast<const void*>(t.data().data());
+    }
     result<std::shared_ptr<void>> block = device_->device_memory().acquire(bytes);
     if (!block) return std::move(block).error();
     void* target = block->get();

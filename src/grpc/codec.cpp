@@ -507,6 +507,7 @@ status encode_response(const inference_response& response, inference::ModelInfer
 status encode_request(const inference_request& request, std::string_view model,
                       std::string_view version, contents_form form,
                       inference::ModelInferRequest& out) {
+  if (status s = require_host_memory(request.inputs, "input"); !s.ok()) return s;
   out.set_model_name(std::string{model});
   out.set_model_version(std::string{version});
   if (request.id) out.set_id(*request.id);

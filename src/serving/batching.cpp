@@ -3,6 +3,8 @@
 
 #include "serving/detail/batching.hpp"
 
+#include "serving/detail/validation.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <iterator>
@@ -78,6 +80,7 @@ status split_rows(const tensor& t, const std::vector<batch_item>& items, std::ui
                               "rows",
                               model_name, t.name(), to_string(t.shape()), total)};
   }
+  if (status s = check_in_host_memory(model_name, t); !s.ok()) return s;
   const std::vector<std::size_t> offsets = row_offsets(t, total);
   std::uint64_t row = 0;
   for (std::size_t j = 0; j < items.size(); ++j) {

@@ -343,16 +343,22 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
       answering->on_complete(s);
     };
     const bool batched = config.dynamic_batching && config.max_batch_size > 0;
+    // A model that reads device memory takes inputs there, unless the batcher joins them on the
+    // host.
+    const std::span<const int> readable_devices = config.device_inputs && !batched
+                                                      ? std::span<const int>{config.gpus}
+                                                      : std::span<const int>{};
+    if (status s = detail::check_input_memory(config, request, readable_devices); !s.ok()) {
+      return refuse(s);
+    }
     // Sampled first: a trace that writes the inputs out reads them on the host.
     std::optional<tracer::sampled> trace = traces->sample(config.name);
     if (!request.shared_memory_inputs.empty()) {
-      // A model that reads device memory takes its inputs in CUDA regions in place, unless the
-      // batcher joins them on the host or the trace writes them out.
-      const bool in_place = config.device_inputs && !batched &&
-                            !(trace && includes(trace->level, trace_level::tensors));
-      if (status s = read_shared_memory_inputs(
-              request, regions.get(), options.bounds, config.name,
-              in_place ? std::span<const int>{config.gpus} : std::span<const int>{});
+      // Inputs in CUDA regions are read in place where they can be, unless the trace writes them.
+      const bool traced_tensors = trace && includes(trace->level, trace_level::tensors);
+      if (status s =
+              read_shared_memory_inputs(request, regions.get(), options.bounds, config.name,
+                                        traced_tensors ? std::span<const int>{} : readable_devices);
           !s.ok()) {
         return refuse(s);
       }

@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <variant>
 
@@ -67,6 +68,9 @@ struct device_region {
   std::shared_ptr<device_memory_access> access;
   std::byte* base = nullptr;
   int device = 0;
+  // Whether the runtime confirmed that the client's memory holds the whole region: only then may
+  // a kernel read it in place (a read past the memory faults the device, where a copy fails).
+  bool bounded = false;
 
   device_region() = default;
   device_region(const device_region&) = delete;
@@ -338,8 +342,17 @@ status shared_memory_registry::register_cuda_region(std::string name,
   region->access = state_->device_memory;
   region->base = static_cast<std::byte*>(*opened);
   region->device = device;
-  shared_memory_region info{std::move(name), {}, 0, byte_size};
   // On a refusal here the region closes as `region` goes.
+  if (const std::optional<std::uint64_t> held = region->access->extent(region->base, device)) {
+    if (byte_size > *held) {
+      return cannot(
+          fmt::format("byte_size {} is past the end of the {} bytes of device memory "
+                      "that the handle exports",
+                      byte_size, *held));
+    }
+    region->bounded = true;
+  }
+  shared_memory_region info{std::move(name), {}, 0, byte_size};
   return state_->add({std::move(info), {}, std::move(region)});
 }
 
@@ -420,7 +433,8 @@ result<shared_memory_registry::placed_bytes> shared_memory_registry::bytes_in_pl
   const auto size = static_cast<std::size_t>(byte_size);
   if (!place->device) return placed_bytes{buffer::view({place->at, size}, std::move(place->map))};
   const int device = place->device->device;
-  if (std::find(devices.begin(), devices.end(), device) != devices.end()) {
+  if (place->device->bounded &&
+      std::find(devices.begin(), devices.end(), device) != devices.end()) {
     std::byte* at = place->device_at;
     return placed_bytes{buffer::view({at, size}, std::move(place->device)), device};
   }

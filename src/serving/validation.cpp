@@ -58,20 +58,6 @@ tensor* named(std::vector<tensor>& tensors, std::string_view name) {
   return found;
 }
 
-// An output's bytes go to the codecs and classify(), which read them on the host: a view of a
-// device input handed back as an output must not reach them.
-status check_in_host_memory(const model_config& config, const std::vector<tensor>& produced) {
-  for (const tensor& t : produced) {
-    if (!t.in_host_memory()) {
-      return status{errc::internal,
-                    fmt::format("model '{}' produced output '{}' in the memory of CUDA device {}; "
-                                "outputs must be in host memory",
-                                config.name, t.name(), t.device())};
-    }
-  }
-  return {};
-}
-
 }  // namespace
 
 status validate_request(const model_config& config, const inference_request& request) {
@@ -162,9 +148,32 @@ std::uint64_t batch_size(const model_config& config, const inference_request& re
   return static_cast<std::uint64_t>(request.inputs[0].shape()[0]);
 }
 
+status check_input_memory(const model_config& config, const inference_request& request,
+                          std::span<const int> readable_devices) {
+  for (const tensor& input : request.inputs) {
+    if (input.in_host_memory() || std::find(readable_devices.begin(), readable_devices.end(),
+                                            input.device()) != readable_devices.end()) {
+      continue;
+    }
+    return status{errc::invalid_argument,
+                  fmt::format("input '{}' is in the memory of CUDA device {}, where model '{}' "
+                              "does not read its inputs; give it in host memory",
+                              input.name(), input.device(), config.name)};
+  }
+  return {};
+}
+
+status check_in_host_memory(std::string_view model, const tensor& output) {
+  if (output.in_host_memory()) return {};
+  return status{errc::internal,
+                fmt::format("model '{}' produced output '{}' in the memory of CUDA device {}; "
+                            "outputs must be in host memory",
+                            model, output.name(), output.device())};
+}
+
 status check_outputs(const model_config& config, const std::vector<tensor>& produced) {
-  if (status s = check_in_host_memory(config, produced); !s.ok()) return s;
   for (const tensor& t : produced) {
+    if (status s = check_in_host_memory(config.name, t); !s.ok()) return s;
     const auto configured =
         std::find_if(config.outputs.begin(), config.outputs.end(),
                      [&](const tensor_metadata& output) { return output.name == t.name(); });
@@ -195,7 +204,9 @@ result<inference_response> make_response(const model_config& config, std::uint64
                                          const std::vector<requested_output>& asked,
                                          model_output&& produced) {
   if (status s = check_outputs(config, produced.outputs); !s.ok()) return s;
-  if (status s = check_in_host_memory(config, produced.classified); !s.ok()) return s;
+  for (const tensor& t : produced.classified) {
+    if (status s = check_in_host_memory(config.name, t); !s.ok()) return s;
+  }
   inference_response response;
   response.model_name = config.name;
   response.model_version = std::to_string(version);

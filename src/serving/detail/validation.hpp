@@ -7,6 +7,7 @@
 #include <oip/status.hpp>
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 namespace oip::detail {
@@ -29,7 +30,18 @@ namespace oip::detail {
                                                        const std::vector<requested_output>& asked,
                                                        model_output&& produced);
 
-/// The model's outputs against its configuration: name, datatype, shape (see make_response).
+/// 400 for an input in device memory (a host's own request can hold one) that the model would
+/// read on the host: its bytes must be on one of `readable_devices`.
+[[nodiscard]] status check_input_memory(const model_config& config,
+                                        const inference_request& request,
+                                        std::span<const int> readable_devices);
+
+/// A 500 for an output in device memory: the codecs, classification and the batcher's split read
+/// outputs on the host.
+[[nodiscard]] status check_in_host_memory(std::string_view model, const tensor& output);
+
+/// The model's outputs against its configuration: in host memory, name, datatype, shape (see
+/// make_response).
 [[nodiscard]] status check_outputs(const model_config& config, const std::vector<tensor>& produced);
 
 }  // namespace oip::detail
