@@ -392,7 +392,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     pending->batch = detail::batch_size(config, request);
     pending->received = received;
     pending->queued = clock::now();
-    pending->trace = std::move(trace);
+    pending->trace = trace;
     if (pending->trace) {
       pending->traces = traces;
       pending->transport = transport;
