@@ -320,9 +320,9 @@ TEST_CASE("inputs in the device's memory are read in place, with the host path's
     void* at = nullptr;
     REQUIRE(cudaMalloc(&at, offset + t.data().size()) == cudaSuccess);
     const std::shared_ptr<void> owner{at, [](void* p) { cudaFree(p); }};
-    const auto* place = static_cast<const std::byte*>(at) + offset;
-    REQUIRE(cudaMemcpy(const_cast<std::byte*>(place), t.data().data(), t.data().size(),
-                       cudaMemcpyHostToDevice) == cudaSuccess);
+    std::byte* place = static_cast<std::byte*>(at) + offset;
+    REQUIRE(cudaMemcpy(place, t.data().data(), t.data().size(), cudaMemcpyHostToDevice) ==
+            cudaSuccess);
     return *oip::tensor::in_device_memory(t.name(), t.type(), t.shape(),
                                           oip::buffer::view({place, t.data().size()}, owner), 0);
   };

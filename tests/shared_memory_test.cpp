@@ -16,6 +16,7 @@
 #include <oip/shared_memory.hpp>
 #include <oip/trace_settings.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -1035,4 +1036,44 @@ TEST_CASE("a traced request's CUDA inputs reach the host; a device tensor is no 
   const std::vector<oip::tensor> given_inputs = handed->take();
   REQUIRE(given_inputs.size() == 1);
   CHECK(given_inputs[0].device() == 0);
+}
+
+TEST_CASE("a batch's output in device memory fails each of its requests with a 500") {
+  oip::model_config config;
+  config.name = "batched_giver";
+  config.max_batch_size = 8;
+  config.dynamic_batching = true;
+  // Two requests make a batch at once; one alone would wait five seconds.
+  config.batching.max_queue_delay = std::chrono::seconds{5};
+  config.batching.preferred_batch_sizes = {2};
+  config.inputs = {{"INPUT0", oip::datatype::int32, {16}, {}}};
+  config.outputs = {{"OUTPUT0", oip::datatype::int32, {16}, {}}};
+  auto rows = std::make_shared<std::atomic<std::int64_t>>(0);
+  // The batch's host bytes stand in for device 0's memory: the split must not read them.
+  oip::testing::served s{{oip::make_model(
+      config, [rows](const oip::inference_request& r) -> oip::result<oip::model_output> {
+        const oip::tensor& in = r.inputs.at(0);
+        *rows = in.shape().at(0);
+        oip::model_output out;
+        out.outputs.push_back(
+            *oip::tensor::in_device_memory("OUTPUT0", in.type(), in.shape(), in.data(), 0));
+        return out;
+      })}};
+  const auto one_row = [] {
+    oip::inference_request r;
+    r.inputs.push_back(
+        *oip::tensor::from_values<std::int32_t>("INPUT0", {1, 16}, oip::testing::iota(0, 16)));
+    return r;
+  };
+  auto first = s.send("batched_giver", one_row());
+  auto second = s.send("batched_giver", one_row());
+  for (auto* answer : {&first, &second}) {
+    const oip::result<oip::inference_response> r = answer->get();
+    REQUIRE_FALSE(r);
+    CHECK(r.error().http_status() == 500);
+    CHECK(r.error().message() ==
+          "model 'batched_giver' produced output 'OUTPUT0' in the memory of CUDA device 0; "
+          "outputs must be in host memory");
+  }
+  CHECK(*rows == 2);
 }

@@ -83,10 +83,11 @@ struct model_config {
   /// the client's device memory (`tensor::device()`, at the client's offset, which need not be
   /// aligned), with no copy through the host; so does a host's own input in device memory
   /// (`tensor::in_device_memory`) on one of `gpus`. Inputs of a dynamically batched request are
-  /// in host memory (the batcher joins them there), as are those from regions of a request
-  /// traced with its tensors: a host's own device input to such a request, or to a model without
-  /// this, is a 400. An output must be in host memory: one in device memory fails its request
-  /// with a 500 (a decoupled model's `send` returns that error).
+  /// in host memory (the batcher joins them there): a host's own device input to one, or to a
+  /// model without this, is a 400. Inputs from regions of a request traced with its tensors are
+  /// copied to the host too, so that the trace shows their values (a host's own device input
+  /// shows none). An output must be in host memory: one in device memory fails its request with
+  /// a 500 (a decoupled model's `send` returns that error).
   bool device_inputs = false;
   /// A stateful model: requests carry `sequence_id`/`sequence_start`/`sequence_end`, run one at a
   /// time per sequence in arrival order, and see their `sequence_step`

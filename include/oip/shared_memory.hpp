@@ -225,8 +225,9 @@ class OIP_EXPORT shared_memory_registry {
     /// The CUDA device whose memory `bytes` spans (only the device may read it); -1: host memory.
     int device = -1;
   };
-  /// As `bytes`, except that the bytes of a CUDA region on one of `devices` are not copied:
-  /// they are a view of the device memory, which keeps the region open while it is held.
+  /// As `bytes`, except that the bytes of a CUDA region on one of `devices`, whose extent the
+  /// runtime confirmed at registration, are not copied: they are a view of the device memory,
+  /// which keeps the region open while it is held.
   [[nodiscard]] result<placed_bytes> bytes_in_place(
       std::string_view name, std::uint64_t offset, std::uint64_t byte_size,
       std::span<const int> devices,

@@ -115,10 +115,10 @@ class checked_parts_key {
 /// bytes match its shape (fixed-size types) or form exactly `element_count()` BYTES elements.
 /// Copies share the bytes.
 ///
-/// The bytes are in host memory, except for an input that a client placed in a CUDA
-/// shared-memory region, handed in place to a model that reads device memory
-/// (`model_config::device_inputs`): then `device()` names the GPU, and `data()` spans device
-/// memory that only the device may read.
+/// The bytes are in host memory, except in a tensor made by `in_device_memory`: an input that a
+/// client placed in a CUDA shared-memory region, handed in place to a model that reads device
+/// memory (`model_config::device_inputs`), or a host's own. Then `device()` names the GPU, and
+/// `data()` spans device memory that only the device may read.
 ///
 /// Example:
 /// \code

@@ -29,15 +29,21 @@ status copy_failed(std::string_view what, cudaError_t error) {
 // The driver's cuMemGetAddressRange, looked up through the runtime: linking the driver library
 // would make every program that links oip::cuda need it at load time, GPU or not. Null when the
 // driver does not give it.
-using address_range_function = CUresult (*)(CUdeviceptr*, std::size_t*, CUdeviceptr);
+using address_range_function = CUresult(CUDAAPI*)(CUdeviceptr*, std::size_t*, CUdeviceptr);
 
 address_range_function address_range() {
   static const address_range_function found = []() -> address_range_function {
     void* function = nullptr;
     cudaDriverEntryPointQueryResult query{};
-    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &function, 12000,
-                                         cudaEnableDefault, &query) != cudaSuccess ||
-        query != cudaDriverEntryPointSuccess) {
+#if CUDART_VERSION >= 12050
+    // The ABI of the name as CUDA 12.0 had it: cuMemGetAddressRange_v2.
+    const cudaError_t looked_up = cudaGetDriverEntryPointByVersion(
+        "cuMemGetAddressRange", &function, 12000, cudaEnableDefault, &query);
+#else
+    const cudaError_t looked_up =
+        cudaGetDriverEntryPoint("cuMemGetAddressRange", &function, cudaEnableDefault, &query);
+#endif
+    if (looked_up != cudaSuccess || query != cudaDriverEntryPointSuccess || function == nullptr) {
       cudaGetLastError();
       return nullptr;
     }

@@ -1,3 +1,4 @@
+#include <oip/log.hpp>
 #include <oip/shared_memory.hpp>
 
 #include <algorithm>
@@ -351,6 +352,11 @@ status shared_memory_registry::register_cuda_region(std::string name,
                       byte_size, *held));
     }
     region->bounded = true;
+  } else if (log_enabled(log_level::warning)) {
+    log(log_level::warning,
+        fmt::format("CUDA shared memory region '{}': the GPU runtime does not tell how far the "
+                    "client's memory reaches, so its inputs are copied to the host",
+                    name));
   }
   shared_memory_region info{std::move(name), {}, 0, byte_size};
   return state_->add({std::move(info), {}, std::move(region)});

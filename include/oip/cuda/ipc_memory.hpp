@@ -12,9 +12,11 @@ namespace oip::cuda {
 
 /// CUDA IPC through the CUDA runtime, for `server_options::device_memory`: handles of 64 bytes
 /// (`cudaIpcMemHandle_t`), opened on the device the client names; copies between host and device
-/// memory on that device, an output's waited for before the reply goes out. The region's size is
-/// the client's word, as in Triton: a handle exports the client's whole allocation, and a range
-/// past the size it declared but inside that allocation is copied as asked.
+/// memory on that device, an output's waited for before the reply goes out; the extent of the
+/// memory a handle exports, from the driver's `cuMemGetAddressRange` (a region past it is refused
+/// at registration). Inside that memory the region's size is the client's word, as in Triton: a
+/// handle exports the client's whole allocation, and a range past the size it declared but inside
+/// that allocation is copied as asked.
 ///
 /// Example:
 /// \code
