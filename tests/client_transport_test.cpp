@@ -9,6 +9,7 @@
 #include <oip/http/client.hpp>
 #include <oip/http/server.hpp>
 #include <oip/http_handler.hpp>
+#include <oip/json.hpp>
 #include <oip/repository.hpp>
 #ifdef OIP_TEST_GRPC_CLIENT
 #include <oip/grpc/client.hpp>
@@ -194,9 +195,9 @@ void write_all(int fd, std::string_view bytes) {
   }
 }
 
-// The reply to simple_request(), binary outputs, as a server writes it.
-std::string valid_reply() {
-  const oip::inference_request asked = simple_request();
+// The reply to simple_request(base), binary outputs, as a server writes it.
+std::string valid_reply(std::int32_t base = 0) {
+  const oip::inference_request asked = simple_request(base);
   oip::inference_response response;
   response.model_name = "simple";
   response.model_version = "1";
@@ -576,6 +577,199 @@ TEST_CASE("a kept-alive connection the server closed while idle: the call goes o
   std::this_thread::sleep_for(std::chrono::milliseconds{150});
   check_simple(client.async_infer("simple", simple_request()).get());
   CHECK(connections.load() == 4);
+}
+
+TEST_CASE("interim replies (1xx) are skipped: the final reply follows on the same connection") {
+  for (const call_path path : {call_path::caller_thread, call_path::io_thread}) {
+    CAPTURE(path == call_path::io_thread);
+    SUBCASE("a scripted server's 100 and 103 before each reply") {
+      std::atomic<int> connections{0};
+      scripted_server server{[&](int fd) {
+        ++connections;
+        for (std::int32_t call = 0; call < 3; ++call) {
+          if (read_request(fd).empty()) return;
+          write_all(fd, "HTTP/1.1 100 Continue\r\n\r\n");
+          write_all(fd,
+                    "HTTP/1.1 103 Early Hints\r\nLink: </hint>\r\n\r\n" + valid_reply(100 * call));
+        }
+      }};
+      oip::client_options options = within_3_seconds();
+      options.max_connections = 1;
+      oip::http::client client{server.address(), options};
+      for (std::int32_t call = 0; call < 3; ++call) {
+        CAPTURE(call);
+        check_simple(path == call_path::io_thread
+                         ? client.async_infer("simple", simple_request(100 * call)).get()
+                         : client.infer("simple", simple_request(100 * call)),
+                     100 * call);
+      }
+      CHECK(connections.load() == 1);
+    }
+    SUBCASE("oip's server answers Expect: 100-continue with a 100 first") {
+      local_servers servers;
+      oip::client_options options = within_3_seconds();
+      options.max_connections = 1;
+      options.headers.push_back({"Expect", "100-continue"});
+      oip::http::client client{servers.http_address, options};
+      for (std::int32_t call = 0; call < 4; ++call) {
+        CAPTURE(call);
+        check_simple(path == call_path::io_thread
+                         ? client.async_infer("simple", simple_request(100 * call)).get()
+                         : client.infer("simple", simple_request(100 * call)),
+                     100 * call);
+      }
+    }
+    SUBCASE("interim replies without end are an error") {
+      scripted_server server{[&](int fd) {
+        (void)read_request(fd);
+        for (int i = 0; i < 40; ++i) write_all(fd, "HTTP/1.1 100 Continue\r\n\r\n");
+      }};
+      oip::client_options options;  // no deadline: the count alone ends the call
+      oip::http::client client{server.address(), options};
+      const oip::result<oip::inference_response> r =
+          path == call_path::io_thread ? client.async_infer("simple", simple_request()).get()
+                                       : client.infer("simple", simple_request());
+      REQUIRE_FALSE(r.ok());
+      CHECK(r.error().code() == oip::errc::unavailable);
+      CHECK(r.error().message().find("interim (1xx) replies") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("bytes that come on an idle connection are never taken for the next call's reply") {
+  for (const call_path path : {call_path::caller_thread, call_path::io_thread}) {
+    CAPTURE(path == call_path::io_thread);
+    for (const bool stray_reply : {true, false}) {
+      CAPTURE(stray_reply);
+      // The first connection answers its call, then sends a second reply (a server's bug) or a
+      // 408 before it closes (as servers and proxies do on idle connections); the second answers
+      // whatever it is asked.
+      std::atomic<int> connections{0};
+      std::atomic<int> requests{0};
+      scripted_server server{[&](int fd) {
+        const int connection = ++connections;
+        if (connection == 1) {
+          if (read_request(fd).empty()) return;
+          ++requests;
+          write_all(fd, valid_reply(0));
+          std::this_thread::sleep_for(std::chrono::milliseconds{30});
+          write_all(fd, stray_reply ? valid_reply(1000)
+                                    : "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n"
+                                      "Connection: close\r\n\r\n");
+          if (stray_reply) std::this_thread::sleep_for(std::chrono::milliseconds{400});
+          return;
+        }
+        for (;;) {
+          const std::string request = read_request(fd);
+          if (request.empty()) return;
+          ++requests;
+          const std::size_t at = request.find("\r\n\r\n");
+          // The request's INPUT0 starts at its base: reply for that base.
+          const oip::result<oip::inference_request> asked = oip::decode_request(
+              oip::buffer::from_string(request.substr(at + 4)),
+              std::stoul(request.substr(request.find("Inference-Header-Content-Length: ") + 33)));
+          if (!asked.ok()) return;
+          write_all(fd, valid_reply(asked->inputs[0].at<std::int32_t>(0)));
+        }
+      }};
+      oip::client_options options = within_3_seconds();
+      options.max_connections = 1;
+      oip::http::client client{server.address(), options};
+      const auto infer = [&](std::int32_t base) {
+        return path == call_path::io_thread
+                   ? client.async_infer("simple", simple_request(base)).get()
+                   : client.infer("simple", simple_request(base));
+      };
+      check_simple(infer(0), 0);
+      std::this_thread::sleep_for(std::chrono::milliseconds{150});
+      check_simple(infer(7), 7);
+      check_simple(infer(8), 8);
+      CHECK(connections.load() == 2);
+      CHECK(requests.load() == 3);
+    }
+  }
+}
+
+TEST_CASE("a call the server may have run is not sent again; a GET is") {
+  for (const call_path path : {call_path::caller_thread, call_path::io_thread}) {
+    CAPTURE(path == call_path::io_thread);
+    // The first connection answers one call, then reads the next whole and closes without a
+    // reply; later connections answer.
+    std::atomic<int> connections{0};
+    std::atomic<int> requests{0};
+    scripted_server server{[&](int fd) {
+      const int connection = ++connections;
+      for (int call = 0;; ++call) {
+        const std::string request = read_request(fd);
+        if (request.empty()) return;
+        ++requests;
+        if (connection == 1 && call == 1) return;
+        if (request.rfind("GET ", 0) == 0) {
+          write_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        } else {
+          write_all(fd, valid_reply());
+        }
+      }
+    }};
+    oip::client_options options = within_3_seconds();
+    options.max_connections = 1;  // each path has its own connections: one path per client
+    oip::http::client client{server.address(), options};
+    const auto infer = [&] {
+      return path == call_path::io_thread ? client.async_infer("simple", simple_request()).get()
+                                          : client.infer("simple", simple_request());
+    };
+    SUBCASE("an inference") {
+      check_simple(infer());
+      const oip::result<oip::inference_response> r = infer();
+      REQUIRE_FALSE(r.ok());
+      CHECK(r.error().code() == oip::errc::unavailable);
+      CHECK(requests.load() == 2);
+      check_simple(infer());  // on a new connection
+      CHECK(connections.load() == 2);
+    }
+    SUBCASE("a health check") {
+      check_simple(infer());
+      const oip::result<oip::http_reply> live = send_to(client, get_call("/v2/health/live"), path);
+      REQUIRE_MESSAGE(live.ok(), live.to_status().message());
+      CHECK(live->status == 200);
+      CHECK(requests.load() == 3);
+      CHECK(connections.load() == 2);
+    }
+  }
+}
+
+TEST_CASE("a connect timeout of zero leaves opening a connection to the deadline; names resolve") {
+  local_servers servers;
+  const std::string port = servers.http_address.substr(servers.http_address.rfind(':') + 1);
+  for (const call_path path : {call_path::caller_thread, call_path::io_thread}) {
+    CAPTURE(path == call_path::io_thread);
+    oip::client_options options = within_3_seconds();
+    options.connect_timeout = std::chrono::milliseconds{0};
+    oip::http::client client{"localhost:" + port, options};
+    check_simple(path == call_path::io_thread
+                     ? client.async_infer("simple", simple_request(3)).get()
+                     : client.infer("simple", simple_request(3)),
+                 3);
+  }
+  // A name no resolver knows: refused at once, or, where the machine's resolver cannot be
+  // reached, not waited for past the connect timeout.
+  for (const call_path path : {call_path::caller_thread, call_path::io_thread}) {
+    CAPTURE(path == call_path::io_thread);
+    oip::client_options options;
+    options.connect_timeout = std::chrono::milliseconds{1000};
+    oip::http::client client{"no-such-host.invalid:8000", options};
+    const auto started = std::chrono::steady_clock::now();
+    const oip::result<oip::inference_response> r =
+        path == call_path::io_thread ? client.async_infer("simple", simple_request()).get()
+                                     : client.infer("simple", simple_request());
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::milliseconds{2500});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code() == oip::errc::unavailable);
+    const bool refused =
+        r.error().message().find("cannot resolve 'no-such-host.invalid:8000'") != std::string::npos;
+    const bool bounded = r.error().message().find("within 1000 ms") != std::string::npos;
+    CHECK_MESSAGE((refused || bounded), r.error().message());
+  }
 }
 
 TEST_CASE("mutated replies never crash or hang the HTTP client") {

@@ -770,6 +770,21 @@ TEST_CASE("metadata, health and error objects, both directions") {
   const oip::status no_body = oip::decode_error("", 400);
   CHECK(no_body.code() == oip::errc::invalid_argument);
   CHECK(no_body.message() == "HTTP 400 with no body");
+  // A body that is not the protocol's error object keeps its start, printable and bounded.
+  const oip::status page =
+      oip::decode_error("<html>\r\n  <h1>502 Bad\x01Gateway</h1>\n</html>\n", 502);
+  CHECK(page.code() == oip::errc::internal);
+  CHECK(page.message() ==
+        "HTTP 502 with a body that is not the protocol's error object: "
+        "'<html> <h1>502 Bad?Gateway</h1> </html>'");
+  const oip::status other_json =
+      oip::decode_error(R"({"detail":"Model with name m does not exist."})", 404);
+  CHECK(other_json.code() == oip::errc::not_found);
+  CHECK(other_json.message().find(R"('{"detail":"Model with name m does not exist."}')") !=
+        std::string::npos);
+  const oip::status long_body = oip::decode_error(std::string(1000, 'x'), 500);
+  CHECK(long_body.message().size() < 300);
+  CHECK(long_body.message().find(std::string(200, 'x') + "...'") != std::string::npos);
 
   for (const bool only_ready : {false, true}) {
     const std::string body = oip::encode(oip::repository_index_request{only_ready});

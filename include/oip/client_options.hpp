@@ -32,7 +32,8 @@ struct client_options {
   /// Every call's deadline, from the moment it is made to its reply (a stream's: to its end); a
   /// call past it ends with `errc::deadline_exceeded` and its connection is closed. Zero: none.
   std::chrono::milliseconds timeout{0};
-  /// How long opening a connection may take (HTTP; gRPC connects within `timeout`).
+  /// How long opening a connection may take, the server's name looked up included (HTTP; gRPC
+  /// connects within `timeout`). Zero: no bound but `timeout`.
   std::chrono::milliseconds connect_timeout{5000};
   /// Sent with every call: HTTP headers, or gRPC metadata (names in lower case there), for
   /// restricted APIs (`oip/access.hpp`) and for authentication.

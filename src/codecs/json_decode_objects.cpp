@@ -266,6 +266,28 @@ bool is_blank(std::string_view text) {
   return text.find_first_not_of(" \t\r\n") == std::string_view::npos;
 }
 
+// The first 200 bytes of a body for a message: runs of white space as one space, any other byte
+// that is not printable ASCII as '?', and "..." where it was cut.
+std::string printable_start(std::string_view body) {
+  constexpr std::size_t most = 200;
+  std::string out;
+  out.reserve(most + 3);
+  bool space = false;
+  std::size_t i = 0;
+  for (; i < body.size() && out.size() < most; ++i) {
+    const auto byte = static_cast<unsigned char>(body[i]);
+    if (byte == ' ' || byte == '\t' || byte == '\r' || byte == '\n') {
+      space = !out.empty();
+      continue;
+    }
+    if (space) out += ' ';
+    space = false;
+    out += byte > 0x20 && byte < 0x7F ? static_cast<char>(byte) : '?';
+  }
+  if (!is_blank(body.substr(i))) out += "...";
+  return out;
+}
+
 template <class Object>
 result<Object> decode_flag_object(std::string_view json, std::optional<int> http_status,
                                   std::string_view what, std::string_view flag,
@@ -568,11 +590,13 @@ status decode_error(std::string_view json, int http_status) {
     }
   }
   if (is_blank(json)) return status{code, fmt::format("HTTP {} with no body", http_status)};
-  if (!s.ok())
-    return status{code,
-                  fmt::format("HTTP {} with a malformed error body: {}", http_status, s.message())};
-  if (!found)
-    return status{code, fmt::format("HTTP {} with an error body that has no 'error'", http_status)};
+  if (!s.ok() || !found) {
+    // Not the protocol's error object (a proxy's page, another framework's JSON): what it says is
+    // still the best account of the failure, so its start is kept.
+    return status{code, fmt::format("HTTP {} with a body that is not the protocol's error object: "
+                                    "'{}'",
+                                    http_status, printable_start(json))};
+  }
   return status{code, std::move(message)};
 }
 

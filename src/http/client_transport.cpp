@@ -13,6 +13,8 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
+#include <memory>
 #include <utility>
 
 #include <boost/asio.hpp>
@@ -149,17 +151,39 @@ void prepare_parser(std::optional<reply_parser>& parser, const http_call& call,
   if (call.method == "HEAD") parser->skip(true);
 }
 
-// The reply a parser has read; whether the connection may carry another call.
+// The reply a parser has read; whether the connection may carry another call (not after 101
+// Switching Protocols: what follows is no longer HTTP/1.1).
 http_reply reply_of(reply_parser& parser, bool& keep_alive) {
-  keep_alive = parser.keep_alive();
-  return parser.take();
+  http_reply reply = parser.take();
+  keep_alive = parser.keep_alive() && reply.status != 101;
+  return reply;
+}
+
+// The most interim replies (`100 Continue`, `103 Early Hints`) skipped before a final one: a
+// server that sends them without end is an error, even where the call has no deadline.
+constexpr int max_interim_replies = 16;
+
+status too_many_interim_replies(const std::string& host_port) {
+  return status{errc::unavailable,
+                fmt::format("the reply from {} is more than {} interim (1xx) replies", host_port,
+                            max_interim_replies)};
 }
 
 // Whether a failure on a kept-alive connection, before any reply byte, says that the server had
-// closed it while idle: the call may go again on a new connection.
+// closed it while idle.
 bool closed_while_idle(beast::error_code ec) {
   return ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
          ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
+}
+
+// Whether a call that failed before any reply byte may go again on a new connection. The server
+// may have run it (it read the request, then failed or closed), so only a method that means the
+// same run twice goes again (RFC 9110, 9.2.2): an inference, a load or a registration is never
+// sent twice. The pool's check before each reuse has already set aside connections that the
+// server closed while they were idle, so what is left is a close that crossed the request.
+bool may_repeat(std::string_view method) {
+  return method == "GET" || method == "HEAD" || method == "PUT" || method == "DELETE" ||
+         method == "OPTIONS";
 }
 
 }  // namespace
@@ -219,45 +243,76 @@ class exchange : public std::enable_shared_from_this<exchange> {
 
   // The client closes: every call in flight ends.
   void abort() {
-    beast::error_code ignored;
-    if (conn_) conn_->socket.close(ignored);
+    stop_connecting();
     timer_.cancel();
     finish(unavailable("the client was closed before the reply came"));
   }
 
  private:
+  // Resolves the server's name (once per client, until a connect fails) and connects, all within
+  // the connect timeout. Asio looks names up on a thread of its own: the I/O thread goes on with
+  // the other calls meanwhile.
   void connect() {
-    result<tcp::resolver::results_type> found = state_.endpoints();
-    if (!found) return fail_connect(found.error().message());
-    auto connect_timer = std::make_shared<timer_type>(state_.io_);
-    connect_timer->expires_after(state_.options().connect_timeout);
     connecting_ = true;
-    connect_timer->async_wait([self = shared_from_this()](beast::error_code ec) {
-      if (ec || !self->connecting_) return;
-      self->connect_timed_out_ = true;
-      beast::error_code ignored;
-      if (self->conn_) self->conn_->socket.close(ignored);
-    });
-    asio::async_connect(
-        conn_->socket, *found,
-        [self = shared_from_this(), connect_timer](beast::error_code ec, const tcp::endpoint&) {
-          connect_timer->cancel();
-          self->connecting_ = false;
+    if (state_.options().connect_timeout.count() > 0) {
+      connect_timer_.emplace(state_.io_);
+      connect_timer_->expires_after(state_.options().connect_timeout);
+      connect_timer_->async_wait([self = shared_from_this()](beast::error_code ec) {
+        if (ec || !self->connecting_) return;
+        self->connect_timed_out_ = true;
+        self->stop_connecting();
+      });
+    }
+    if (std::optional<tcp::resolver::results_type> known = state_.known_endpoints()) {
+      return connect_to(*known);
+    }
+    resolver_.emplace(state_.io_);
+    resolver_->async_resolve(
+        state_.address_.host, state_.address_.port,
+        [self = shared_from_this()](beast::error_code ec, tcp::resolver::results_type found) {
           if (ec) {
-            return self->fail_connect(
-                self->connect_timed_out_
-                    ? fmt::format("cannot connect to {} within {} ms", self->state_.host_port(),
-                                  self->state_.options().connect_timeout.count())
-                    : fmt::format("cannot connect to {}: {}", self->state_.host_port(),
-                                  ec.message()));
+            return self->fail_connect(self->connect_failure(
+                fmt::format("cannot resolve '{}': {}", self->state_.host_port(), ec.message())));
           }
+          self->state_.remember_endpoints(found);
+          self->connect_to(found);
+        });
+  }
+
+  void connect_to(const tcp::resolver::results_type& found) {
+    asio::async_connect(
+        conn_->socket, found,
+        [self = shared_from_this()](beast::error_code ec, const tcp::endpoint&) {
+          if (ec) {
+            // The name may point elsewhere now (a restarted pod): looked up again next time.
+            self->state_.forget_endpoints();
+            return self->fail_connect(self->connect_failure(
+                fmt::format("cannot connect to {}: {}", self->state_.host_port(), ec.message())));
+          }
+          self->connecting_ = false;
+          if (self->connect_timer_) self->connect_timer_->cancel();
           beast::error_code ignored;
           self->conn_->socket.set_option(tcp::no_delay{true}, ignored);
           self->write();
         });
   }
 
+  [[nodiscard]] std::string connect_failure(std::string message) const {
+    if (!connect_timed_out_) return message;
+    return fmt::format("cannot connect to {} within {} ms", state_.host_port(),
+                       state_.options().connect_timeout.count());
+  }
+
+  // Ends a lookup or a connect in progress: its handler runs with an error.
+  void stop_connecting() {
+    if (resolver_) resolver_->cancel();
+    beast::error_code ignored;
+    if (conn_) conn_->socket.close(ignored);
+  }
+
   void fail_connect(std::string message) {
+    connecting_ = false;
+    if (connect_timer_) connect_timer_->cancel();
     if (conn_) state_.async_pool_.give_back(std::move(conn_), false);
     if (timed_out_) return finish(state_.transport_error("connecting", {}, true));
     finish(unavailable(std::move(message)));
@@ -282,6 +337,13 @@ class exchange : public std::enable_shared_from_this<exchange> {
 
   void on_read(beast::error_code ec) {
     if (ec) return fail_io("reading the reply", ec);
+    if (parser_->interim()) {
+      if (++interim_replies_ > max_interim_replies) {
+        state_.async_pool_.give_back(std::move(conn_), false);
+        return finish(too_many_interim_replies(state_.host_port()));
+      }
+      return read();  // the final reply follows on the same connection
+    }
     bool keep = false;
     http_reply reply = reply_of(*parser_, keep);
     parser_.reset();
@@ -292,10 +354,10 @@ class exchange : public std::enable_shared_from_this<exchange> {
   }
 
   void fail_io(std::string_view doing, beast::error_code ec) {
-    const bool nothing_read = !parser_ || !parser_->got_some();
+    const bool nothing_read = interim_replies_ == 0 && (!parser_ || !parser_->got_some());
     if (conn_) state_.async_pool_.give_back(std::move(conn_), false);
     if (finished_) return;
-    if (!fresh_ && !retried_ && nothing_read && closed_while_idle(ec)) {
+    if (!fresh_ && !retried_ && nothing_read && closed_while_idle(ec) && may_repeat(call_.method)) {
       // The server closed its idle connections (an idle timeout, a restart): the others kept
       // are likely closed too, so the call goes again on a new one.
       retried_ = true;
@@ -309,9 +371,8 @@ class exchange : public std::enable_shared_from_this<exchange> {
   void on_deadline() {
     if (finished_) return;
     timed_out_ = true;
-    beast::error_code ignored;
     if (conn_) {
-      conn_->socket.close(ignored);
+      stop_connecting();
       return;  // the pending operation ends with an error, and reports the deadline
     }
     // Still waiting for a connection from the pool.
@@ -336,6 +397,9 @@ class exchange : public std::enable_shared_from_this<exchange> {
   std::string head_;
   std::vector<asio::const_buffer> buffers_;
   std::optional<reply_parser> parser_;
+  std::optional<tcp::resolver> resolver_;
+  std::optional<timer_type> connect_timer_;
+  int interim_replies_ = 0;
   bool began_ = false;
   bool fresh_ = false;
   bool retried_ = false;
@@ -433,18 +497,58 @@ void client_state::close_all() {
   for (exchange* call : active) call->abort();
 }
 
-result<tcp::resolver::results_type> client_state::endpoints() {
-  {
-    const std::lock_guard lock{endpoints_mutex_};
-    if (endpoints_) return *endpoints_;
-  }
-  tcp::resolver resolver{io_};
-  beast::error_code ec;
-  tcp::resolver::results_type found = resolver.resolve(address_.host, address_.port, ec);
-  if (ec) return unavailable(fmt::format("cannot resolve '{}': {}", host_port_, ec.message()));
+std::optional<tcp::resolver::results_type> client_state::known_endpoints() {
+  const std::lock_guard lock{endpoints_mutex_};
+  return endpoints_;
+}
+
+void client_state::remember_endpoints(const tcp::resolver::results_type& found) {
   const std::lock_guard lock{endpoints_mutex_};
   endpoints_ = found;
-  return found;
+}
+
+void client_state::forget_endpoints() {
+  const std::lock_guard lock{endpoints_mutex_};
+  endpoints_.reset();
+}
+
+result<tcp::resolver::results_type> client_state::resolve_until(time_point deadline) {
+  if (std::optional<tcp::resolver::results_type> known = known_endpoints()) return *known;
+  // The lookup runs on Asio's resolver thread, started from the I/O thread that owns the
+  // resolver; this thread waits for its answer no longer than `deadline`.
+  struct lookup {
+    std::promise<result<tcp::resolver::results_type>> answer;
+    std::optional<tcp::resolver> resolver;
+  };
+  auto pending = std::make_shared<lookup>();
+  std::future<result<tcp::resolver::results_type>> answer = pending->answer.get_future();
+  asio::post(io_, [this, pending] {
+    pending->resolver.emplace(io_);
+    pending->resolver->async_resolve(
+        address_.host, address_.port,
+        [this, pending](beast::error_code ec, tcp::resolver::results_type found) {
+          if (ec) {
+            pending->answer.set_value(
+                unavailable(fmt::format("cannot resolve '{}': {}", host_port_, ec.message())));
+            return;
+          }
+          remember_endpoints(found);
+          pending->answer.set_value(std::move(found));
+        });
+  });
+  if (deadline == time_point::max()) {
+    answer.wait();
+  } else if (answer.wait_until(deadline) != std::future_status::ready) {
+    asio::post(io_, [pending] {
+      if (pending->resolver) pending->resolver->cancel();
+    });
+    return status{errc::deadline_exceeded, ""};
+  }
+  try {
+    return answer.get();
+  } catch (const std::future_error&) {  // the client closed before the lookup began
+    return unavailable("the client is closing");
+  }
 }
 
 status client_state::no_connection_free() const {
@@ -507,10 +611,21 @@ status client_state::wait_for_socket(socket_type& socket, short events,
 
 status client_state::connect_here(socket_type& socket,
                                   std::chrono::steady_clock::time_point deadline) {
-  result<tcp::resolver::results_type> found = endpoints();
-  if (!found) return found.error();
+  // The lookup and the connect, within the connect timeout (none when it is 0).
   const auto connect_deadline =
-      std::min(deadline, std::chrono::steady_clock::now() + options_.connect_timeout);
+      options_.connect_timeout.count() > 0
+          ? std::min(deadline, std::chrono::steady_clock::now() + options_.connect_timeout)
+          : deadline;
+  const auto out_of_time = [&] {
+    if (connect_deadline == deadline) return transport_error("connecting", {}, true);
+    return unavailable(fmt::format("cannot connect to {} within {} ms", host_port_,
+                                   options_.connect_timeout.count()));
+  };
+  result<tcp::resolver::results_type> found = resolve_until(connect_deadline);
+  if (!found) {
+    if (found.error().code() == errc::deadline_exceeded) return out_of_time();
+    return found.error();
+  }
   beast::error_code ec = asio::error::host_not_found;
   for (const auto& entry : *found) {
     beast::error_code ignored;
@@ -526,9 +641,8 @@ status client_state::connect_here(socket_type& socket,
     }
     if (ec == asio::error::in_progress || ec == asio::error::would_block) {
       if (status waited = wait_for_socket(socket, POLLOUT, connect_deadline); !waited.ok()) {
-        if (connect_deadline == deadline) return transport_error("connecting", {}, true);
-        return unavailable(fmt::format("cannot connect to {} within {} ms", host_port_,
-                                       options_.connect_timeout.count()));
+        forget_endpoints();
+        return out_of_time();
       }
       int error = 0;
       socklen_t length = sizeof error;
@@ -543,6 +657,8 @@ status client_state::connect_here(socket_type& socket,
       return {};
     }
   }
+  // The name may point elsewhere now (a restarted pod): looked up again next time.
+  forget_endpoints();
   return unavailable(fmt::format("cannot connect to {}: {}", host_port_, ec.message()));
 }
 
@@ -630,7 +746,17 @@ result<http_reply> client_state::call_here(const http_call& call) {
     std::optional<reply_parser> parser;
     prepare_parser(parser, call, options_.reply_bounds.max_body_bytes);
     status failed = write_here(conn->socket, buffers, deadline);
-    if (failed.ok()) failed = read_here(*conn, *parser, deadline);
+    int interim_replies = 0;
+    while (failed.ok()) {
+      failed = read_here(*conn, *parser, deadline);
+      if (!failed.ok() || !parser->interim()) break;
+      // The final reply follows on the same connection.
+      if (++interim_replies > max_interim_replies) {
+        failed = too_many_interim_replies(host_port_);
+        break;
+      }
+      prepare_parser(parser, call, options_.reply_bounds.max_body_bytes);
+    }
     if (failed.ok()) {
       bool keep = false;
       http_reply reply = reply_of(*parser, keep);
@@ -643,10 +769,10 @@ result<http_reply> client_state::call_here(const http_call& call) {
                     fmt::format("no reply from {} within the deadline of {} ms", host_port_,
                                 options_.timeout.count())};
     }
-    // A kept-alive connection that the server closed while it was idle fails before any reply
-    // byte: once more on a new connection.
-    const bool retry =
-        attempt == 0 && !got->fresh && !parser->got_some() && failed.code() == errc::unavailable;
+    // A kept-alive connection that the server closed as the request went fails before any reply
+    // byte: once more on a new connection, where the method allows it.
+    const bool retry = attempt == 0 && !got->fresh && interim_replies == 0 && !parser->got_some() &&
+                       failed.code() == errc::unavailable && may_repeat(call.method);
     if (!retry) return failed;
     // The others kept are likely closed too (an idle timeout, a restart): a new connection.
     blocking_pool_.drop_idle();

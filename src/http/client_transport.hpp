@@ -81,7 +81,14 @@ class client_state {
   using time_point = std::chrono::steady_clock::time_point;
 
   [[nodiscard]] const std::string& host_port() const noexcept { return host_port_; }
-  [[nodiscard]] result<boost::asio::ip::tcp::resolver::results_type> endpoints();
+  // The server's addresses as last looked up, kept until a connect to them fails.
+  [[nodiscard]] std::optional<boost::asio::ip::tcp::resolver::results_type> known_endpoints();
+  void remember_endpoints(const boost::asio::ip::tcp::resolver::results_type& found);
+  void forget_endpoints();
+  // The known addresses, or a lookup that this thread waits for until `deadline`
+  // (errc::deadline_exceeded past it).
+  [[nodiscard]] result<boost::asio::ip::tcp::resolver::results_type> resolve_until(
+      time_point deadline);
   // The error status of a failed read or write.
   [[nodiscard]] status transport_error(std::string_view doing, boost::system::error_code ec,
                                        bool timed_out) const;

@@ -4,7 +4,22 @@
 #include <new>
 #include <utility>
 
+#include <poll.h>
+
 namespace oip::http::detail {
+
+namespace {
+
+// Whether nothing has come on a kept-alive connection since its last reply. Bytes there, or its
+// end, would otherwise be read as the next call's reply: a server that closed the connection
+// while it was idle (perhaps after a 408), or one that sent a second reply to one request. The
+// check is one poll that does not wait, as libcurl makes before it reuses a connection.
+bool quiet(connection& conn) {
+  pollfd fd{conn.socket.native_handle(), POLLIN, 0};
+  return ::poll(&fd, 1, 0) == 0;
+}
+
+}  // namespace
 
 connection_pool::connection_pool(boost::asio::io_context& io, std::size_t most,
                                  std::function<void()> on_free)
@@ -12,10 +27,13 @@ connection_pool::connection_pool(boost::asio::io_context& io, std::size_t most,
 
 std::optional<connection_pool::taken> connection_pool::take_locked() {
   if (closed_) return std::nullopt;
-  if (!idle_.empty()) {
-    taken out{std::move(idle_.back()), false};
+  while (!idle_.empty()) {
+    std::unique_ptr<connection> conn = std::move(idle_.back());
     idle_.pop_back();
-    return out;
+    if (quiet(*conn)) return taken{std::move(conn), false};
+    boost::system::error_code ignored;
+    conn->socket.close(ignored);
+    --open_;  // its place goes to the next one kept, or to a new connection
   }
   if (open_ < most_) {
     taken out{std::make_unique<connection>(io_), true};

@@ -37,7 +37,9 @@ class connection_pool {
   // connection was given back or closed while a caller may be waiting for one.
   connection_pool(boost::asio::io_context& io, std::size_t most, std::function<void()> on_free);
 
-  // A kept-alive connection (`fresh` false), or a new unconnected one (`fresh` true).
+  // A kept-alive connection on which nothing has come since its last reply (`fresh` false), or a
+  // new unconnected one (`fresh` true). Kept connections that have bytes waiting, or have ended,
+  // are closed on the way.
   struct taken {
     std::unique_ptr<connection> conn;
     bool fresh = false;

@@ -24,6 +24,11 @@ class reply_parser final : public boost::beast::http::basic_parser<false> {
 
   // The reply, once `is_done()`.
   [[nodiscard]] http_reply take();
+  // Whether the reply read is an interim one (1xx, but not 101 Switching Protocols): a `100
+  // Continue` or `103 Early Hints` that the final reply follows on the same connection.
+  [[nodiscard]] bool interim() const noexcept {
+    return reply_.status >= 100 && reply_.status < 200 && reply_.status != 101;
+  }
 
  private:
   using string_view = boost::beast::string_view;
