@@ -269,7 +269,8 @@ class exchange : public std::enable_shared_from_this<exchange> {
     resolver_.emplace(state_.io_);
     resolver_->async_resolve(
         state_.address_.host, state_.address_.port,
-        [self = shared_from_this()](beast::error_code ec, tcp::resolver::results_type found) {
+        [self = shared_from_this()](beast::error_code ec,
+                                    const tcp::resolver::results_type& found) {
           if (ec) {
             return self->fail_connect(self->connect_failure(
                 fmt::format("cannot resolve '{}': {}", self->state_.host_port(), ec.message())));
