@@ -562,30 +562,92 @@ TEST_CASE("a client that sends half a body is cut off by the body timeout") {
   CHECK(c.closed_by_server());
   CHECK(std::chrono::steady_clock::now() - start < 5s);
 
-  // A chunked body's time limit is the whole body's: a body that keeps coming, and keeps its
-  // buffer growing, is cut off too (300 ms here), not given a new limit at each growth.
-  connection trickle{f.port};
-  trickle.send(
-      "POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
-  // Each piece makes the buffer grow (64 KiB, doubling), and comes within 300 ms of the last.
+  // A body's time limit grows with the bytes it moves, a second for each 64 KiB (the default
+  // `body_min_bytes_per_second`), not with each read: a client that trickles its body below that
+  // rate is cut off, chunked or not (300 ms, then 20 KiB a second earns 0.3 s a second).
   const auto chunk = [](std::size_t bytes) {
     char size[16];
     std::snprintf(size, sizeof size, "%zx", bytes);
     return std::string(size) + "\r\n" + std::string(bytes, ' ') + "\r\n";
   };
-  bool sent_all = true;
-  for (const std::size_t bytes : {70u << 10, 70u << 10, 130u << 10, 250u << 10}) {
-    if (sent_all) sent_all = trickle.send(chunk(bytes));
-    std::this_thread::sleep_for(250ms);
+  for (const bool chunked : {true, false}) {
+    CAPTURE(chunked);
+    connection trickle{f.port};
+    trickle.send(chunked ? "POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\n"
+                           "Transfer-Encoding: chunked\r\n\r\n"
+                         : "POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\n"
+                           "Content-Length: 1000000\r\n\r\n");
+    const auto started = std::chrono::steady_clock::now();
+    bool sent_all = true;
+    for (int i = 0; i < 40 && sent_all; ++i) {  // 4 s at most
+      sent_all = trickle.send(chunked ? chunk(2048) : std::string(2048, ' '));
+      std::this_thread::sleep_for(100ms);
+    }
+    CHECK_FALSE(sent_all);  // the server closed the connection meanwhile
+    CHECK(std::chrono::steady_clock::now() - started < 3s);
+    CHECK_FALSE(trickle.read_reply().has_value());
   }
-  if (sent_all) trickle.send(chunk(10u << 10) + "0\r\n\r\n");
-  CHECK_FALSE(trickle.read_reply().has_value());
+  // One that keeps to the rate takes as long as its size needs, past the 300 ms: 640 KiB in 32
+  // KiB steps, 100 ms apart, whose last brings the request's end.
+  for (const bool chunked : {true, false}) {
+    CAPTURE(chunked);
+    const std::string padded = simple_body + std::string(std::size_t{640} << 10U, ' ');
+    connection steady{f.port};
+    REQUIRE(steady.send(chunked ? "POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\n"
+                                  "Transfer-Encoding: chunked\r\n\r\n"
+                                : "POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\n"
+                                  "Content-Length: " +
+                                      std::to_string(padded.size()) + "\r\n\r\n"));
+    const std::size_t step = std::size_t{32} << 10U;
+    for (std::size_t at = 0; at < padded.size(); at += step) {
+      const std::string piece = padded.substr(at, step);
+      char size[16];
+      std::snprintf(size, sizeof size, "%zx", piece.size());
+      REQUIRE(steady.send(chunked ? std::string(size) + "\r\n" + piece + "\r\n" : piece));
+      std::this_thread::sleep_for(100ms);
+    }
+    if (chunked) REQUIRE(steady.send("0\r\n\r\n"));
+    const std::optional<reply> answered = steady.read_reply();
+    REQUIRE(answered.has_value());
+    CHECK(answered->status == 200);
+  }
   // The server still serves others.
   connection other{f.port};
   other.send(get("/v2/health/ready"));
   const std::optional<reply> r = other.read_reply();
   REQUIRE(r.has_value());
   CHECK(r->status == 200);
+}
+
+TEST_CASE("a reply read slowly, but not below the rate, is written whole past the body timeout") {
+  // 12 MiB echoed back to a client with a 256 KiB receive buffer that reads at most 64 KiB every
+  // 20 ms (3.2 MiB a second): seconds, against a body timeout of 300 ms that the bytes moved
+  // extend by a second for each 64 KiB. The server's send buffer (4 MiB at most by default) and
+  // the client's take some of it at once, not most.
+  constexpr std::size_t tensor_bytes = std::size_t{12} << 20U;
+  fixture f{std::size_t{16} << 20U};
+  REQUIRE(f.repository.add(oip::testing::make_scores()).ok());
+  connection reader{f.port, 256 << 10};
+  REQUIRE(reader.send(post("/v2/models/scores/infer", std::string(tensor_bytes, '\0'),
+                           "Inference-Header-Content-Length: 0\r\n")));
+  std::string received;
+  for (;;) {
+    const std::optional<std::string> got = reader.read_some();
+    if (!got) break;
+    received += *got;
+    const std::size_t head_end = received.find("\r\n\r\n");
+    if (head_end != std::string::npos) {
+      const std::size_t at = received.find("\r\nContent-Length: ");
+      REQUIRE(at != std::string::npos);
+      if (received.size() >= head_end + 4 + std::stoul(received.substr(at + 18))) break;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  REQUIRE(received.find("\r\n\r\n") != std::string::npos);
+  const std::size_t at = received.find("\r\nContent-Length: ");
+  const std::size_t length = std::stoul(received.substr(at + 18));
+  CHECK(length >= tensor_bytes);
+  CHECK(received.size() == received.find("\r\n\r\n") + 4 + length);
 }
 
 TEST_CASE("each phase of a connection keeps its own time limit; a running model has none") {

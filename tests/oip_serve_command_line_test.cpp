@@ -63,6 +63,9 @@ TEST_CASE("--name=VALUE and --name VALUE mean the same") {
     CHECK(with("io-threads", "4").http.io_threads == 4);
     CHECK(with("queue", "5").executor.queue_capacity == 5);
     CHECK(with("max-connections", "6").http.max_connections == 6);
+    CHECK(with("http-body-timeout-ms", "2500").http.body_timeout ==
+          std::chrono::milliseconds{2500});
+    CHECK(with("http-body-min-rate", "0").http.body_min_bytes_per_second == 0);
     CHECK(with("max-body-bytes", "1024").server.bounds.max_body_bytes == 1024);
     CHECK(with("max-inflight-bytes", "4096").server.bounds.max_inflight_bytes == 4096);
     CHECK(with("max-response-bytes", "2048").server.bounds.max_response_bytes == 2048);

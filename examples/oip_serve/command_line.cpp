@@ -48,6 +48,11 @@ A value that is not one the option takes is an error (exit code 2).
                          as --inline-below-us decides) (oip::model_config::inline_execution)
   --queue N              requests waiting for a worker before 503 (default 1024)
   --max-connections N    open HTTP connections; one more is answered 503 (default 1024)
+  --http-body-timeout-ms N, --http-body-min-rate N
+                         an HTTP body's read or a reply's write may take N ms (default 60000),
+                         and a second more for each --http-body-min-rate bytes it has moved
+                         (default 65536; 0: the timeout alone), so that a client that trickles
+                         its bytes is cut off while a large tensor over a slow link is not
   --max-body-bytes N     largest HTTP body or gRPC message (default 268435456)
   --max-inflight-bytes N bytes of requests and replies the server holds at once, over every
                          connection; a request that would pass it is answered 503 before its
@@ -234,6 +239,8 @@ po::options_description known_options() {
                              "inline-below-us",
                              "queue",
                              "max-connections",
+                             "http-body-timeout-ms",
+                             "http-body-min-rate",
                              "max-body-bytes",
                              "max-inflight-bytes",
                              "max-response-bytes",
@@ -294,6 +301,10 @@ void read_servers(reader& in, options& o) {
   in.number("io-threads", o.http.io_threads, 1);
   in.number("queue", o.executor.queue_capacity, 1);
   in.number("max-connections", o.http.max_connections, 1);
+  std::uint64_t body_timeout_ms = static_cast<std::uint64_t>(o.http.body_timeout.count());
+  in.number("http-body-timeout-ms", body_timeout_ms, 1, 86'400'000);
+  o.http.body_timeout = std::chrono::milliseconds{body_timeout_ms};
+  in.number("http-body-min-rate", o.http.body_min_bytes_per_second, 0);
   in.number("max-body-bytes", o.server.bounds.max_body_bytes, 1);
   in.number("max-inflight-bytes", o.server.bounds.max_inflight_bytes, 0);
   in.number("max-response-bytes", o.server.bounds.max_response_bytes, 0);

@@ -56,6 +56,9 @@ class request_parser final : public boost::beast::http::basic_parser<true> {
                : std::string_view{};
   }
 
+  // The chunk data read so far (not the chunks' size lines or extensions).
+  [[nodiscard]] std::size_t chunked_body_bytes() const noexcept { return body_.size(); }
+
   // Why the read was refused with `errc::not_enough_memory`: the budget's 503, or out of memory;
   // ok otherwise.
   [[nodiscard]] status refusal() const {

@@ -61,6 +61,9 @@ constexpr std::size_t body_padding = 64;
 constexpr std::size_t read_ahead_bytes = std::size_t{128} << 10U;
 // How much of a body one read takes at most (the connection's buffer is grown to it).
 constexpr std::size_t body_read_bytes = std::size_t{64} << 10U;
+// The most one read or write of a body of announced length, or of a reply, moves: Asio's own
+// step (its transfer_all's), after which the transfer's deadline moves (`moving_deadline`).
+constexpr std::size_t transfer_step_bytes = std::size_t{64} << 10U;
 // How long a connection that is closing still reads what its client sends (see `linger`): in all,
 // and between two reads.
 constexpr std::chrono::seconds linger_time{10};
@@ -205,6 +208,35 @@ class session : public std::enable_shared_from_this<session> {
   // While the model has the request: no time limit (a stop's grace period bounds it).
   void expires_never() { paused_ = true; }
 
+  // A body's read or a reply's write: `body_timeout` from its start, and a second more for each
+  // `body_min_bytes_per_second` moved since (`moved_bytes`). A large tensor over a slow link has
+  // the time its size needs; a client that trickles its bytes below the rate is cut off.
+  void begin_transfer() {
+    transfer_began_ = std::chrono::steady_clock::now();
+    expires_after(options().body_timeout);
+  }
+  void moved_bytes(std::size_t moved) {
+    const std::size_t rate = options().body_min_bytes_per_second;
+    if (rate == 0) return;
+    // In microseconds: a body of up to 2^64 / 10^6 bytes cannot overflow it.
+    const std::uint64_t earned = static_cast<std::uint64_t>(moved) / rate * 1'000'000 +
+                                 static_cast<std::uint64_t>(moved) % rate * 1'000'000 / rate;
+    const auto until = transfer_began_ + options().body_timeout +
+                       std::chrono::microseconds{static_cast<std::int64_t>(
+                           std::min<std::uint64_t>(earned, std::uint64_t{1} << 52U))};
+    if (until > deadline_) deadline_ = until;  // later only: the lazy timer follows it
+  }
+  // Asio's completion condition for a body's or reply's transfer: each step moves its deadline.
+  // The steps are Asio's own (64 KiB at most each, as its transfer_all).
+  auto moving_deadline() {
+    return
+        [self = shared_from_this()](const beast::error_code& ec, std::size_t moved) -> std::size_t {
+          if (ec) return 0;
+          self->moved_bytes(moved);
+          return transfer_step_bytes;
+        };
+  }
+
   void arm(std::chrono::steady_clock::time_point at) {
     armed_ = at;
     deadline_timer_.expires_at(at);
@@ -219,6 +251,9 @@ class session : public std::enable_shared_from_this<session> {
     const auto now = std::chrono::steady_clock::now();
     if (now < armed_) return;  // a wait that a nearer deadline replaced after it had fired
     if (paused_) return arm(now + longest_timeout());
+    // A chunked body's bytes are counted by its parser: the time they earned is looked at only
+    // when the deadline comes, not at each of its reads.
+    if (reading_chunked_ && parser_) moved_bytes(parser_->chunked_body_bytes());
     if (now < deadline_) return arm(deadline_);
     close();  // the operation waiting completes with an error and ends the session
   }
@@ -313,7 +348,8 @@ class session : public std::enable_shared_from_this<session> {
     // Beast reads as much as the buffer has room for, and no less than 512 bytes: a buffer still
     // at its first size read a 4 MiB body 512 bytes a call (25 ms on loopback).
     if (buffer_.capacity() < body_read_bytes) buffer_.reserve(body_read_bytes);
-    expires_after(options().body_timeout);  // for the whole body, however often its buffer grows
+    begin_transfer();
+    reading_chunked_ = true;  // its parser counts its bytes (`on_deadline_timer`)
     bhttp::async_read(
         socket_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_body(ec); });
@@ -331,8 +367,8 @@ class session : public std::enable_shared_from_this<session> {
     net::buffer_copy(net::buffer(body_.data(), have), buffer_.data());
     buffer_.consume(have);  // what follows the body is the next request's
     if (have == length) return dispatch();
-    expires_after(options().body_timeout);
-    net::async_read(socket_, net::buffer(body_.data() + have, length - have),
+    begin_transfer();
+    net::async_read(socket_, net::buffer(body_.data() + have, length - have), moving_deadline(),
                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
                       if (ec) return self->close();  // the client went away, or stalled
                       self->dispatch();
@@ -340,6 +376,7 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   void on_body(beast::error_code ec) {
+    reading_chunked_ = false;
     if (ec) return on_read_error(ec);
     dispatch();
   }
@@ -475,7 +512,7 @@ class session : public std::enable_shared_from_this<session> {
       buffers_.emplace_back(reply_.head.data(), reply_.head.size());
       for (const buffer& b : reply_.tail) buffers_.emplace_back(b.data(), b.size());
     }
-    expires_after(options().body_timeout);
+    begin_transfer();
     if (reply_.stream) {
       if (head_only_) reply_.stream->abandon();
       // The header goes out with the body's first part (a write of its own would be a second
@@ -486,7 +523,7 @@ class session : public std::enable_shared_from_this<session> {
       return write_part(std::move(first));
     }
     net::async_write(
-        socket_, buffers_,
+        socket_, buffers_, moving_deadline(),
         [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_write(ec); });
   }
 
@@ -499,8 +536,8 @@ class session : public std::enable_shared_from_this<session> {
     if (reply_.head.empty()) return next_part();
     const std::size_t request_bytes = held_.bytes();
     held_.add(reply_.head.size());
-    expires_after(options().body_timeout);
-    net::async_write(socket_, net::buffer(reply_.head),
+    begin_transfer();
+    net::async_write(socket_, net::buffer(reply_.head), moving_deadline(),
                      [self = shared_from_this(), request_bytes](beast::error_code ec, std::size_t) {
                        self->held_.shrink_to(request_bytes);
                        if (ec) {
@@ -523,8 +560,8 @@ class session : public std::enable_shared_from_this<session> {
         // The last chunk (and the header, for a body of no part); the stream is done with.
         if (!self->http_1_0_ && !self->head_only_) self->reply_.head += "0\r\n\r\n";
         if (self->reply_.head.empty()) return self->on_write({});
-        self->expires_after(self->options().body_timeout);
-        net::async_write(self->socket_, net::buffer(self->reply_.head),
+        self->begin_transfer();
+        net::async_write(self->socket_, net::buffer(self->reply_.head), self->moving_deadline(),
                          [self](beast::error_code ec, std::size_t) { self->on_write(ec); });
       });
     });
@@ -648,10 +685,12 @@ class session : public std::enable_shared_from_this<session> {
   transport_trace trace_;  // the request in flight's part in its trace
   std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
   std::chrono::steady_clock::time_point armed_ = std::chrono::steady_clock::time_point::max();
+  std::chrono::steady_clock::time_point transfer_began_;
   std::optional<http_response> ready_;  // a reply that came while the handler was still called
   std::vector<net::const_buffer> buffers_;
   std::size_t requests_ = 0;
   bool paused_ = false;
+  bool reading_chunked_ = false;
   bool closed_ = false;
   bool in_handler_ = false;
   bool busy_ = false;

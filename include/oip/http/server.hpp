@@ -35,8 +35,12 @@ struct server_options {
   std::size_t max_header_count = 100;                     ///< 431 above
   std::chrono::milliseconds header_timeout{30'000};       ///< to read a request's headers
   /// To read a body, or to write a reply or one part of a streamed reply (not to wait for the
-  /// model's next part).
+  /// model's next part): `body_timeout`, and a second more for each `body_min_bytes_per_second`
+  /// moved, so that a large tensor over a slow link has the time its size needs, while a client
+  /// that trickles its bytes slower than that is cut off (as Apache's `MinRate`). 0: the
+  /// `body_timeout` alone, however large the body.
   std::chrono::milliseconds body_timeout{60'000};
+  std::size_t body_min_bytes_per_second = std::size_t{64} << 10U;
   std::chrono::milliseconds idle_timeout{60'000};  ///< between requests on a kept-alive connection
 };
 
