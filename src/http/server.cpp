@@ -227,14 +227,14 @@ class session : public std::enable_shared_from_this<session> {
     if (until > deadline_) deadline_ = until;  // later only: the lazy timer follows it
   }
   // Asio's completion condition for a body's or reply's transfer: each step moves its deadline.
-  // The steps are Asio's own (64 KiB at most each, as its transfer_all).
+  // The steps are Asio's own (64 KiB at most each, as its transfer_all). The operation's handler
+  // holds the session, so the condition need not.
   auto moving_deadline() {
-    return
-        [self = shared_from_this()](const beast::error_code& ec, std::size_t moved) -> std::size_t {
-          if (ec) return 0;
-          self->moved_bytes(moved);
-          return transfer_step_bytes;
-        };
+    return [this](const beast::error_code& ec, std::size_t moved) -> std::size_t {
+      if (ec) return 0;
+      moved_bytes(moved);
+      return transfer_step_bytes;
+    };
   }
 
   void arm(std::chrono::steady_clock::time_point at) {
