@@ -275,6 +275,51 @@ TEST_CASE("a message protobuf cannot parse is INVALID_ARGUMENT; a stream answers
   CHECK(stream->Finish().ok());
 }
 
+TEST_CASE("an error that quotes bytes that are not UTF-8 reaches the client readable") {
+  // A model whose error quotes a client's bytes as they are, as the reference models quote a
+  // BYTES element: a stray byte, and a character cut in two.
+  oip::model_config c;
+  c.name = "quoter";
+  c.inputs = {{"IN", oip::datatype::int32, {1}, {}}};
+  c.outputs = {{"OUT", oip::datatype::int32, {1}, {}}};
+  fixture f;
+  REQUIRE(f.models
+              .add(oip::make_model(c,
+                                   [](const oip::inference_request&) {
+                                     return oip::result<oip::model_output>{oip::status{
+                                         oip::errc::invalid_argument,
+                                         "input 'IN' holds 'ab\xff\xfe', or '\xe2\x82'"}};
+                                   }))
+              .ok());
+  oip::inference_request r;
+  r.inputs.push_back(*oip::tensor::from_values<std::int32_t>("IN", {1}, std::vector{1}));
+  inference::ModelInferRequest quoted;
+  REQUIRE(oip::grpc::encode_request(r, "quoter", "", contents_form::raw, quoted).ok());
+  const std::string readable = "input 'IN' holds 'ab\uFFFD\uFFFD', or '\uFFFD\uFFFD'";
+
+  ::grpc::ClientContext unary;
+  inference::ModelInferResponse unary_reply;
+  const ::grpc::Status s = f.stub->ModelInfer(&unary, quoted, &unary_reply);
+  CHECK(s.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(s.error_message() == readable);
+
+  // On a stream, the error reply parses (a protobuf string field must be UTF-8), and the stream
+  // goes on.
+  ::grpc::ClientContext context;
+  auto stream = f.stub->ModelStreamInfer(&context);
+  REQUIRE(stream->Write(quoted));
+  REQUIRE(stream->Write(simple_request(contents_form::raw)));
+  stream->WritesDone();
+  inference::ModelStreamInferResponse reply;
+  REQUIRE(stream->Read(&reply));
+  CHECK(reply.error_message() == readable);
+  REQUIRE(stream->Read(&reply));
+  CHECK(reply.error_message().empty());
+  CHECK(reply.infer_response().raw_output_contents_size() == 2);
+  CHECK_FALSE(stream->Read(&reply));
+  CHECK(stream->Finish().ok());
+}
+
 TEST_CASE("a bad model name is INVALID_ARGUMENT in one wording on every RPC that names a model") {
   fixture f;
   const std::string why =

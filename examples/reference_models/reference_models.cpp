@@ -87,9 +87,15 @@ result<std::int64_t> parse_decimal(std::string_view text, std::string_view name)
   std::int64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc{} || end != text.data() + text.size()) {
+    // At most 64 bytes of it, cut before a UTF-8 continuation byte rather than within a character.
+    std::size_t cut = std::min<std::size_t>(text.size(), 64);
+    while (cut > 0 && cut < text.size() &&
+           (static_cast<unsigned char>(text[cut]) & 0xC0U) == 0x80U) {
+      --cut;
+    }
     return oip::status{oip::errc::invalid_argument,
                        fmt::format("input '{}' holds '{}', which is not a decimal integer", name,
-                                   text.substr(0, 64))};
+                                   text.substr(0, cut))};
   }
   return value;
 }

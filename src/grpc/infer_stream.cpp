@@ -8,6 +8,7 @@
 
 #include "grpc/infer_stream.hpp"
 
+#include "core/detail/utf8.hpp"
 #include "grpc/infer_message.hpp"
 #include "grpc/response_bytes.hpp"
 
@@ -19,6 +20,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -72,6 +74,13 @@ constexpr std::size_t max_unfinished_per_stream = 1024;
 // id (none when the request could not be read); with no outputs, it cannot fail to serialize.
 ::grpc::ByteBuffer final_reply(const inference_response& names, std::string_view error = {}) {
   ::grpc::ByteBuffer bytes;
+  // error_message is a protobuf string: a client refuses the whole message if it is not UTF-8,
+  // and an error may quote the client's bytes (a BYTES element, cut where it was long).
+  std::string valid;
+  if (oip::detail::find_invalid_utf8(error) != std::string_view::npos) {
+    valid = oip::detail::valid_utf8(error);
+    error = valid;
+  }
   (void)serialize_response(names, bytes,
                            {.in_stream = true, .final_response = true, .error_message = error});
   return bytes;

@@ -2,12 +2,15 @@
 // Internal: what the gRPC service's calls share: statuses as grpc++'s, and messages parsed from and
 // serialized to grpc++'s byte buffers.
 
+#include "core/detail/utf8.hpp"
+
 #include <oip/grpc/codec.hpp>
 #include <oip/status.hpp>
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <variant>
 
 #include <fmt/format.h>
@@ -25,10 +28,14 @@ inline constexpr std::size_t max_status_message_bytes = 2048;
 inline ::grpc::Status to_grpc(const status& s) {
   if (s.ok()) return ::grpc::Status::OK;
   const auto code = static_cast<::grpc::StatusCode>(s.grpc_status());
-  if (s.message().size() <= max_status_message_bytes) return ::grpc::Status{code, s.message()};
+  // Clients read the message as UTF-8 text, and it may quote a client's bytes that are not.
+  const std::string message = oip::detail::find_invalid_utf8(s.message()) == std::string::npos
+                                  ? s.message()
+                                  : oip::detail::valid_utf8(s.message());
+  if (message.size() <= max_status_message_bytes) return ::grpc::Status{code, message};
   std::size_t cut = max_status_message_bytes;
-  while (cut > 0 && (static_cast<unsigned char>(s.message()[cut]) & 0xC0U) == 0x80U) --cut;
-  return ::grpc::Status{code, s.message().substr(0, cut) + "..."};
+  while (cut > 0 && (static_cast<unsigned char>(message[cut]) & 0xC0U) == 0x80U) --cut;
+  return ::grpc::Status{code, message.substr(0, cut) + "..."};
 }
 
 inline ::grpc::ServerUnaryReactor* finish(::grpc::CallbackServerContext* context, const status& s) {

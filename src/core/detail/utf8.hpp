@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace oip::detail {
@@ -45,6 +46,26 @@ namespace oip::detail {
     i += length;
   }
   return std::string_view::npos;
+}
+
+/// `text` with every byte that is not part of a well-formed UTF-8 sequence replaced by U+FFFD: a
+/// message that quotes a client's bytes, made fit for a protobuf `string` field (which readers
+/// refuse to parse otherwise) or any other text that must be UTF-8.
+[[nodiscard]] inline std::string valid_utf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const std::size_t length = utf8_sequence_length(text.substr(i));
+    if (length == 0) {
+      out.append("\xEF\xBF\xBD");
+      ++i;
+    } else {
+      out.append(text.substr(i, length));
+      i += length;
+    }
+  }
+  return out;
 }
 
 }  // namespace oip::detail
