@@ -1442,6 +1442,84 @@ TEST_CASE("every RPC of each restricted category is refused without its entry, a
   }
 }
 
+TEST_CASE("triton_grpc_error: a stream's first failed request ends it with its status") {
+  fixture f;
+  // A decoupled model that sends two responses, then fails.
+  oip::model_config c;
+  c.name = "twice_then_fail";
+  c.decoupled = true;
+  c.inputs = {{"IN", oip::datatype::int32, {1}, {}}};
+  c.outputs = {{"OUT", oip::datatype::int32, {1}, {}}};
+  REQUIRE(f.models
+              .add(oip::make_model(c,
+                                   [](oip::inference_call& call) -> oip::result<oip::model_output> {
+                                     for (std::int32_t i = 0; i < 2; ++i) {
+                                       const oip::status sent = call.send(oip::model_output{
+                                           {*oip::tensor::from_values<std::int32_t>(
+                                               "OUT", {1}, std::span<const std::int32_t>(&i, 1))},
+                                           {}});
+                                       if (!sent.ok()) return sent;
+                                     }
+                                     return oip::status{oip::errc::invalid_argument, "no third"};
+                                   }))
+              .ok());
+  inference::ModelInferRequest missing = simple_request(contents_form::raw);
+  missing.set_model_name("missing");
+
+  SUBCASE("a request refused: the replies before it, then its status") {
+    ::grpc::ClientContext context;
+    context.AddMetadata("triton_grpc_error", "true");
+    auto stream = f.stub->ModelStreamInfer(&context);
+    REQUIRE(stream->Write(simple_request(contents_form::raw)));
+    REQUIRE(stream->Write(missing));
+    (void)stream->Write(simple_request(contents_form::raw));  // may find the stream ended
+    stream->WritesDone();
+    inference::ModelStreamInferResponse reply;
+    REQUIRE(stream->Read(&reply));
+    CHECK(reply.error_message().empty());
+    CHECK(reply.infer_response().raw_output_contents_size() == 2);
+    CHECK_FALSE(stream->Read(&reply));
+    const ::grpc::Status s = stream->Finish();
+    CHECK(s.error_code() == ::grpc::StatusCode::NOT_FOUND);
+    CHECK(s.error_message() == "Request for unknown model: 'missing' is not found");
+  }
+  SUBCASE("a decoupled model that fails after two responses") {
+    ::grpc::ClientContext context;
+    context.AddMetadata("triton_grpc_error", "true");
+    auto stream = f.stub->ModelStreamInfer(&context);
+    REQUIRE(stream->Write(one_in("twice_then_fail")));
+    stream->WritesDone();
+    inference::ModelStreamInferResponse reply;
+    for (int i = 0; i < 2; ++i) {
+      REQUIRE(stream->Read(&reply));
+      CHECK(reply.error_message().empty());
+      CHECK(reply.infer_response().raw_output_contents_size() == 1);
+    }
+    CHECK_FALSE(stream->Read(&reply));
+    const ::grpc::Status s = stream->Finish();
+    CHECK(s.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(s.error_message() == "no third");
+  }
+  SUBCASE("without the metadata, or not \"true\", errors are replies and the stream goes on") {
+    for (const bool other_value : {false, true}) {
+      CAPTURE(other_value);
+      ::grpc::ClientContext context;
+      if (other_value) context.AddMetadata("triton_grpc_error", "false");
+      auto stream = f.stub->ModelStreamInfer(&context);
+      REQUIRE(stream->Write(missing));
+      REQUIRE(stream->Write(simple_request(contents_form::raw)));
+      stream->WritesDone();
+      inference::ModelStreamInferResponse reply;
+      REQUIRE(stream->Read(&reply));
+      CHECK(reply.error_message() == "Request for unknown model: 'missing' is not found");
+      REQUIRE(stream->Read(&reply));
+      CHECK(reply.error_message().empty());
+      CHECK_FALSE(stream->Read(&reply));
+      CHECK(stream->Finish().ok());
+    }
+  }
+}
+
 TEST_CASE("a stream cancelled while replies are pending frees them all (CVE-2025-23322's class)") {
   oip::model_repository models;
   REQUIRE(models.add(oip::testing::make_simple()).ok());

@@ -157,6 +157,18 @@ TEST_CASE("routing: unknown routes 404, wrong methods 405, the query is ignored"
   CHECK(s.send("GET", "/v2/models/sim%70le").status == 200);  // percent-decoded
   CHECK(s.send("GET", "/v2/models/sim%7").status == 400);
   CHECK(s.send("POST", "/v2/models/simple/infer?x=y", simple_body).status == 200);
+  // Routes are matched whole, as Triton's: an empty segment (a client's empty model name) or a
+  // trailing slash names no route, rather than a route of the segments that are left.
+  const http_response empty_name = s.send("POST", "/v2/models//infer", simple_body);
+  CHECK(empty_name.status == 404);
+  CHECK(empty_name.body() == R"({"error":"no route for POST /v2/models//infer"})");
+  CHECK(s.send("GET", "/v2/models//ready").status == 404);
+  CHECK(s.send("GET", "/v2//health//ready/").status == 404);
+  CHECK(s.send("GET", "/v2/health/ready/").status == 404);
+  CHECK(s.send("POST", "/v2/models/simple/infer/", simple_body).status == 404);
+  CHECK(s.send("GET", "v2/health/ready").status == 404);
+  CHECK(s.send("GET", "/v2/health/ready/?x=/").status == 404);
+  CHECK(s.send("GET", "/v2/health/ready?x=//").status == 200);
 }
 
 TEST_CASE("inference: outputs, id, version and response parameters") {

@@ -809,6 +809,29 @@ TEST_CASE("once a shutdown has begun, each reply closes its connection; new ones
   CHECK(ready->has_header("Connection: close"));
 }
 
+TEST_CASE("a target in absolute form is routed by its path (RFC 9112, 3.2.2)") {
+  fixture f;
+  connection c{f.port};
+  for (const std::string& target :
+       {"http://127.0.0.1:" + std::to_string(f.port) + "/v2/health/ready",
+        std::string{"HTTP://oip.example/v2/health/ready?verbose=1"},
+        std::string{"https://oip.example:443/v2/health/ready"}}) {
+    CAPTURE(target);
+    REQUIRE(c.send("GET " + target + " HTTP/1.1\r\nHost: x\r\n\r\n"));
+    const std::optional<reply> r = c.read_reply();
+    REQUIRE(r.has_value());
+    CHECK(r->status == 200);
+  }
+  REQUIRE(c.send("GET http://oip.example HTTP/1.1\r\nHost: x\r\n\r\n"));  // the root: no route
+  const std::optional<reply> root = c.read_reply();
+  REQUIRE(root.has_value());
+  CHECK(root->status == 404);
+  REQUIRE(c.send(post("http://oip.example/v2/models/simple/infer", simple_body)));
+  const std::optional<reply> inferred = c.read_reply();
+  REQUIRE(inferred.has_value());
+  CHECK(inferred->status == 200);
+}
+
 TEST_CASE("framing over the wire: raw binary requests and bad header lengths") {
   fixture f;
   oip::model_config config;

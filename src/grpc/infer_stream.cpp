@@ -20,6 +20,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -42,7 +43,9 @@ struct stream_state {
     ::grpc::ByteBuffer bytes;           // a serialized ModelStreamInferResponse
     memory_budget::lease held;          // the request's message and `bytes`, until written
     std::shared_ptr<open_trace> trace;  // the request's, when it was sampled
-    bool ready = false;                 // whether `bytes` holds the reply yet
+    // The status the stream ends with in this reply's place (stream_errors::end_stream).
+    std::optional<::grpc::Status> ends_stream;
+    bool ready = false;  // whether `bytes` holds the reply yet
     bool streamed = false;
   };
   std::deque<ordered_reply> ordered;
@@ -52,6 +55,7 @@ struct stream_state {
     ::grpc::ByteBuffer bytes;
     memory_budget::lease held;  // `bytes`, until written
     std::shared_ptr<open_trace> trace;
+    std::optional<::grpc::Status> ends_stream;  // as for ordered replies
   };
   std::deque<streamed_response> streamed;
   response_backlog backlog;
@@ -59,6 +63,7 @@ struct stream_state {
   tracer::clock::time_point read_started;  // when the read in progress was started
   enum class write_kind : std::uint8_t { none, ordered, streamed };
   write_kind writing = write_kind::none;
+  stream_errors errors = stream_errors::in_replies;
   bool reads_done = false;
   bool reading_paused = false;
   bool finished = false;
@@ -88,9 +93,10 @@ constexpr std::size_t max_unfinished_per_stream = 1024;
 
 class stream_reactor final : public stream_reactor_base {
  public:
-  explicit stream_reactor(inference_service& service)
+  stream_reactor(inference_service& service, stream_errors errors)
       : service_{service}, shared_{std::make_shared<stream_state>()} {
     shared_->reactor = this;
+    shared_->errors = errors;
     read_next();
   }
 
@@ -136,7 +142,7 @@ class stream_reactor final : public stream_reactor_base {
       try {
         ::grpc::ByteBuffer error = final_reply({}, refused.message());
         const std::lock_guard lock{shared_->mutex};
-        reply(sequence, error);
+        reply(sequence, error, nullptr, {}, &refused);
         --shared_->open_requests;
       } catch (const std::bad_alloc&) {
         const std::lock_guard lock{shared_->mutex};
@@ -205,9 +211,12 @@ class stream_reactor final : public stream_reactor_base {
   // "move" would copy it, so messages are swapped in.)
 
   // Puts in the reply to request number `sequence`, in its place in the stream's order; `held`
-  // (the request's lease, if any) keeps the reply's bytes counted until they are written.
+  // (the request's lease, if any) keeps the reply's bytes counted until they are written. A reply
+  // that says why the request failed (`error`) ends the stream in its place instead, when the
+  // client asked for that.
   void reply(std::uint64_t sequence, ::grpc::ByteBuffer& message,
-             std::shared_ptr<open_trace> trace = nullptr, memory_budget::lease held = {}) {
+             std::shared_ptr<open_trace> trace = nullptr, memory_budget::lease held = {},
+             const status* error = nullptr) {
     if (shared_->finished) return;
     if (trace) trace->stamp("GRPC_SEND_START");
     stream_state::ordered_reply& slot = shared_->ordered[sequence - shared_->front_sequence];
@@ -215,6 +224,7 @@ class stream_reactor final : public stream_reactor_base {
     slot.held = std::move(held);
     slot.held.add(slot.bytes.Length());
     slot.trace = std::move(trace);
+    slot.ends_stream = ending_status(error);
     slot.ready = true;
     write_next();
   }
@@ -226,8 +236,10 @@ class stream_reactor final : public stream_reactor_base {
     write_next();
   }
 
-  // A decoupled model's response, written as soon as the stream can.
-  void stream_out(::grpc::ByteBuffer& message, std::shared_ptr<open_trace> trace = nullptr) {
+  // A decoupled model's response, written as soon as the stream can (or, for an error, as
+  // `reply` says).
+  void stream_out(::grpc::ByteBuffer& message, std::shared_ptr<open_trace> trace = nullptr,
+                  const status* error = nullptr) {
     if (shared_->finished) return;
     if (trace) trace->stamp("GRPC_SEND_START");
     stream_state::streamed_response& out = shared_->streamed.emplace_back();
@@ -235,6 +247,7 @@ class stream_reactor final : public stream_reactor_base {
     out.held = service_.memory().open();
     out.held.add(out.bytes.Length());
     out.trace = std::move(trace);
+    out.ends_stream = ending_status(error);
     shared_->backlog.add();
     write_next();
   }
@@ -277,6 +290,7 @@ class stream_reactor final : public stream_reactor_base {
           {.in_stream = true,
            .final_response = flag == response_flag::final_response || !decoupled});
       if (!decoupled) return;  // put in with the request's end
+      const status failed = encoded;
       ::grpc::ByteBuffer bytes = serialized(encoded);
       response_bytes.Clear();
       encoded = status{};
@@ -286,7 +300,9 @@ class stream_reactor final : public stream_reactor_base {
         return;
       }
       const std::lock_guard lock{shared->mutex};
-      if (shared->reactor != nullptr) shared->reactor->stream_out(bytes);
+      if (shared->reactor != nullptr) {
+        shared->reactor->stream_out(bytes, nullptr, failed.ok() ? nullptr : &failed);
+      }
     }
 
     void on_complete(const status& outcome) override {
@@ -304,10 +320,12 @@ class stream_reactor final : public stream_reactor_base {
       if (trace) sampled = std::move(trace->sampled);
       if (sampled) sampled->stamp("INFER_RESPONSE_COMPLETE");
       if (!decoupled) {
-        ::grpc::ByteBuffer bytes = serialized(outcome.ok() ? encoded : outcome);
+        const status& made = outcome.ok() ? encoded : outcome;
+        ::grpc::ByteBuffer bytes = serialized(made);
         const std::lock_guard lock{shared->mutex};
         if (shared->reactor == nullptr) return;
-        shared->reactor->reply(sequence, bytes, std::move(sampled), std::move(held));
+        shared->reactor->reply(sequence, bytes, std::move(sampled), std::move(held),
+                               made.ok() ? nullptr : &made);
         shared->reactor->request_done();
         return;
       }
@@ -324,7 +342,9 @@ class stream_reactor final : public stream_reactor_base {
       }
       const std::lock_guard lock{shared->mutex};
       if (shared->reactor == nullptr) return;
-      if (end_message) shared->reactor->stream_out(bytes, std::move(sampled));
+      if (end_message) {
+        shared->reactor->stream_out(bytes, std::move(sampled), outcome.ok() ? nullptr : &outcome);
+      }
       shared->reactor->request_done();
     }
 
@@ -361,7 +381,7 @@ class stream_reactor final : public stream_reactor_base {
     if (!version) {
       ::grpc::ByteBuffer error = final_reply(sink->names, version.error().message());
       const std::lock_guard lock{shared_->mutex};
-      reply(sequence, error);
+      reply(sequence, error, nullptr, {}, &version.error());
       --shared_->open_requests;
       return;
     }
@@ -396,12 +416,31 @@ class stream_reactor final : public stream_reactor_base {
     if (shared_->writing != stream_state::write_kind::none || shared_->finished) return;
     drop_streamed_places();
     if (!shared_->ordered.empty() && shared_->ordered.front().ready) {
+      if (shared_->ordered.front().ends_stream)
+        return end_stream(*shared_->ordered.front().ends_stream);
       shared_->writing = stream_state::write_kind::ordered;
       StartWrite(&shared_->ordered.front().bytes);
     } else if (!shared_->streamed.empty()) {
+      if (shared_->streamed.front().ends_stream)
+        return end_stream(*shared_->streamed.front().ends_stream);
       shared_->writing = stream_state::write_kind::streamed;
       StartWrite(&shared_->streamed.front().bytes);
     }
+  }
+
+  // The status a failed request's reply ends the stream with, where the client asked for that.
+  [[nodiscard]] std::optional<::grpc::Status> ending_status(const status* error) const {
+    if (error == nullptr || error->ok() || shared_->errors != stream_errors::end_stream) {
+      return std::nullopt;
+    }
+    return to_grpc(*error);
+  }
+
+  // Ends the stream with a failed request's status, in its reply's place: the replies before it
+  // have been written, the requests still running are cancelled, and no more are read.
+  void end_stream(::grpc::Status why) {
+    shared_->cancel.cancel();
+    finish(why);
   }
 
   void resume_reading() {
@@ -445,8 +484,8 @@ class stream_reactor final : public stream_reactor_base {
 
 }  // namespace
 
-stream_reactor_base* open_infer_stream(inference_service& service) {
-  return new stream_reactor(service);
+stream_reactor_base* open_infer_stream(inference_service& service, stream_errors errors) {
+  return new stream_reactor(service, errors);
 }
 
 }  // namespace oip::grpc

@@ -325,8 +325,17 @@ class service_impl final : public raw_service {
     if (status s = allowed(context, api_category::inference); !s.ok()) {
       return new refused_stream(s);
     }
+    // Triton's `triton_grpc_error` metadata: the first failed request ends the stream with its
+    // status, for clients that watch gRPC codes.
+    const auto& metadata = context->client_metadata();
+    const auto asked = metadata.find("triton_grpc_error");
+    const stream_errors errors =
+        asked != metadata.end() &&
+                std::string_view{asked->second.data(), asked->second.size()} == "true"
+            ? stream_errors::end_stream
+            : stream_errors::in_replies;
     try {
-      return open_infer_stream(service_);
+      return open_infer_stream(service_, errors);
     } catch (const std::bad_alloc&) {
       return new refused_stream(out_of_memory("opening the stream"));
     }

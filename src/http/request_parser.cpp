@@ -37,10 +37,34 @@ request_parser::request_parser(std::uint32_t max_header_bytes, std::uint64_t max
   body_limit(max_body_bytes);
 }
 
+namespace {
+
+// The origin form of a target (RFC 9112, 3.2): a server must accept the absolute form
+// (`http://host:8000/v2/health/ready`), which a proxy sends, and route it by its path.
+boost::beast::string_view origin_form(boost::beast::string_view target) {
+  const auto scheme = [&](std::string_view name) {
+    return target.size() > name.size() &&
+           std::equal(name.begin(), name.end(), target.begin(), [](char a, char b) {
+             return a == (b >= 'A' && b <= 'Z' ? static_cast<char>(b - 'A' + 'a') : b);
+           });
+  };
+  std::size_t authority = 0;
+  if (scheme("http://")) authority = 7;
+  if (scheme("https://")) authority = 8;
+  if (authority == 0) return target;
+  const std::size_t path = target.find_first_of("/?", authority);
+  if (path == boost::beast::string_view::npos) return "/";
+  if (target[path] == '?') return "/";  // a query with no path: the root's
+  return target.substr(path);
+}
+
+}  // namespace
+
 void request_parser::on_request_impl(bhttp::verb method, string_view method_str, string_view target,
                                      int version, error_code& ec) {
   try {
     method_.assign(method_str.data(), method_str.size());
+    target = origin_form(target);
     target_.assign(target.data(), target.size());
     fields_.reserve(8);
   } catch (const std::bad_alloc&) {

@@ -45,6 +45,15 @@ http_response error_reply(const status& s) { return json_reply(s.http_status(), 
 
 // --- targets -------------------------------------------------------------------------------------
 
+// Whether the target's path is not "/" followed by segments that are each named: one that does
+// not begin with a slash, or has two together, or ends with one.
+bool has_empty_segment(std::string_view target) {
+  const std::string_view path = target.substr(0, target.find('?'));
+  if (path.empty() || path.front() != '/') return true;
+  if (path.size() > 1 && path.back() == '/') return true;
+  return path.find("//") != std::string_view::npos;
+}
+
 // The path's segments, percent-decoded; the query is ignored.
 result<std::vector<std::string>> split_path(std::string_view target) {
   target = target.substr(0, target.find('?'));
@@ -536,10 +545,17 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
       reply(error_reply(s));
     };
 
+    const std::string& method = request.method;
+    const auto not_found = [&] {
+      fail(status{errc::not_found,
+                  fmt::format("no route for {} {}", method, request.target.substr(0, 200))});
+    };
+    // Every route is matched whole, as Triton's are: an empty segment (`/v2/models//infer`, where
+    // a client's model name was empty, or a trailing slash) names no route.
+    if (has_empty_segment(request.target)) return not_found();
     result<std::vector<std::string>> parsed = split_path(request.target);
     if (!parsed) return fail(parsed.error());
     const std::vector<std::string>& path = *parsed;
-    const std::string& method = request.method;
     const bool get = method == "GET" || method == "HEAD";
     const bool post = method == "POST";
     // RFC 9110: a 405 names the methods the route takes. HEAD goes wherever GET does.
@@ -550,10 +566,6 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
       http_response r = error_reply(s);
       r.headers.push_back({"Allow", allowed == "GET" ? "GET, HEAD" : std::string{allowed}});
       reply(std::move(r));
-    };
-    const auto not_found = [&] {
-      fail(status{errc::not_found,
-                  fmt::format("no route for {} {}", method, request.target.substr(0, 200))});
     };
     if (routes.metrics && path.size() == 1 && path[0] == "metrics") {
       if (!get) return refuse_method("GET");

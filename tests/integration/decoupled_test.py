@@ -240,6 +240,32 @@ def refused_stream_requests_name_their_request(clients):
 
 
 @check
+def triton_grpc_error_ends_the_stream_with_the_status(clients):
+    # Triton's triton_grpc_error header (tritonclient's start_stream(headers=...)): the responses
+    # before the failed request, then its gRPC status in the callback, and the stream is over.
+    received = queue.Queue()
+    client = grpcclient.InferenceServerClient(clients.grpc_url)
+    client.start_stream(callback=lambda result, error: received.put(error or result),
+                        headers={"triton_grpc_error": "true"})
+    try:
+        client.async_stream_infer(model_name="repeat_int32",
+                                  inputs=repeat_inputs([7, 8], [0, 0], 0), request_id="ok")
+        results = [received.get(timeout=10) for _ in range(2)]
+        assert [int(r.as_numpy("OUT")[0]) for r in results] == [7, 8], results
+        client.async_stream_infer(model_name="no_such_model",
+                                  inputs=repeat_inputs([1], [0], 0), request_id="refused")
+        error = received.get(timeout=10)
+        assert isinstance(error, InferenceServerException), error
+        assert error.status() == "StatusCode.NOT_FOUND", error.status()
+        assert "no_such_model" in error.message(), error.message()
+        time.sleep(0.3)
+        assert received.empty(), received.get()
+    finally:
+        client.stop_stream()
+        client.close()
+
+
+@check
 def generate_stream_sends_each_event_as_it_is_made(clients):
     body = {"IN": [4, 5, 6], "DELAY": [150, 150, 150], "WAIT": [0]}
     arrivals, events = [], []
