@@ -2,6 +2,7 @@
 
 #include "served.hpp"
 #include "serving_support.hpp"
+#include "wait.hpp"
 
 #include <oip/http_handler.hpp>
 #include <oip/json.hpp>
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <future>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -111,6 +113,29 @@ TEST_CASE("a model's failure is an error line; a success is a verbose line") {
         "model 'broken' version 1 request 'r-4': the engine fell over (500)");
   CHECK(scope.sink->lines[1].first == oip::log_level::verbose);
   CHECK(scope.sink->lines[1].second.starts_with("model 'simple' version 1 request 'r-5': ok in "));
+}
+
+TEST_CASE("a request its client cancelled is a warning, not an error, whatever its status") {
+  capture_scope scope{oip::log_level::warning};
+  auto waiter = std::make_shared<oip::testing::waiter>();
+  oip::testing::served s{{waiter}};
+  oip::cancellation cancel;
+  std::promise<oip::result<oip::inference_response>> answered;
+  oip::inference_request r;
+  r.id = "gone";
+  r.inputs.push_back(*oip::tensor::from_values<std::int32_t>("IN", {1}, std::vector{1}));
+  s.service.infer({.model = "waiter", .cancel = cancel}, std::move(r),
+                  oip::reply_to([&answered](oip::result<oip::inference_response> response) {
+                    answered.set_value(std::move(response));
+                  }));
+  REQUIRE(oip::testing::wait_until([&] { return waiter->started.load() == 1; }));
+  cancel.cancel();
+  const oip::result<oip::inference_response> outcome = answered.get_future().get();
+  REQUIRE_FALSE(outcome.ok());
+  CHECK(outcome.error().http_status() >= 500);
+  REQUIRE(scope.sink->lines.size() == 1);
+  CHECK(scope.sink->lines[0].first == oip::log_level::warning);
+  CHECK(scope.sink->lines[0].second.starts_with("model 'waiter' version 1 request 'gone': "));
 }
 
 // What the default sink writes to stderr for `line` at `level`.

@@ -73,5 +73,9 @@ OIP_EXPORT void log(log_level level, std::string_view line) noexcept;
 /// version 1", "GET /v2/nope").
 OIP_EXPORT void log_request_failure(const status& why, std::string_view subject,
                                     std::string_view request_id = {}) noexcept;
+/// The same line at `level`: a request its client cancelled is no fault of the server's, whatever
+/// its status.
+OIP_EXPORT void log_request_failure(log_level level, const status& why, std::string_view subject,
+                                    std::string_view request_id = {}) noexcept;
 
 }  // namespace oip

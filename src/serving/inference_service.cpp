@@ -109,10 +109,16 @@ void record_failure(const model_lease& lease, clock::time_point received, const 
                     failure_reason reason = failure_reason::other) noexcept {
   if (!lease) return;
   lease.statistics().add_failure(nanoseconds_between(received, clock::now()), reason);
-  if (!log_enabled(log_level::warning)) return;
+  // A request its client cancelled is the client's doing, not a fault of the server's: a warning,
+  // whatever its status.
+  const log_level level = reason == failure_reason::canceled || why.http_status() < 500
+                              ? log_level::warning
+                              : log_level::error;
+  if (!log_enabled(level)) return;
   try {
     log_request_failure(
-        why, fmt::format("model '{}' version {}", lease.get().config().name, lease.version()),
+        level, why,
+        fmt::format("model '{}' version {}", lease.get().config().name, lease.version()),
         request_id);
   } catch (...) {  // NOLINT(bugprone-empty-catch): the failure is counted; only its line is lost
   }

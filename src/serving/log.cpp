@@ -188,7 +188,12 @@ void log(log_level level, std::string_view line) noexcept {
 
 void log_request_failure(const status& why, std::string_view subject,
                          std::string_view request_id) noexcept {
-  const log_level level = why.http_status() >= 500 ? log_level::error : log_level::warning;
+  log_request_failure(why.http_status() >= 500 ? log_level::error : log_level::warning, why,
+                      subject, request_id);
+}
+
+void log_request_failure(log_level level, const status& why, std::string_view subject,
+                         std::string_view request_id) noexcept {
   if (!log_enabled(level)) return;
   try {
     log(level,
