@@ -585,6 +585,75 @@ TEST_CASE("the usual form and the general reader decode alike") {
   check_both_readers_agree(R"({"inputs":[{)" + int32 + R"(,"data":[1,2,3,4]}]})", {}, few);
 }
 
+// decode_response reads the usual form of a response the same way: the general reader, sent there
+// by an unknown first key, must decode alike, or refuse alike.
+void check_both_response_readers_agree(const std::string& json, const std::string& binary = {}) {
+  CAPTURE(json);
+  REQUIRE(json.front() == '{');
+  const bool empty_object = json.find_first_not_of(" \t\r\n", 1) == json.find('}', 1);
+  const std::string general =
+      R"({"oip-general":0)" + std::string{empty_object ? "" : ","} + json.substr(1);
+  const auto decode_with = [&](const std::string& text) {
+    return oip::decode_response(
+        body_of(text + binary),
+        binary.empty() ? std::nullopt : std::optional<std::size_t>{text.size()});
+  };
+  const oip::result<oip::inference_response> usual = decode_with(json);
+  const oip::result<oip::inference_response> reference = decode_with(general);
+  REQUIRE(usual.ok() == reference.ok());
+  if (!usual.ok()) {
+    CHECK(usual.error().code() == reference.error().code());
+    CHECK(usual.error().message() == reference.error().message());
+    return;
+  }
+  CHECK(usual->id == reference->id);
+  CHECK(usual->model_name == reference->model_name);
+  CHECK(usual->model_version == reference->model_version);
+  CHECK(usual->parameters == reference->parameters);
+  oip::testing::check_same_tensors(usual->outputs, reference->outputs);
+}
+
+TEST_CASE("the usual form of a response and the general reader decode alike") {
+  const std::string out = R"("name":"OUTPUT0","datatype":"INT32","shape":[1,4])";
+  const std::string four(16, '\x01');
+  for (const auto& [json, binary] : std::vector<std::pair<std::string, std::string>>{
+           // accepted in the usual form
+           {R"({"model_name":"simple","model_version":"1","outputs":[{)" + out +
+                R"(,"data":[1,2,3,4]}]})",
+            ""},
+           {R"({"id":"r","model_name":"m","model_version":"","parameters":{"p":1,"s":"x"},)"
+            R"("outputs":[{)" +
+                out +
+                R"(,"parameters":{"binary_data_size":16}},{"name":"B","datatype":"BYTES",)"
+                R"("shape":[2],"data":["a","é"]}]})",
+            four},
+           {R"({"model_name":"m","outputs":[]})", ""},
+           {R"({"model_name":"m"})", ""},
+           {R"({"outputs":[{"name":"f","datatype":"FP16","shape":[1],"data":[0.333]},)"
+            R"({"name":"e","datatype":"FP64","shape":[0,3],"data":[]}]})",
+            ""},
+           // left to the general reader
+           {R"({"outputs":[{"name":"x","data":[1],"shape":[1],"datatype":"INT32"}]})", ""},
+           {R"({"model_name":"simple","outputs":[]})", ""},
+           {R"({"outputs":[{)" + out + R"(,"data":[1,2,3,4],"extra":{}}]})", ""},
+           // refused by both
+           {R"({"outputs":[{)" + out + R"(,"data":[1,2,3]}]})", ""},
+           {R"({"outputs":[{)" + out + R"(,"data":[1,2,3,4]},{)" + out + R"(,"data":[1,2,3,4]}]})",
+            ""},
+           {R"({"outputs":[{)" + out + R"(,"parameters":{"binary_data_size":12}}]})", four},
+           {R"({"outputs":[{)" + out + R"(,"parameters":{"binary_data_size":16}}]})", four + "x"},
+           {R"({"outputs":[{)" + out + R"(}]})", ""},
+           {R"({"outputs":[{)" + out +
+                R"(,"data":[1,2,3,4],"parameters":{"binary_data_size":16}}]})",
+            four},
+           {R"({"model_name":5,"outputs":[]})", ""},
+           {R"({"outputs":[]} [])", ""},
+           {R"({"outputs":[],"outputs":[]})", ""},
+       }) {
+    check_both_response_readers_agree(json, binary);
+  }
+}
+
 TEST_CASE("responses encode in the protocol's order, shortest numbers") {
   std::vector<float> values{0.1F, 1.0F, -2.5F, 1e-7F, 3.4028235e38F};
   oip::result<oip::tensor> t = oip::tensor::from_values<float>("OUTPUT0", {5}, values);

@@ -1,5 +1,6 @@
 // Decoding inference requests and responses from JSON: the general reader, which takes every form
-// and words every error (a request's usual form is read first by json_usual_request.cpp).
+// and words every error (the usual form of a request or response is read first by
+// json_usual_request.cpp).
 
 #include "codecs/detail/json_read.hpp"
 #include "codecs/detail/json_tensor_data.hpp"
@@ -43,6 +44,7 @@ using detail::read_parameters;
 using detail::read_string;
 using detail::read_string_view;
 using detail::read_usual_request;
+using detail::read_usual_response;
 using detail::take_binary_data_size;
 using detail::tensor_context;
 using detail::token_of;
@@ -510,6 +512,8 @@ result<inference_response> decode_response(const buffer& body,
   const char* document_end = json.data + json.size;
 
   inference_response response;
+  if (read_usual_response(doc, json, parts->binary, response)) return response;
+  response = inference_response{};
   std::vector<parsed_tensor> outputs;
   status parsed = parse_document(doc, json, [&](auto&& fields) {
     return fields([&](std::string_view key, od::value v) {

@@ -1,5 +1,6 @@
-// The fast reader for a request's usual form, apart from the general reader it falls back to;
-// tests/json_test.cpp ("the usual form and the general reader decode alike") proves both agree.
+// The fast readers of a request's and a response's usual form, apart from the general reader they
+// fall back to; tests/json_test.cpp ("the usual form and the general reader decode alike") proves
+// both agree.
 
 #include "codecs/detail/json_usual_request.hpp"
 
@@ -104,13 +105,42 @@ constexpr unsigned shape_key = 4U;
 constexpr unsigned parameters_key = 8U;
 constexpr unsigned data_key = 16U;
 
-// One input, appended to `inputs`; its binary data, if any, is the next bytes of `binary` after
-// `binary_offset`.
-bool read_usual_input(const document_context& doc, od::value& value, std::size_t json_size,
-                      const buffer& binary, std::size_t& binary_offset,
-                      std::vector<tensor>& inputs) {
+// A tensor's parameters: `binary_data_size`, nearly always the only one, taken as it is read (in
+// the parameters its key, longer than a string's inline capacity, would cost an allocation, and
+// the container another), the others as read_parameters reads them. False where the general
+// reader must decide: a key with escapes, one seen twice, a size that is not a non-negative
+// integer, a value of no parameter type.
+bool read_usual_tensor_parameters(const document_context& doc, od::value& value, parameters& params,
+                                  std::optional<std::int64_t>& binary_size) {
+  od::object object;
+  if (value.get_object().get(object) != error_code::SUCCESS) return false;
+  for (auto field_result : object) {
+    if (field_result.error() != error_code::SUCCESS) return false;
+    od::field& field = field_result.value_unsafe();
+    std::string_view key;
+    if (!plain_string(doc, field.key().raw(), key)) return false;
+    od::value& v = field.value();
+    if (key == parameter_names::binary_data_size) {
+      std::int64_t size = 0;
+      if (binary_size || v.get_int64().get(size) != error_code::SUCCESS || size < 0) return false;
+      binary_size = size;
+      continue;
+    }
+    if (params.contains(key)) return false;
+    parameter_value parsed;
+    if (!read_parameter_value(doc, key, v, parsed).ok()) return false;
+    params.append_unchecked(std::string{key}, std::move(parsed));
+  }
+  return true;
+}
+
+// One tensor (a request's input or a response's output, `role`), appended to `tensors`; its
+// binary data, if any, is the next bytes of `binary` after `binary_offset`.
+bool read_usual_tensor(const document_context& doc, std::string_view role, od::value& value,
+                       std::size_t json_size, const buffer& binary, std::size_t& binary_offset,
+                       std::vector<tensor>& tensors) {
   // Names are checked against each earlier one: more tensors go to the general reader.
-  if (inputs.size() == usual_tensor_count) return false;
+  if (tensors.size() == usual_tensor_count) return false;
   od::object object;
   if (value.get_object().get(object) != error_code::SUCCESS) return false;
   unsigned seen = 0;
@@ -136,17 +166,16 @@ bool read_usual_input(const document_context& doc, od::value& value, std::size_t
     } else if (key == shape_key) {
       if (!read_usual_shape(v, shape, count) || count > doc.bounds->max_elements) return false;
     } else if (key == parameters_key) {
-      if (!read_parameters(doc, v, 3, params).ok()) return false;
+      if (!read_usual_tensor_parameters(doc, v, params, binary_size)) return false;
       // Shared memory is for the general reader.
       if (params.contains(parameter_names::shared_memory_region) ||
           params.contains(parameter_names::shared_memory_offset) ||
           params.contains(parameter_names::shared_memory_byte_size)) {
         return false;
       }
-      if (!take_binary_data_size(params, "input", name, binary_size).ok()) return false;
     } else {  // data, after the datatype and shape that say how to read it
       if ((seen & (datatype_key | shape_key)) != (datatype_key | shape_key)) return false;
-      const tensor_context t{&doc, "input", name, type};
+      const tensor_context t{&doc, role, name, type};
       if (!decode_data(t, v, 3, shape, count, json_size, data).ok()) return false;
     }
   }
@@ -166,14 +195,14 @@ bool read_usual_input(const document_context& doc, od::value& value, std::size_t
     binary_offset += static_cast<std::size_t>(size);
     data = std::move(*slice);
   }
-  for (const tensor& earlier : inputs) {
+  for (const tensor& earlier : tensors) {
     if (earlier.name() == name) return false;
   }
   // Fixed-size data was sized from the shape just read (JSON) or checked against it (binary);
   // BYTES data must hold exactly `count` elements.
   if (is_bytes(type) && !validate_bytes_elements(data.bytes(), count, name).ok()) return false;
-  detail::checked_tensor_parts::append(inputs, name, type, std::move(shape), count, std::move(data),
-                                       std::move(params));
+  detail::checked_tensor_parts::append(tensors, name, type, std::move(shape), count,
+                                       std::move(data), std::move(params));
   return true;
 }
 
@@ -260,7 +289,8 @@ bool read_usual_request(document_context& doc, const padded_json& json, const bu
       case inputs_key:
         request.inputs.reserve(4);
         read = read_usual_array(v, [&](od::value& input) {
-          return read_usual_input(doc, input, json.size, binary, binary_offset, request.inputs);
+          return read_usual_tensor(doc, "input", input, json.size, binary, binary_offset,
+                                   request.inputs);
         });
         break;
       case outputs_key:
@@ -273,6 +303,65 @@ bool read_usual_request(document_context& doc, const padded_json& json, const bu
   }
   return (seen & inputs_key) != 0 && binary_offset == binary.size() &&
          check_nothing_follows(doc, document).ok();
+}
+
+bool read_usual_response(document_context& doc, const padded_json& json, const buffer& binary,
+                         inference_response& response) {
+  // As for a request: depths 1 to 3 hold the outputs, their objects and their shapes and data.
+  if (json.size > doc.bounds->max_json_bytes || doc.bounds->max_json_depth < 3) return false;
+  constexpr std::array<std::string_view, 5> keys{"id", "model_name", "model_version", "parameters",
+                                                 "outputs"};
+  constexpr unsigned id_key = 1U;
+  constexpr unsigned model_name_key = 2U;
+  constexpr unsigned model_version_key = 4U;
+  constexpr unsigned response_parameters_key = 8U;
+  constexpr unsigned outputs_key = 16U;
+  const parser_lease parser{0, json.size};
+  doc.begin = json.data;
+  doc.end = json.data + json.size;
+  od::document document;
+  od::object root;
+  if (parser.get().iterate(json.data, json.size, json.capacity).get(document) !=
+          error_code::SUCCESS ||
+      document.get_object().get(root) != error_code::SUCCESS) {
+    return false;
+  }
+  unsigned seen = 0;
+  std::size_t binary_offset = 0;
+  for (auto field_result : root) {
+    const unsigned key = usual_key(field_result, keys, seen);
+    if (key == 0) return false;
+    od::value& v = field_result.value_unsafe().value();
+    bool read = false;
+    std::string_view text;
+    switch (key) {
+      case id_key:
+        read = in_place_string(doc, v, text);
+        if (read) response.id.emplace(text);
+        break;
+      case model_name_key:
+        read = in_place_string(doc, v, text);
+        if (read) response.model_name.assign(text);
+        break;
+      case model_version_key:
+        read = in_place_string(doc, v, text);
+        if (read) response.model_version.assign(text);
+        break;
+      case response_parameters_key:
+        read = read_parameters(doc, v, 1, response.parameters).ok();
+        break;
+      case outputs_key:
+        response.outputs.reserve(4);
+        read = read_usual_array(v, [&](od::value& output) {
+          return read_usual_tensor(doc, "output", output, json.size, binary, binary_offset,
+                                   response.outputs);
+        });
+        break;
+      default: break;  // usual_key admits known keys only
+    }
+    if (!read) return false;
+  }
+  return binary_offset == binary.size() && check_nothing_follows(doc, document).ok();
 }
 
 }  // namespace oip::detail

@@ -1,6 +1,6 @@
 #pragma once
-// Internal: the fast reader for the usual form of an inference request, which decode_request
-// tries before the general reader (json_usual_request.cpp).
+// Internal: the fast readers of the usual form of an inference request and response, which
+// decode_request and decode_response try before the general reader (json_usual_request.cpp).
 
 #include "codecs/detail/json_read.hpp"
 
@@ -14,5 +14,10 @@ namespace oip::detail {
 // filled: decode_request then resets it and reads the document again with the general reader.
 bool read_usual_request(document_context& doc, const padded_json& json, const buffer& binary,
                         inference_request& request);
+
+// The same for a response (known keys: id, model_name, model_version, parameters, outputs), which
+// decode_response tries before its general reader: what a client reads from every server.
+bool read_usual_response(document_context& doc, const padded_json& json, const buffer& binary,
+                         inference_response& response);
 
 }  // namespace oip::detail
