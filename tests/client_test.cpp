@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -318,6 +319,70 @@ TEST_CASE_TEMPLATE("a server that is not there is an error, not a wait", T, OIP_
 TEST_CASE("a decoupled model's responses, one by one, over a gRPC stream") {
   oip::grpc::client client{shared_server().grpc_address()};
   oip::testing::check_repeat_stream(client);
+}
+
+TEST_CASE("headers that gRPC cannot carry are refused on every call, not an abort") {
+  for (const oip::http_header& header :
+       std::vector<oip::http_header>{{"x bad name", "v"},
+                                     {"", "v"},
+                                     {":path", "/x"},
+                                     {"grpc-timeout", "1S"},
+                                     {"x-line", "a\nb"},
+                                     {"x-tab", "a\tb"},
+                                     {"x-accent", "caf\xc3\xa9"}}) {
+    CAPTURE(header.name);
+    oip::client_options options;
+    options.headers.push_back(header);
+    oip::grpc::client client{shared_server().grpc_address(), options};
+    const oip::result<oip::inference_response> r = client.infer("simple", simple_request());
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code() == oip::errc::invalid_argument);
+    CHECK(r.error().message().find("cannot be sent as gRPC metadata") != std::string::npos);
+    CHECK(client.async_infer("simple", simple_request()).get().error().code() ==
+          oip::errc::invalid_argument);
+    CHECK(client.metadata().error().code() == oip::errc::invalid_argument);
+    oip::grpc::client::stream stream =
+        client.open_stream([](oip::result<oip::inference_response>) {});
+    CHECK(stream.send("simple", simple_request()).code() == oip::errc::invalid_argument);
+    CHECK(stream.finish().code() == oip::errc::invalid_argument);
+  }
+  // Upper case is sent in lower case; a "-bin" name carries any bytes.
+  oip::client_options options;
+  options.headers = {{"X-Upper", "v"}, {"x-raw-bin", std::string{"\xff\x00\x01", 3}}};
+  oip::grpc::client client{shared_server().grpc_address(), options};
+  check_simple(client.infer("simple", simple_request(4)), 4);
+}
+
+TEST_CASE("a stream the server ends with an error tells its callback, and takes no more requests") {
+  // Triton's triton_grpc_error mode: the server ends the stream at the first failed request.
+  oip::client_options options;
+  options.headers.push_back({"triton_grpc_error", "true"});
+  oip::grpc::client client{shared_server().grpc_address(), options};
+  std::mutex mutex;
+  std::condition_variable told;
+  std::vector<oip::result<oip::inference_response>> results;
+  oip::grpc::client::stream stream =
+      client.open_stream([&](oip::result<oip::inference_response> r) {
+        const std::lock_guard lock{mutex};
+        results.push_back(std::move(r));
+        told.notify_all();
+      });
+  REQUIRE(stream.send("simple", simple_request(5)).ok());
+  REQUIRE(stream.send("no_such_model", simple_request()).ok());
+  {
+    std::unique_lock lock{mutex};
+    REQUIRE(told.wait_for(lock, std::chrono::seconds{10}, [&] { return results.size() == 2; }));
+    check_simple(results[0], 5);
+    REQUIRE_FALSE(results[1].ok());
+    CHECK(results[1].error().code() == oip::errc::not_found);
+    CHECK(results[1].error().received() == oip::received_over::grpc);
+  }
+  // The call is over: a request is refused rather than dropped.
+  const oip::status late = stream.send("simple", simple_request());
+  CHECK(late.code() == oip::errc::unavailable);
+  CHECK(stream.finish().code() == oip::errc::not_found);
+  const std::lock_guard lock{mutex};
+  CHECK(results.size() == 2);
 }
 
 TEST_CASE("TLS and keepalive over gRPC, and a client without TLS refused") {

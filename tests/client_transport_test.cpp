@@ -846,4 +846,35 @@ TEST_CASE("a gRPC peer that is no gRPC server, or never answers, is an error wit
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().code() == oip::errc::deadline_exceeded);
 }
+
+TEST_CASE("a gRPC client closes while a callback starts calls again: they are refused") {
+  std::atomic<bool> release{false};
+  scripted_server silent{[&](int /*fd*/) {
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds{10});
+  }};
+  // No deadline: only the client's end stops the calls. The callback retries what the cancel
+  // ends (`unavailable`), as a retry policy would.
+  auto owned = std::make_unique<oip::grpc::client>(silent.address());
+  oip::grpc::client* client = owned.get();  // still there while its end waits for its calls
+  std::atomic<int> retries{0};
+  std::mutex mutex;
+  std::optional<oip::errc> last;
+  std::function<void(oip::result<oip::inference_response>)> retry;
+  retry = [&](oip::result<oip::inference_response> r) {
+    if (!r.ok() && r.error().code() == oip::errc::unavailable && retries.fetch_add(1) < 1000) {
+      client->async_infer("simple", simple_request(), retry);
+      return;
+    }
+    const std::lock_guard lock{mutex};
+    last = r.ok() ? oip::errc::ok : r.error().code();
+  };
+  client->async_infer("simple", simple_request(), retry);
+  std::this_thread::sleep_for(std::chrono::milliseconds{100});
+  owned.reset();  // cancels the call; the retry its callback starts is refused, and the end comes
+  release = true;
+  CHECK(retries.load() == 1);
+  const std::lock_guard lock{mutex};
+  REQUIRE(last.has_value());
+  CHECK(*last == oip::errc::failed_precondition);
+}
 #endif

@@ -22,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -359,6 +360,25 @@ TEST_CASE("in_process_client streams a decoupled model's responses as they are s
   CHECK(unknown.http_status() == 404);
   const oip::status bad = client.infer_stream("paced", {}, [](auto) {});
   CHECK(bad.http_status() == 400);
+}
+
+TEST_CASE(
+    "in_process_client: a streaming callback that throws loses its response, not the process") {
+  auto twice = std::make_shared<decoupled_model>("twice", [](oip::inference_call call) {
+    REQUIRE(call.send(count_output(1)).ok());
+    call.finish(count_output(2));
+  });
+  oip::testing::served s{{twice}};
+  oip::http_handler handler{s.service};
+  oip::in_process_client client{handler};
+  std::vector<std::int32_t> seen;
+  const oip::status end =
+      client.infer_stream("twice", count_request(2), [&](oip::inference_response r) {
+        seen.push_back(r.outputs.at(0).at<std::int32_t>(0));
+        if (seen.size() == 1) throw std::runtime_error{"a caller's bug"};
+      });
+  CHECK(end.ok());
+  CHECK(seen == std::vector<std::int32_t>{1, 2});
 }
 
 TEST_CASE("a decoupled sequence model streams each request's responses, in its sequence's order") {

@@ -104,6 +104,33 @@ std::string lower(std::string_view text) {
   return out;
 }
 
+// Whether grpc++ can send each header as metadata: a name of lower-case letters, digits, '-', '_'
+// and '.' (names are sent in lower case), not one of the protocol's own (`grpc-`, `:`-prefixed),
+// and, unless the name ends in "-bin", a value of printable ASCII. grpc++ aborts the process on a
+// call with anything else, so it is refused when the client is made, as the HTTP client refuses
+// what HTTP cannot carry.
+status check_metadata(const std::vector<http_header>& headers) {
+  for (const http_header& h : headers) {
+    const std::string name = lower(h.name);
+    const bool legal_name = !name.empty() && !name.starts_with("grpc-") &&
+                            std::all_of(name.begin(), name.end(), [](char c) {
+                              return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+                                     c == '_' || c == '.';
+                            });
+    const bool binary = name.ends_with("-bin");
+    const bool legal_value = binary || std::all_of(h.value.begin(), h.value.end(),
+                                                   [](char c) { return c >= 0x20 && c <= 0x7E; });
+    if (!legal_name || !legal_value) {
+      return status{errc::invalid_argument,
+                    fmt::format("the header '{}' cannot be sent as gRPC metadata: a name of "
+                                "letters, digits, '-', '_' and '.' (not 'grpc-'), and a value of "
+                                "printable ASCII unless the name ends in '-bin'",
+                                h.name.substr(0, 200))};
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 namespace detail {
@@ -112,14 +139,17 @@ class client_state {
  public:
   client_state(std::string target, client_options options)
       : options_{std::move(options)},
+        headers_check_{check_metadata(options_.headers)},
         target_{std::move(target)},
         channel_{make_channel(target_, options_)},
         stub_{Service::NewStub(channel_)} {
     detail::settle_deadlock_detection(options_.keep_abseil_deadlock_detection);
   }
 
-  // A context with the client's metadata, deadline and compression.
-  void prepare(::grpc::ClientContext& context) const {
+  // A context with the client's metadata, deadline and compression; the headers' error, if they
+  // cannot be sent, for every call.
+  [[nodiscard]] status prepare(::grpc::ClientContext& context) const {
+    if (!headers_check_.ok()) return headers_check_;
     for (const http_header& h : options_.headers) context.AddMetadata(lower(h.name), h.value);
     if (options_.timeout.count() > 0) {
       context.set_deadline(std::chrono::system_clock::now() + options_.timeout);
@@ -127,13 +157,14 @@ class client_state {
     if (options_.request_compression != wire_compression::none) {
       context.set_compression_algorithm(algorithm_of(options_.request_compression));
     }
+    return {};
   }
 
   // A blocking call of the stub.
   template <class Request, class Response, class Method>
   status call(Method method, const Request& request, Response& response) {
     ::grpc::ClientContext context;
-    prepare(context);
+    if (status s = prepare(context); !s.ok()) return s;
     return status_of((stub_.get()->*method)(&context, request, &response));
   }
 
@@ -144,10 +175,13 @@ class client_state {
   void note_region() noexcept { any_region_.store(true); }
 
   // Asynchronous calls in flight, so that the client's end cancels them and waits for their
-  // callbacks.
-  void begin_call(::grpc::ClientContext* context) {
+  // callbacks. Once the client is closing, a call that a callback starts is refused (false): the
+  // end would wait for it otherwise, and for each call its callback starts in turn.
+  [[nodiscard]] bool begin_call(::grpc::ClientContext* context) {
     const std::lock_guard lock{mutex_};
+    if (closing_) return false;
     in_flight_.insert(context);
+    return true;
   }
   void end_call(::grpc::ClientContext* context) {
     const std::lock_guard lock{mutex_};
@@ -156,12 +190,14 @@ class client_state {
   }
   void cancel_calls() {
     std::unique_lock lock{mutex_};
+    closing_ = true;
     for (::grpc::ClientContext* context : in_flight_) context->TryCancel();
     idle_.wait(lock, [this] { return in_flight_.empty(); });
   }
 
  private:
   client_options options_;
+  status headers_check_;  // of the headers every call carries (`options_.headers`)
   std::string target_;
   std::shared_ptr<::grpc::Channel> channel_;
   std::unique_ptr<Service::Stub> stub_;
@@ -170,6 +206,7 @@ class client_state {
   std::mutex mutex_;
   std::condition_variable idle_;
   std::set<::grpc::ClientContext*> in_flight_;
+  bool closing_ = false;
 };
 
 }  // namespace detail
@@ -218,10 +255,14 @@ void client::async_infer(std::string_view model, const inference_request& reques
   }
   result<std::shared_ptr<shared_memory_outputs>> placed = placed_outputs(*state_, request);
   if (!placed) return done(std::move(placed).error());
+  if (status s = state_->prepare(pending->context); !s.ok()) return done(std::move(s));
+  if (!state_->begin_call(&pending->context)) {
+    // Not errc::unavailable, which a callback that retries would retry.
+    return done(
+        status{errc::failed_precondition, "the client is closing: it starts no more calls"});
+  }
   pending->placed = std::move(*placed);
   pending->done = std::move(done);
-  state_->prepare(pending->context);
-  state_->begin_call(&pending->context);
   state_->stub().async()->ModelInfer(
       &pending->context, &pending->message, &pending->reply,
       [pending, state = state_](const ::grpc::Status& outcome) {
@@ -275,7 +316,13 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
  public:
   stream_state(std::shared_ptr<client_state> owner, client::response_callback on_response)
       : owner_{std::move(owner)}, on_response_{std::move(on_response)} {
-    owner_->prepare(context_);
+    if (status s = owner_->prepare(context_); !s.ok()) {
+      // Never started: every send and the finish answer why.
+      refused_ = std::move(s);
+      held_ = false;
+      finished_ = true;
+      return;
+    }
     owner_->stub().async()->ModelStreamInfer(&context_, this);
     AddHold();
     StartRead(&reply_);
@@ -287,7 +334,10 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
     bool release = false;
     {
       const std::lock_guard lock{mutex_};
-      if (!finished_) context_.TryCancel();
+      if (!finished_) {
+        cancelled_here_ = true;  // the owner is going: its callback is not told of this end
+        context_.TryCancel();
+      }
       release = take_hold();
     }
     if (release) RemoveHold();
@@ -296,7 +346,8 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
 
   status send(inference::ModelInferRequest message) {
     std::unique_lock lock{mutex_};
-    if (finished_ || closing_ || write_failed_) {
+    if (!refused_.ok()) return refused_;
+    if (finished_ || closing_ || write_failed_ || read_ended_) {
       return status{errc::unavailable, "the stream has ended, or is finishing: no more requests"};
     }
     queue_.push_back(std::move(message));
@@ -311,8 +362,9 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
 
   status finish() {
     std::unique_lock lock{mutex_};
+    if (!refused_.ok()) return refused_;
     closing_ = true;
-    const bool end_writes = !writing_ && !writes_done_ && !write_failed_;
+    const bool end_writes = !writing_ && !writes_done_ && !write_failed_ && !read_ended_;
     if (end_writes) writes_done_ = true;
     const bool release = !end_writes && !writing_ && take_hold();
     lock.unlock();
@@ -345,6 +397,12 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
       return;
     }
     writing_ = false;
+    if (read_ended_) {  // the call is over: the hold goes, so that it can end
+      const bool release = take_hold();
+      lock.unlock();
+      if (release) RemoveHold();
+      return;
+    }
     const bool end_writes = closing_ && !writes_done_;
     if (end_writes) writes_done_ = true;
     lock.unlock();
@@ -352,7 +410,18 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) return;  // the server ended the call; OnDone follows
+    if (!ok) {
+      // The call is over (the server ended it, with an error too, a deadline passed): no more
+      // requests are taken, and the hold goes unless a write still has it, so that OnDone comes
+      // and says how it ended.
+      std::unique_lock lock{mutex_};
+      read_ended_ = true;
+      queue_.clear();
+      const bool release = !writing_ && take_hold();
+      lock.unlock();
+      if (release) RemoveHold();
+      return;
+    }
     if (!reply_.error_message().empty()) {
       run_callback("oip::grpc::client", on_response_,
                    status{errc::internal, reply_.error_message()});
@@ -365,8 +434,16 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
   }
 
   void OnDone(const ::grpc::Status& s) override {
+    bool tell = false;
+    {
+      const std::lock_guard lock{mutex_};
+      end_ = s;
+      tell = !s.ok() && !cancelled_here_;
+    }
+    // A call that ends in an error (the server's status, a deadline) is the callback's last
+    // result, as in Triton's clients, before `finish` returns it too.
+    if (tell) run_callback("oip::grpc::client", on_response_, status_of(s));
     const std::lock_guard lock{mutex_};
-    end_ = s;
     finished_ = true;
     ended_.notify_all();
   }
@@ -408,8 +485,11 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
   bool writes_done_ = false;
   bool write_failed_ = false;
   bool held_ = true;
+  bool read_ended_ = false;
+  bool cancelled_here_ = false;
   bool finished_ = false;
   ::grpc::Status end_;
+  status refused_;  // why the call was never started
 };
 
 }  // namespace detail
@@ -440,7 +520,6 @@ status client::infer_stream(std::string_view model, inference_request request,
                             std::optional<std::uint64_t> version) {
   request.parameters.set("triton_enable_empty_final_response", true);
   status failed;
-  bool ended = false;
   // One request: the callbacks come one at a time, and all before `finish` returns.
   stream s = open_stream([&](result<inference_response> response) {
     if (!response) {
@@ -450,14 +529,12 @@ status client::infer_stream(std::string_view model, inference_request request,
     const bool* final = response->parameters.get<bool>(parameter_names::triton_final_response);
     const bool last = final != nullptr && *final;
     if (!last || !response->outputs.empty()) on_response(std::move(*response));
-    if (last) ended = true;
   });
   if (status sent = s.send(model, request, version); !sent.ok()) return sent;
+  // A server that flags no final response (one that follows the protocol alone, an older
+  // Triton) ends the call once the model is done: that end, with no error, ends the request too.
   if (status end = s.finish(); !end.ok()) return end;
   if (!failed.ok()) return failed;
-  if (!ended) {
-    return status{errc::unavailable, "the stream ended before the model's final response"};
-  }
   return {};
 }
 

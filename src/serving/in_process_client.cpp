@@ -1,3 +1,5 @@
+#include "core/detail/run_callback.hpp"
+
 #include <oip/in_process_client.hpp>
 #include <oip/reply_sink.hpp>
 
@@ -53,8 +55,10 @@ status in_process_client::infer_stream(std::string_view model, inference_request
     std::mutex mutex;
     std::condition_variable ended;
     std::optional<status> outcome;
+    // On the model's thread, as the other clients' callbacks run on theirs: a callback that throws
+    // loses its response, not the process.
     void on_response(inference_response response, response_flag /*flag*/) override {
-      deliver(std::move(response));
+      run_callback("oip::in_process_client", deliver, std::move(response));
     }
     void on_complete(const status& s) override {
       const std::lock_guard lock{mutex};

@@ -113,7 +113,9 @@ class OIP_EXPORT client {
   };
   using response_callback = std::function<void(result<inference_response>)>;
   /// Opens a stream; `on_response` is called on one of grpc++'s threads, one response at a time
-  /// (an exception from it is written to stderr, and the stream goes on).
+  /// (an exception from it is written to stderr, and the stream goes on). `finish` and the
+  /// stream's destructor wait for the call's end, which cannot come while `on_response` runs:
+  /// neither is called from it.
   [[nodiscard]] stream open_stream(response_callback on_response);
 
   [[nodiscard]] result<server_metadata> metadata();
