@@ -261,6 +261,33 @@ TEST_CASE_TEMPLATE("inputs and outputs in a shared-memory region registered thro
   }
   CHECK(region.get<std::int32_t>(64 + 5 * 4, 1).at(0) == 3 + 5 + 1);
 
+#ifdef OIP_TEST_GRPC_CLIENT
+  if constexpr (T::via == oip::received_over::grpc) {
+    // The same over a stream: each response's outputs read from the region its request named,
+    // matched by the request's id.
+    region.put(64, std::vector<std::int32_t>(16, 0));
+    std::mutex mutex;
+    std::vector<oip::result<oip::inference_response>> streamed;
+    {
+      oip::grpc::client::stream stream =
+          client.open_stream([&](oip::result<oip::inference_response> r) {
+            const std::lock_guard lock{mutex};
+            streamed.push_back(std::move(r));
+          });
+      request.id = "in-region";
+      REQUIRE(stream.send("simple", request).ok());
+      REQUIRE(stream.finish().ok());
+    }
+    REQUIRE(streamed.size() == 1);
+    REQUIRE_MESSAGE(streamed[0].ok(), streamed[0].to_status().message());
+    for (const oip::tensor& t : streamed[0]->outputs) {
+      if (t.name() == "OUTPUT0") CHECK(t.at<std::int32_t>(5) == 3 + 5 + 1);
+      if (t.name() == "OUTPUT1") CHECK(t.at<std::int32_t>(5) == 3 + 5 - 1);
+    }
+    CHECK(region.get<std::int32_t>(64 + 5 * 4, 1).at(0) == 3 + 5 + 1);
+  }
+#endif
+
   REQUIRE(client.unregister_system_shared_memory("client_region").ok());
   const oip::result<std::vector<oip::shared_memory_region>> none =
       client.system_shared_memory_status();

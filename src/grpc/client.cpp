@@ -18,6 +18,7 @@
 #include <climits>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -344,11 +345,25 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
     wait_for_end();
   }
 
-  status send(inference::ModelInferRequest message) {
+  [[nodiscard]] client_state& owner() noexcept { return *owner_; }
+
+  // `placed`: where the request's outputs go in regions registered through the client, read
+  // back when its responses come (matched by the request's id).
+  status send(inference::ModelInferRequest message,
+              std::shared_ptr<shared_memory_outputs> placed = nullptr) {
     std::unique_lock lock{mutex_};
     if (!refused_.ok()) return refused_;
     if (finished_ || closing_ || write_failed_ || read_ended_) {
       return status{errc::unavailable, "the stream has ended, or is finishing: no more requests"};
+    }
+    if (placed) {
+      if (placed_.contains(message.id())) {
+        return status{errc::invalid_argument,
+                      fmt::format("a request with id '{}' whose outputs go to shared memory is "
+                                  "already open on this stream",
+                                  message.id())};
+      }
+      placed_.emplace(message.id(), std::move(placed));
     }
     queue_.push_back(std::move(message));
     if (writing_) return {};
@@ -422,13 +437,28 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
       if (release) RemoveHold();
       return;
     }
+    // The request's placement of its outputs in shared memory, if any; gone with its final
+    // response.
+    std::shared_ptr<shared_memory_outputs> placed;
+    {
+      const std::lock_guard lock{mutex_};
+      if (const auto found = placed_.find(reply_.infer_response().id()); found != placed_.end()) {
+        placed = found->second;
+        const auto& flags = reply_.infer_response().parameters();
+        const auto final = flags.find(std::string{parameter_names::triton_final_response});
+        if (!reply_.error_message().empty() ||
+            (final != flags.end() && final->second.bool_param())) {
+          placed_.erase(found);
+        }
+      }
+    }
     if (!reply_.error_message().empty()) {
       run_callback("oip::grpc::client", on_response_,
                    status{errc::internal, reply_.error_message()});
     } else {
-      run_callback(
-          "oip::grpc::client", on_response_,
-          decode_response(*reply_.mutable_infer_response(), owner_->options().reply_bounds));
+      run_callback("oip::grpc::client", on_response_,
+                   decode_response(*reply_.mutable_infer_response(), owner_->options().reply_bounds,
+                                   placed.get()));
     }
     StartRead(&reply_);
   }
@@ -485,6 +515,8 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
   bool writes_done_ = false;
   bool write_failed_ = false;
   bool held_ = true;
+  // Requests whose outputs go to shared memory, by id, until their final response.
+  std::map<std::string, std::shared_ptr<shared_memory_outputs>, std::less<>> placed_;
   bool read_ended_ = false;
   bool cancelled_here_ = false;
   bool finished_ = false;
@@ -506,7 +538,9 @@ status client::stream::send(std::string_view model, const inference_request& req
       !s.ok()) {
     return s;
   }
-  return state_->send(std::move(message));
+  result<std::shared_ptr<shared_memory_outputs>> placed = placed_outputs(state_->owner(), request);
+  if (!placed) return std::move(placed).error();
+  return state_->send(std::move(message), std::move(*placed));
 }
 
 status client::stream::finish() { return state_->finish(); }
