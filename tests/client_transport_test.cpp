@@ -4,6 +4,7 @@
 
 #include "client_checks.hpp"
 #include "loopback_socket.hpp"
+#include "wait.hpp"
 
 #include <oip/executor.hpp>
 #include <oip/http/client.hpp>
@@ -646,6 +647,7 @@ TEST_CASE("bytes that come on an idle connection are never taken for the next ca
       // whatever it is asked.
       std::atomic<int> connections{0};
       std::atomic<int> requests{0};
+      std::atomic<bool> stray_sent{false};
       scripted_server server{[&](int fd) {
         const int connection = ++connections;
         if (connection == 1) {
@@ -656,6 +658,8 @@ TEST_CASE("bytes that come on an idle connection are never taken for the next ca
           write_all(fd, stray_reply ? valid_reply(1000)
                                     : "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n"
                                       "Connection: close\r\n\r\n");
+          if (!stray_reply) shutdown(fd, SHUT_WR);  // closes as it says, before the flag is set
+          stray_sent = true;
           if (stray_reply) std::this_thread::sleep_for(std::chrono::milliseconds{400});
           return;
         }
@@ -681,7 +685,9 @@ TEST_CASE("bytes that come on an idle connection are never taken for the next ca
                    : client.infer("simple", simple_request(base));
       };
       check_simple(infer(0), 0);
-      std::this_thread::sleep_for(std::chrono::milliseconds{150});
+      // Once the bytes are on their way: loopback delivers them before the next call looks.
+      REQUIRE(oip::testing::wait_until([&] { return stray_sent.load(); }));
+      std::this_thread::sleep_for(std::chrono::milliseconds{20});
       check_simple(infer(7), 7);
       check_simple(infer(8), 8);
       CHECK(connections.load() == 2);
@@ -848,33 +854,54 @@ TEST_CASE("a gRPC peer that is no gRPC server, or never answers, is an error wit
 }
 
 TEST_CASE("a gRPC client closes while a callback starts calls again: they are refused") {
-  std::atomic<bool> release{false};
-  scripted_server silent{[&](int /*fd*/) {
-    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds{10});
-  }};
-  // No deadline: only the client's end stops the calls. The callback retries what the cancel
+  // A model that runs until its call is cancelled, behind oip's gRPC server.
+  oip::model_repository models;
+  oip::model_config config;
+  config.name = "waiter";
+  config.inputs = {{"IN", oip::datatype::int32, {1}, {}}};
+  config.outputs = {{"OUT", oip::datatype::int32, {1}, {}}};
+  auto started = std::make_shared<std::atomic<int>>(0);
+  REQUIRE(models
+              .add(oip::make_model(
+                  config,
+                  [started](oip::inference_call& call) -> oip::result<oip::model_output> {
+                    ++*started;
+                    while (!call.cancelled()) {
+                      std::this_thread::sleep_for(std::chrono::milliseconds{1});
+                    }
+                    return oip::status{oip::errc::unavailable, "cancelled"};
+                  }))
+              .ok());
+  oip::executor workers{oip::executor_options{2, 64}};
+  oip::inference_service service{models, workers};
+  oip::grpc::server server{service, oip::grpc::server_options{"127.0.0.1", 0}};
+  const oip::result<std::uint16_t> port = server.start();
+  REQUIRE(port.ok());
+  // No deadline: only the client's end stops the call. The callback retries what the cancel
   // ends (`unavailable`), as a retry policy would.
-  auto owned = std::make_unique<oip::grpc::client>(silent.address());
+  auto owned = std::make_unique<oip::grpc::client>("127.0.0.1:" + std::to_string(*port));
   oip::grpc::client* client = owned.get();  // still there while its end waits for its calls
   std::atomic<int> retries{0};
   std::mutex mutex;
   std::optional<oip::errc> last;
+  oip::inference_request one;
+  one.inputs.push_back(*oip::tensor::from_values<std::int32_t>("IN", {1}, std::vector{1}));
   std::function<void(oip::result<oip::inference_response>)> retry;
   retry = [&](oip::result<oip::inference_response> r) {
     if (!r.ok() && r.error().code() == oip::errc::unavailable && retries.fetch_add(1) < 1000) {
-      client->async_infer("simple", simple_request(), retry);
+      client->async_infer("waiter", one, retry);
       return;
     }
     const std::lock_guard lock{mutex};
     last = r.ok() ? oip::errc::ok : r.error().code();
   };
-  client->async_infer("simple", simple_request(), retry);
-  std::this_thread::sleep_for(std::chrono::milliseconds{100});
+  client->async_infer("waiter", one, retry);
+  REQUIRE(oip::testing::wait_until([&] { return started->load() == 1; }));
   owned.reset();  // cancels the call; the retry its callback starts is refused, and the end comes
-  release = true;
   CHECK(retries.load() == 1);
   const std::lock_guard lock{mutex};
   REQUIRE(last.has_value());
   CHECK(*last == oip::errc::failed_precondition);
+  server.stop();
 }
 #endif

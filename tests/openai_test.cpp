@@ -323,6 +323,11 @@ TEST_CASE("what the front end does not offer is a 400 that names it; nothing is 
   CHECK(slashed.status == 200);
   CHECK(slashed.body().starts_with(R"({"id":"org/pieces","object":"model")"));
   check_error(f.client->send("GET", "/v1/models/org/none"), 404, "model_not_found");
+  // `/v1` routes take empty segments (a base URL ending in a slash), and a malformed path is an
+  // error in OpenAI's object too.
+  CHECK(f.client->send("GET", "/v1/models/").status == 200);
+  CHECK(f.client->send("GET", "/v1//models").status == 200);
+  check_error(f.client->send("GET", "/v1/models/%ZZ"), 400, "percent-encoding");
 }
 
 TEST_CASE("API keys: Bearer auth in constant time; none configured accepts any header") {

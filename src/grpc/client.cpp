@@ -266,7 +266,9 @@ void client::async_infer(std::string_view model, const inference_request& reques
   pending->done = std::move(done);
   state_->stub().async()->ModelInfer(
       &pending->context, &pending->message, &pending->reply,
-      [pending, state = state_](const ::grpc::Status& outcome) {
+      // The client's state by address: the client's end waits for `end_call`, so it is there
+      // until then, and it is never released on one of grpc++'s threads (whose channel it holds).
+      [pending, state = state_.get()](const ::grpc::Status& outcome) {
         {
           // The caller's callback is gone before the call counts as ended (the client's end
           // waits for that).
@@ -356,15 +358,7 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
     if (finished_ || closing_ || write_failed_ || read_ended_) {
       return status{errc::unavailable, "the stream has ended, or is finishing: no more requests"};
     }
-    if (placed) {
-      if (placed_.contains(message.id())) {
-        return status{errc::invalid_argument,
-                      fmt::format("a request with id '{}' whose outputs go to shared memory is "
-                                  "already open on this stream",
-                                  message.id())};
-      }
-      placed_.emplace(message.id(), std::move(placed));
-    }
+    if (placed) placed_[message.id()].push_back(std::move(placed));
     queue_.push_back(std::move(message));
     if (writing_) return {};
     writing_ = true;
@@ -432,23 +426,26 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
       std::unique_lock lock{mutex_};
       read_ended_ = true;
       queue_.clear();
-      const bool release = !writing_ && take_hold();
+      // Not while a write, or the end of the writes that `finish` has begun, still needs the
+      // call: those take the hold themselves when they are done.
+      const bool release = !writing_ && !writes_done_ && take_hold();
       lock.unlock();
       if (release) RemoveHold();
       return;
     }
-    // The request's placement of its outputs in shared memory, if any; gone with its final
-    // response.
+    // The placement of the outputs of the earliest open request of the response's id, if any;
+    // gone with that request's last response: an error, one flagged final, or one of a server that
+    // flags none (a reply per request).
     std::shared_ptr<shared_memory_outputs> placed;
     {
       const std::lock_guard lock{mutex_};
       if (const auto found = placed_.find(reply_.infer_response().id()); found != placed_.end()) {
-        placed = found->second;
+        placed = found->second.front();
         const auto& flags = reply_.infer_response().parameters();
         const auto final = flags.find(std::string{parameter_names::triton_final_response});
-        if (!reply_.error_message().empty() ||
-            (final != flags.end() && final->second.bool_param())) {
-          placed_.erase(found);
+        if (!reply_.error_message().empty() || final == flags.end() || final->second.bool_param()) {
+          found->second.pop_front();
+          if (found->second.empty()) placed_.erase(found);
         }
       }
     }
@@ -515,8 +512,10 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
   bool writes_done_ = false;
   bool write_failed_ = false;
   bool held_ = true;
-  // Requests whose outputs go to shared memory, by id, until their final response.
-  std::map<std::string, std::shared_ptr<shared_memory_outputs>, std::less<>> placed_;
+  // Requests whose outputs go to shared memory, by id (several of one id in the order they were
+  // sent), until their last response. A decoupled model's request whose end the server does not
+  // flag keeps its place until the stream ends.
+  std::map<std::string, std::deque<std::shared_ptr<shared_memory_outputs>>, std::less<>> placed_;
   bool read_ended_ = false;
   bool cancelled_here_ = false;
   bool finished_ = false;

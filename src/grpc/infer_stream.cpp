@@ -297,6 +297,7 @@ class stream_reactor final : public stream_reactor_base {
       if (flag == response_flag::final_response) {
         // Written with the request's end, which follows at once, and its trace.
         last_.emplace().Swap(&bytes);
+        last_failed_ = failed;
         return;
       }
       const std::lock_guard lock{shared->mutex};
@@ -343,7 +344,10 @@ class stream_reactor final : public stream_reactor_base {
       const std::lock_guard lock{shared->mutex};
       if (shared->reactor == nullptr) return;
       if (end_message) {
-        shared->reactor->stream_out(bytes, std::move(sampled), outcome.ok() ? nullptr : &outcome);
+        const status* error = !outcome.ok()        ? &outcome
+                              : !last_failed_.ok() ? &last_failed_
+                                                   : nullptr;
+        shared->reactor->stream_out(bytes, std::move(sampled), error);
       }
       shared->reactor->request_done();
     }
@@ -356,6 +360,7 @@ class stream_reactor final : public stream_reactor_base {
       return bytes;
     }
     std::optional<::grpc::ByteBuffer> last_;
+    status last_failed_;  // why the final response could not be sent, where it could not
   };
 
   void dispatch(infer_message& message, tracer::clock::time_point read_started,

@@ -15,6 +15,8 @@
 #include <cstdlib>
 #include <future>
 #include <memory>
+#include <system_error>
+#include <thread>
 #include <utility>
 
 #include <boost/asio.hpp>
@@ -260,17 +262,25 @@ class exchange : public std::enable_shared_from_this<exchange> {
       connect_timer_->async_wait([self = shared_from_this()](beast::error_code ec) {
         if (ec || !self->connecting_) return;
         self->connect_timed_out_ = true;
+        if (self->resolving_) {
+          return self->fail_connect(self->connect_failure({}));  // a lookup is not interrupted
+        }
         self->stop_connecting();
       });
     }
     if (std::optional<tcp::resolver::results_type> known = state_.known_endpoints()) {
       return connect_to(*known);
     }
+    resolving_ = true;
     resolver_.emplace(state_.io_);
     resolver_->async_resolve(
         state_.address_.host, state_.address_.port,
         [self = shared_from_this()](beast::error_code ec,
                                     const tcp::resolver::results_type& found) {
+          // A lookup that the deadline or the connect timeout ended already (cancelling the
+          // resolver does not stop a lookup under way): the call has had its answer.
+          if (!self->resolving_) return;
+          self->resolving_ = false;
           if (ec) {
             return self->fail_connect(self->connect_failure(
                 fmt::format("cannot resolve '{}': {}", self->state_.host_port(), ec.message())));
@@ -313,6 +323,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
 
   void fail_connect(std::string message) {
     connecting_ = false;
+    resolving_ = false;
     if (connect_timer_) connect_timer_->cancel();
     if (conn_) state_.async_pool_.give_back(std::move(conn_), false);
     if (timed_out_) return finish(state_.transport_error("connecting", {}, true));
@@ -372,6 +383,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
   void on_deadline() {
     if (finished_) return;
     timed_out_ = true;
+    if (resolving_) return fail_connect({});  // a lookup is not interrupted: the call ends now
     if (conn_) {
       stop_connecting();
       return;  // the pending operation ends with an error, and reports the deadline
@@ -407,6 +419,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
   bool timed_out_ = false;
   bool connect_timed_out_ = false;
   bool connecting_ = false;
+  bool resolving_ = false;
   bool finished_ = false;
 };
 
@@ -515,41 +528,32 @@ void client_state::forget_endpoints() {
 
 result<tcp::resolver::results_type> client_state::resolve_until(time_point deadline) {
   if (std::optional<tcp::resolver::results_type> known = known_endpoints()) return *known;
-  // The lookup runs on Asio's resolver thread, started from the I/O thread that owns the
-  // resolver; this thread waits for its answer no longer than `deadline`.
-  struct lookup {
-    std::promise<result<tcp::resolver::results_type>> answer;
-    std::optional<tcp::resolver> resolver;
-  };
-  auto pending = std::make_shared<lookup>();
-  std::future<result<tcp::resolver::results_type>> answer = pending->answer.get_future();
-  asio::post(io_, [this, pending] {
-    pending->resolver.emplace(io_);
-    pending->resolver->async_resolve(
-        address_.host, address_.port,
-        [this, pending](beast::error_code ec, tcp::resolver::results_type found) {
-          if (ec) {
-            pending->answer.set_value(
-                unavailable(fmt::format("cannot resolve '{}': {}", host_port_, ec.message())));
-            return;
-          }
-          remember_endpoints(found);
-          pending->answer.set_value(std::move(found));
-        });
-  });
+  // The lookup runs on a thread of its own, which holds nothing of the client's (it may outlive
+  // it), and this thread waits for its answer no longer than `deadline`: getaddrinfo cannot be
+  // interrupted, and the I/O thread may be this one (a call made in a callback) or busy.
+  using answer_type = std::pair<beast::error_code, tcp::resolver::results_type>;
+  auto answer = std::make_shared<std::promise<answer_type>>();
+  std::future<answer_type> answered = answer->get_future();
+  try {
+    std::thread{[answer, host = address_.host, port = address_.port] {
+      asio::io_context own{1};
+      tcp::resolver resolver{own};
+      beast::error_code ec;
+      tcp::resolver::results_type found = resolver.resolve(host, port, ec);
+      answer->set_value({ec, std::move(found)});
+    }}.detach();
+  } catch (const std::system_error& e) {
+    return unavailable(fmt::format("cannot resolve '{}': {}", host_port_, e.what()));
+  }
   if (deadline == time_point::max()) {
-    answer.wait();
-  } else if (answer.wait_until(deadline) != std::future_status::ready) {
-    asio::post(io_, [pending] {
-      if (pending->resolver) pending->resolver->cancel();
-    });
+    answered.wait();
+  } else if (answered.wait_until(deadline) != std::future_status::ready) {
     return status{errc::deadline_exceeded, ""};
   }
-  try {
-    return answer.get();
-  } catch (const std::future_error&) {  // the client closed before the lookup began
-    return unavailable("the client is closing");
-  }
+  auto [ec, found] = answered.get();
+  if (ec) return unavailable(fmt::format("cannot resolve '{}': {}", host_port_, ec.message()));
+  remember_endpoints(found);
+  return found;
 }
 
 status client_state::no_connection_free() const {

@@ -211,11 +211,15 @@ class session : public std::enable_shared_from_this<session> {
   // A body's read or a reply's write: `body_timeout` from its start, and a second more for each
   // `body_min_bytes_per_second` moved since (`moved_bytes`). A large tensor over a slow link has
   // the time its size needs; a client that trickles its bytes below the rate is cut off.
-  void begin_transfer() {
+  // `already`: bytes of the body that came before (with the headers), which count as moved.
+  void begin_transfer(std::size_t already = 0) {
     transfer_began_ = std::chrono::steady_clock::now();
+    moved_before_ = already;
     expires_after(options().body_timeout);
+    if (already != 0) moved_bytes(0);
   }
-  void moved_bytes(std::size_t moved) {
+  void moved_bytes(std::size_t moved_now) {
+    const std::size_t moved = moved_before_ + moved_now;
     const std::size_t rate = options().body_min_bytes_per_second;
     if (rate == 0) return;
     // In microseconds: a body of up to 2^64 / 10^6 bytes cannot overflow it.
@@ -367,7 +371,7 @@ class session : public std::enable_shared_from_this<session> {
     net::buffer_copy(net::buffer(body_.data(), have), buffer_.data());
     buffer_.consume(have);  // what follows the body is the next request's
     if (have == length) return dispatch();
-    begin_transfer();
+    begin_transfer(have);
     net::async_read(socket_, net::buffer(body_.data() + have, length - have), moving_deadline(),
                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
                       if (ec) return self->close();  // the client went away, or stalled
@@ -686,6 +690,7 @@ class session : public std::enable_shared_from_this<session> {
   std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
   std::chrono::steady_clock::time_point armed_ = std::chrono::steady_clock::time_point::max();
   std::chrono::steady_clock::time_point transfer_began_;
+  std::size_t moved_before_ = 0;        // of the transfer in progress, before its reads or writes
   std::optional<http_response> ready_;  // a reply that came while the handler was still called
   std::vector<net::const_buffer> buffers_;
   std::size_t requests_ = 0;

@@ -550,11 +550,18 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
       fail(status{errc::not_found,
                   fmt::format("no route for {} {}", method, request.target.substr(0, 200))});
     };
-    // Every route is matched whole, as Triton's are: an empty segment (`/v2/models//infer`, where
-    // a client's model name was empty, or a trailing slash) names no route.
-    if (has_empty_segment(request.target)) return not_found();
+    // Every route of the protocol is matched whole, as Triton's are: an empty segment
+    // (`/v2/models//infer`, where a client's model name was empty, or a trailing slash) names no
+    // route. The OpenAI front end's `/v1` routes take them, as OpenAI's own do, and its errors are
+    // in OpenAI's object.
+    const bool openai_target = openai && detail::openai_front_end::serves(request.target);
+    if (!openai_target && has_empty_segment(request.target)) return not_found();
     result<std::vector<std::string>> parsed = split_path(request.target);
-    if (!parsed) return fail(parsed.error());
+    if (!parsed) {
+      if (!openai_target) return fail(parsed.error());
+      log_request_failure(parsed.error(), fmt::format("{} {}", method, request.target));
+      return reply(detail::openai_front_end::error_of(parsed.error()));
+    }
     const std::vector<std::string>& path = *parsed;
     const bool get = method == "GET" || method == "HEAD";
     const bool post = method == "POST";
