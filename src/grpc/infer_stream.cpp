@@ -443,7 +443,7 @@ class stream_reactor final : public stream_reactor_base {
 
   // Ends the stream with a failed request's status, in its reply's place: the replies before it
   // have been written, the requests still running are cancelled, and no more are read.
-  void end_stream(::grpc::Status why) {
+  void end_stream(const ::grpc::Status& why) {
     shared_->cancel.cancel();
     finish(why);
   }
