@@ -246,18 +246,12 @@ bool read_usual_array(od::value& value, ReadElement&& read_element) {
   return true;
 }
 
-}  // namespace
-
-bool read_usual_request(document_context& doc, const padded_json& json, const buffer& binary,
-                        inference_request& request) {
-  // Depths 1 to 3 hold the inputs, their objects and their shapes and data: a host that sets a
-  // smaller limit gets its error from the general reader.
+// Opens `json` and has `read_root(root)` read its root object: true when it did and nothing
+// follows the object. Depths 1 to 3 hold the tensors, their objects and their shapes and data: a
+// host that sets a smaller limit gets its error from the general reader.
+template <class ReadRoot>
+bool read_usual_document(document_context& doc, const padded_json& json, ReadRoot&& read_root) {
   if (json.size > doc.bounds->max_json_bytes || doc.bounds->max_json_depth < 3) return false;
-  constexpr std::array<std::string_view, 4> keys{"id", "parameters", "inputs", "outputs"};
-  constexpr unsigned id_key = 1U;
-  constexpr unsigned request_parameters_key = 2U;
-  constexpr unsigned inputs_key = 4U;
-  constexpr unsigned outputs_key = 8U;
   const parser_lease parser{0, json.size};
   doc.begin = json.data;
   doc.end = json.data + json.size;
@@ -269,46 +263,58 @@ bool read_usual_request(document_context& doc, const padded_json& json, const bu
       document.get_object().get(root) != error_code::SUCCESS) {
     return false;
   }
-  unsigned seen = 0;
-  std::size_t binary_offset = 0;
-  for (auto field_result : root) {
-    const unsigned key = usual_key(field_result, keys, seen);
-    if (key == 0) return false;
-    od::value& v = field_result.value_unsafe().value();
-    bool read = false;
-    switch (key) {
-      case id_key: {
-        std::string_view id;
-        read = in_place_string(doc, v, id);
-        if (read) request.id.emplace(id);
-        break;
+  return read_root(root) && check_nothing_follows(doc, document).ok();
+}
+
+}  // namespace
+
+bool read_usual_request(document_context& doc, const padded_json& json, const buffer& binary,
+                        inference_request& request) {
+  constexpr std::array<std::string_view, 4> keys{"id", "parameters", "inputs", "outputs"};
+  constexpr unsigned id_key = 1U;
+  constexpr unsigned request_parameters_key = 2U;
+  constexpr unsigned inputs_key = 4U;
+  constexpr unsigned outputs_key = 8U;
+  return read_usual_document(doc, json, [&](od::object& root) {
+    unsigned seen = 0;
+    std::size_t binary_offset = 0;
+    for (auto field_result : root) {
+      const unsigned key = usual_key(field_result, keys, seen);
+      if (key == 0) return false;
+      od::value& v = field_result.value_unsafe().value();
+      bool read = false;
+      switch (key) {
+        case id_key: {
+          std::string_view id;
+          read = in_place_string(doc, v, id);
+          if (read) request.id.emplace(id);
+          break;
+        }
+        case request_parameters_key:
+          read = read_parameters(doc, v, 1, request.parameters).ok();
+          break;
+        case inputs_key:
+          request.inputs.reserve(4);
+          read = read_usual_array(v, [&](od::value& input) {
+            return read_usual_tensor(doc, "input", input, json.size, binary, binary_offset,
+                                     request.inputs);
+          });
+          break;
+        case outputs_key:
+          read = read_usual_array(v, [&](od::value& output) {
+            return read_usual_output(doc, output, request.outputs);
+          });
+          break;
+        default: break;  // usual_key admits known keys only
       }
-      case request_parameters_key:
-        read = read_parameters(doc, v, 1, request.parameters).ok();
-        break;
-      case inputs_key:
-        request.inputs.reserve(4);
-        read = read_usual_array(v, [&](od::value& input) {
-          return read_usual_tensor(doc, "input", input, json.size, binary, binary_offset,
-                                   request.inputs);
-        });
-        break;
-      case outputs_key:
-        read = read_usual_array(
-            v, [&](od::value& output) { return read_usual_output(doc, output, request.outputs); });
-        break;
-      default: break;  // usual_key admits known keys only
+      if (!read) return false;
     }
-    if (!read) return false;
-  }
-  return (seen & inputs_key) != 0 && binary_offset == binary.size() &&
-         check_nothing_follows(doc, document).ok();
+    return (seen & inputs_key) != 0 && binary_offset == binary.size();
+  });
 }
 
 bool read_usual_response(document_context& doc, const padded_json& json, const buffer& binary,
                          inference_response& response) {
-  // As for a request: depths 1 to 3 hold the outputs, their objects and their shapes and data.
-  if (json.size > doc.bounds->max_json_bytes || doc.bounds->max_json_depth < 3) return false;
   constexpr std::array<std::string_view, 5> keys{"id", "model_name", "model_version", "parameters",
                                                  "outputs"};
   constexpr unsigned id_key = 1U;
@@ -316,52 +322,44 @@ bool read_usual_response(document_context& doc, const padded_json& json, const b
   constexpr unsigned model_version_key = 4U;
   constexpr unsigned response_parameters_key = 8U;
   constexpr unsigned outputs_key = 16U;
-  const parser_lease parser{0, json.size};
-  doc.begin = json.data;
-  doc.end = json.data + json.size;
-  od::document document;
-  od::object root;
-  if (parser.get().iterate(json.data, json.size, json.capacity).get(document) !=
-          error_code::SUCCESS ||
-      document.get_object().get(root) != error_code::SUCCESS) {
-    return false;
-  }
-  unsigned seen = 0;
-  std::size_t binary_offset = 0;
-  for (auto field_result : root) {
-    const unsigned key = usual_key(field_result, keys, seen);
-    if (key == 0) return false;
-    od::value& v = field_result.value_unsafe().value();
-    bool read = false;
-    std::string_view text;
-    switch (key) {
-      case id_key:
-        read = in_place_string(doc, v, text);
-        if (read) response.id.emplace(text);
-        break;
-      case model_name_key:
-        read = in_place_string(doc, v, text);
-        if (read) response.model_name.assign(text);
-        break;
-      case model_version_key:
-        read = in_place_string(doc, v, text);
-        if (read) response.model_version.assign(text);
-        break;
-      case response_parameters_key:
-        read = read_parameters(doc, v, 1, response.parameters).ok();
-        break;
-      case outputs_key:
-        response.outputs.reserve(4);
-        read = read_usual_array(v, [&](od::value& output) {
-          return read_usual_tensor(doc, "output", output, json.size, binary, binary_offset,
-                                   response.outputs);
-        });
-        break;
-      default: break;  // usual_key admits known keys only
+  return read_usual_document(doc, json, [&](od::object& root) {
+    unsigned seen = 0;
+    std::size_t binary_offset = 0;
+    for (auto field_result : root) {
+      const unsigned key = usual_key(field_result, keys, seen);
+      if (key == 0) return false;
+      od::value& v = field_result.value_unsafe().value();
+      bool read = false;
+      std::string_view text;
+      switch (key) {
+        case id_key:
+          read = in_place_string(doc, v, text);
+          if (read) response.id.emplace(text);
+          break;
+        case model_name_key:
+          read = in_place_string(doc, v, text);
+          if (read) response.model_name.assign(text);
+          break;
+        case model_version_key:
+          read = in_place_string(doc, v, text);
+          if (read) response.model_version.assign(text);
+          break;
+        case response_parameters_key:
+          read = read_parameters(doc, v, 1, response.parameters).ok();
+          break;
+        case outputs_key:
+          response.outputs.reserve(4);
+          read = read_usual_array(v, [&](od::value& output) {
+            return read_usual_tensor(doc, "output", output, json.size, binary, binary_offset,
+                                     response.outputs);
+          });
+          break;
+        default: break;  // usual_key admits known keys only
+      }
+      if (!read) return false;
     }
-    if (!read) return false;
-  }
-  return binary_offset == binary.size() && check_nothing_follows(doc, document).ok();
+    return binary_offset == binary.size();
+  });
 }
 
 }  // namespace oip::detail
