@@ -3,6 +3,8 @@
 //   mode % 3 == 0: JSON only; 1: JSON + binary (header length taken modulo body size + 1);
 //   2: raw binary request against a spec chosen by bytes 1-2.
 
+#include "compare_readers.hpp"
+
 #include <oip/json.hpp>
 
 #include <cstdint>
@@ -32,38 +34,6 @@ std::string encoded(const oip::inference_request& request) {
   return body ? body->flatten() : body.error().message();
 }
 
-// decode_request reads the usual form of a request directly and anything else with its general
-// reader; an unknown first key sends any document to the general reader. Both must agree.
-void compare_readers(const std::string& body_text, std::optional<std::size_t> header_length,
-                     const oip::limits& bounds,
-                     const oip::result<oip::inference_request>& decoded) {
-  const std::size_t json_size = header_length.value_or(body_text.size());
-  if (json_size == 0 || body_text.front() != '{') return;
-  const std::size_t next = body_text.find_first_not_of(" \t\r\n", 1);
-  if (next >= json_size) return;
-  const bool empty_object = body_text[next] == '}';
-  const std::string prefix = empty_object ? R"({"oip-general":0)" : R"({"oip-general":0,)";
-  const std::string general_text = prefix + body_text.substr(1);
-  std::optional<std::size_t> general_length;
-  if (header_length) general_length = *header_length + prefix.size() - 1;
-  const oip::result<oip::inference_request> general =
-      oip::decode_request(oip::buffer::from_string(general_text), general_length, bounds);
-  // A document that has the key already, in any spelling, now has it twice.
-  if (!general.ok() &&
-      general.error().message().find("duplicate key 'oip-general'") != std::string::npos) {
-    return;
-  }
-  if (decoded.ok() != general.ok()) __builtin_trap();
-  if (!decoded.ok()) {
-    // A document just under a size limit can pass it without the extra key only.
-    if (decoded.error().code() != general.error().code() &&
-        general.error().code() != oip::errc::payload_too_large) {
-      __builtin_trap();
-    }
-    return;
-  }
-  if (encoded(*decoded) != encoded(*general)) __builtin_trap();
-}
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -87,7 +57,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (mode == 1) header_length = header % (body.size() + 1);
   if (header_length == std::optional<std::size_t>{0}) return 0;
   oip::result<oip::inference_request> r = oip::decode_request(body, header_length, bounds);
-  compare_readers(body_text, header_length, bounds, r);
+  oip::fuzz::compare_readers(
+      body_text, header_length, r,
+      [&](const oip::buffer& b, std::optional<std::size_t> length) {
+        return oip::decode_request(b, length, bounds);
+      },
+      encoded);
   if (r) exercise(*r);
   return 0;
 }

@@ -1,6 +1,8 @@
 // libFuzzer target: response, metadata, health and error decoding (the client side).
 // Input: byte 0 picks the decoder, bytes 1-4 a header length (responses), the rest is the body.
 
+#include "compare_readers.hpp"
+
 #include <oip/json.hpp>
 
 #include <cstdint>
@@ -16,39 +18,6 @@ std::string encoded(const oip::inference_response& response) {
   format.binary_by_default = true;
   oip::result<oip::encoded_body> body = oip::encode_response(response, format);
   return body ? body->flatten() : body.error().message();
-}
-
-// decode_response reads the usual form of a response directly and anything else with its general
-// reader; an unknown first key sends any document to the general reader. Both must agree.
-void compare_readers(const std::string& body_text, std::optional<std::size_t> header_length,
-                     const oip::limits& bounds,
-                     const oip::result<oip::inference_response>& decoded) {
-  const std::size_t json_size = header_length.value_or(body_text.size());
-  if (json_size == 0 || body_text.front() != '{') return;
-  const std::size_t next = body_text.find_first_not_of(" \t\r\n", 1);
-  if (next >= json_size) return;
-  const std::string prefix =
-      body_text[next] == '}' ? R"({"oip-general":0)" : R"({"oip-general":0,)";
-  const std::string general_text = prefix + body_text.substr(1);
-  std::optional<std::size_t> general_length;
-  if (header_length) general_length = *header_length + prefix.size() - 1;
-  const oip::result<oip::inference_response> general =
-      oip::decode_response(oip::buffer::from_string(general_text), general_length, bounds);
-  // A document that has the key already, in any spelling, now has it twice.
-  if (!general.ok() &&
-      general.error().message().find("duplicate key 'oip-general'") != std::string::npos) {
-    return;
-  }
-  if (decoded.ok() != general.ok()) __builtin_trap();
-  if (!decoded.ok()) {
-    // A document just under a size limit can pass it without the extra key only.
-    if (decoded.error().code() != general.error().code() &&
-        general.error().code() != oip::errc::payload_too_large) {
-      __builtin_trap();
-    }
-    return;
-  }
-  if (encoded(*decoded) != encoded(*general)) __builtin_trap();
 }
 
 // What decodes encodes, and decodes again to what encodes the same (NaN parameters make operator==
@@ -78,7 +47,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       std::optional<std::size_t> header_length;
       if (data[0] % 7 == 1) header_length = header % (body.size() + 1);
       oip::result<oip::inference_response> r = oip::decode_response(body, header_length, bounds);
-      compare_readers(text, header_length, bounds, r);
+      oip::fuzz::compare_readers(
+          text, header_length, r,
+          [&](const oip::buffer& b, std::optional<std::size_t> length) {
+            return oip::decode_response(b, length, bounds);
+          },
+          encoded);
       if (r) {
         oip::response_format format;
         format.binary_by_default = (header & 1U) != 0;
