@@ -424,13 +424,17 @@ TEST_CASE("strings of every length, with an escape or a control character at eve
 // decode_request reads the usual form of a request (known keys, no escapes, datatype and shape
 // before data) with a direct reader and leaves everything else to the general one. An unknown key
 // first sends any document to the general reader: both must decode the same, or refuse alike.
+// `json` (an object) with an unknown key first, which sends it to the general reader.
+std::string with_unknown_first_key(const std::string& json) {
+  REQUIRE(json.front() == '{');
+  const bool empty_object = json.find_first_not_of(" \t\r\n", 1) == json.find('}', 1);
+  return R"({"oip-general":0)" + std::string{empty_object ? "" : ","} + json.substr(1);
+}
+
 void check_both_readers_agree(const std::string& json, std::string binary = {},
                               const oip::limits& bounds = {}) {
   CAPTURE(json);
-  REQUIRE(json.front() == '{');
-  const bool empty_object = json.find_first_not_of(" \t\r\n", 1) == json.find('}', 1);
-  const std::string general =
-      R"({"oip-general":0)" + std::string{empty_object ? "" : ","} + json.substr(1);
+  const std::string general = with_unknown_first_key(json);
   const auto decode_with = [&](const std::string& text) {
     return oip::decode_request(
         body_of(text + binary),
@@ -589,10 +593,7 @@ TEST_CASE("the usual form and the general reader decode alike") {
 // by an unknown first key, must decode alike, or refuse alike.
 void check_both_response_readers_agree(const std::string& json, const std::string& binary = {}) {
   CAPTURE(json);
-  REQUIRE(json.front() == '{');
-  const bool empty_object = json.find_first_not_of(" \t\r\n", 1) == json.find('}', 1);
-  const std::string general =
-      R"({"oip-general":0)" + std::string{empty_object ? "" : ","} + json.substr(1);
+  const std::string general = with_unknown_first_key(json);
   const auto decode_with = [&](const std::string& text) {
     return oip::decode_response(
         body_of(text + binary),
