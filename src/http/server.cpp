@@ -200,8 +200,11 @@ class session : public std::enable_shared_from_this<session> {
   // the wait, when it fires early, waits again for what is left. A deadline for every read and
   // write would cost a timer wait and its cancellation per operation.
   void expires_after(std::chrono::steady_clock::duration limit) {
+    expires_at(std::chrono::steady_clock::now() + limit);
+  }
+  void expires_at(std::chrono::steady_clock::time_point at) {
     paused_ = false;
-    deadline_ = std::chrono::steady_clock::now() + limit;
+    deadline_ = at;
     if (deadline_ < armed_) arm(deadline_);
   }
 
@@ -215,7 +218,7 @@ class session : public std::enable_shared_from_this<session> {
   void begin_transfer(std::size_t already = 0) {
     transfer_began_ = std::chrono::steady_clock::now();
     moved_before_ = already;
-    expires_after(options().body_timeout);
+    expires_at(transfer_began_ + options().body_timeout);
     if (already != 0) moved_bytes(0);
   }
   void moved_bytes(std::size_t moved_now) {
