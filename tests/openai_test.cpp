@@ -3,6 +3,7 @@
 // inside a character, and embeddings over many texts. tests/integration/openai_test.py drives
 // the same front end through OpenAI's own Python package over oip-serve's socket.
 
+#include "serving/detail/stop_strings.hpp"
 #include "serving_support.hpp"
 
 #include <oip/http_handler.hpp>
@@ -170,6 +171,12 @@ TEST_CASE("the mapping's fields go to its inputs, with their defaults and dataty
               400, "'max_tokens' must be an integer from");
   check_error(f.post("completions", R"({"model":"fields","prompt":"hi","temperature":1e300})"), 400,
               "'temperature' must be a number within FP32's range");
+  // A message's text parts are its lines.
+  r = f.post("chat/completions",
+             R"({"model":"fields","max_tokens":1,"temperature":0,"messages":[{"role":"user",)"
+             R"("content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]})");
+  REQUIRE(r.status == 200);
+  CHECK(r.body().find(R"(user: a\nb\nassistant: limit=1 heat=0)") != std::string::npos);
   // A mapping onto a model without the inputs it names is the host's mistake: a 500.
   check_error(f.post("completions", R"({"model":"broken","prompt":"hi"})"), 500,
               "which has no BYTES input 'text_input'");
@@ -183,6 +190,12 @@ TEST_CASE("the text is cut before a stop string, even across responses, and the 
   CHECK(r.body().find(R"("text":"abc","logprobs":null,"finish_reason":"stop")") !=
         std::string::npos);
   CHECK(f.pieces->sends_failed == 1);  // called off: its send after the cut failed
+  // A completion cut at its stop string is a request that succeeded, not a cancelled one.
+  const auto counts = [&f] {
+    const oip::statistics_snapshot s = f.service->statistics("pieces", std::nullopt)->at(0);
+    return std::pair{s.success.count, s.fail.count};
+  };
+  CHECK(counts() == std::pair<std::uint64_t, std::uint64_t>{1, 0});
   r = f.post("completions", R"({"model":"pieces","prompt":"","pieces":"ab|cS|TOPde|f",)"
                             R"("stop":["ST","zz"],"stream":true})");
   REQUIRE(r.status == 200);
@@ -192,9 +205,34 @@ TEST_CASE("the text is cut before a stop string, even across responses, and the 
   CHECK(events.find(R"("text":"ab",)") != std::string::npos);
   CHECK(events.find(R"("text":"c",)") != std::string::npos);
   CHECK(f.pieces->sends_failed == 2);
+  CHECK(counts() == std::pair<std::uint64_t, std::uint64_t>{2, 0});
   CHECK(events.find("TOP") == std::string::npos);
   CHECK(events.find(R"("finish_reason":"stop")") != std::string::npos);
   CHECK(events.ends_with("data: [DONE]\n\n"));
+}
+
+TEST_CASE("stop strings: the first one met, the end that could begin one, any string's shape") {
+  using oip::detail::stop_strings;
+  constexpr std::size_t none = std::string_view::npos;
+  const stop_strings stops{{"STOP", "de", "Tx", ""}};
+  CHECK(stops.search("abcSTOPde").cut == 3);
+  CHECK(stops.search("abcdeSTOP").cut == 3);
+  const stop_strings::found open = stops.search("abcST");
+  CHECK(open.cut == none);
+  CHECK(open.open_tail == 2);  // "ST" begins "STOP"; "T" begins "Tx"
+  CHECK(stops.search("abc").open_tail == 0);
+  CHECK(stops.search("").cut == none);
+  // A match that overlaps a false start.
+  CHECK(stop_strings{{"aaab"}}.search("aabaabaaab").cut == 6);
+  // Stops that would make a naive search quadratic: 255 'a's then 'b', over a megabyte of 'a's.
+  const stop_strings adversarial{{std::string(255, 'a') + "b"}};
+  std::string text(1 << 20, 'a');
+  const stop_strings::found waiting = adversarial.search(text);
+  CHECK(waiting.cut == none);
+  CHECK(waiting.open_tail == 255);
+  text += 'b';
+  CHECK(adversarial.search(text).cut == text.size() - 256);
+  CHECK(stop_strings{{""}}.search("abc").cut == none);
 }
 
 TEST_CASE("a chunk never ends inside a UTF-8 character") {
@@ -261,7 +299,15 @@ TEST_CASE("what the front end does not offer is a 400 that names it; nothing is 
       {R"({"model":"pieces","prompt":["a","b"]})", "one prompt per request"},
       {R"({"model":"pieces"})", "'prompt' is required"},
       {R"({"prompt":"x"})", "'model' is required"},
-      {R"({"model":"pieces","prompt":"x","max_tokens":-1})", "non-negative integer"},
+      {R"({"model":"pieces","prompt":"x","max_tokens":-1})", "a positive integer"},
+      {R"({"model":"pieces","prompt":"x","max_tokens":0})", "a positive integer"},
+      {R"({"model":"pieces","prompt":"x","temperature":"hot"})", "'temperature' must be a number"},
+      {R"({"model":"pieces","prompt":"x","top_p":true})", "'top_p' must be a number"},
+      {R"({"model":"pieces","prompt":"x","seed":1.5})", "'seed' must be an integer"},
+      {R"({"model":"pieces","prompt":"x","stream_options":{"include_usage":true}})",
+       "only allowed when 'stream' is enabled"},
+      {R"({"model":"pieces","prompt":"x","stream":false,"stream_options":{}})",
+       "only allowed when 'stream' is enabled"},
       {R"({"model":"pieces","prompt":"x","max_tokens":1,"max_completion_tokens":2})", "same field"},
       {R"({"model":"pieces","prompt":"x","stop":[1]})", "as tokens"},
       {R"({"model":"pieces","prompt":"x","stream":"yes"})", "expected a boolean"},

@@ -66,6 +66,7 @@ status read_strings(const document_context& doc, od::value value, std::string_vi
 // A message's content: a string, or parts of which only text ones are taken.
 status read_content(const document_context& doc, od::value value, std::string& out) {
   if (type_of(value) != od::json_type::array) return read_string(doc, value, "content", out);
+  bool first = true;
   return for_each_element(doc, value, 3, [&](od::value part) {
     std::string type;
     std::string text;
@@ -81,6 +82,9 @@ status read_content(const document_context& doc, od::value value, std::string& o
                       "only text",
                       type.substr(0, 64)));
     }
+    // Text parts are lines of one message, as vLLM joins them.
+    if (!first) out += '\n';
+    first = false;
     out += text;
     return status{};
   });
@@ -215,6 +219,7 @@ result<openai_request> decode_openai_request(const buffer& body, openai_route ro
   bool has_model = false;
   bool has_input = false;
   bool has_max_tokens = false;
+  bool has_stream_options = false;
   std::size_t passed_on = 0;
   status read = parse_document(doc, json, [&](auto&& fields) {
     return fields([&](std::string_view key, od::value value) -> status {
@@ -227,6 +232,7 @@ result<openai_request> decode_openai_request(const buffer& body, openai_route ro
         return read_bool(doc, value, key, out.stream);
       }
       if (key == "stream_options" && route != openai_route::embeddings) {
+        has_stream_options = true;
         return read_stream_options(doc, value, out.include_usage);
       }
       if (key == "user") {
@@ -295,8 +301,8 @@ result<openai_request> decode_openai_request(const buffer& body, openai_route ro
       const bool tokens = key == "max_tokens" || key == "max_completion_tokens";
       if (tokens) {
         const auto* i = std::get_if<std::int64_t>(&parsed);
-        if (i == nullptr || *i < 0) {
-          return invalid(fmt::format("'{}' must be a non-negative integer", key));
+        if (i == nullptr || *i < 1) {
+          return invalid(fmt::format("'{}' must be a positive integer", key));
         }
         if (has_max_tokens) {
           return invalid("'max_tokens' and 'max_completion_tokens' are the same field; send one");
@@ -304,8 +310,18 @@ result<openai_request> decode_openai_request(const buffer& body, openai_route ro
         has_max_tokens = true;
       }
       // Sampling fields are numbers: 0 and 1 from a client's JSON are doubles to the model too.
-      if (const auto* i = std::get_if<std::int64_t>(&parsed); i != nullptr && is_real(key)) {
-        parsed = static_cast<double>(*i);
+      if (is_real(key)) {
+        if (const auto* i = std::get_if<std::int64_t>(&parsed)) {
+          parsed = static_cast<double>(*i);
+        } else if (const auto* u = std::get_if<std::uint64_t>(&parsed)) {
+          parsed = static_cast<double>(*u);
+        } else if (!std::holds_alternative<double>(parsed)) {
+          return invalid(fmt::format("'{}' must be a number", key));
+        }
+      }
+      if (key == "seed" && !std::holds_alternative<std::int64_t>(parsed) &&
+          !std::holds_alternative<std::uint64_t>(parsed)) {
+        return invalid("'seed' must be an integer");
       }
       // Keys are unique (the object's reader refuses duplicates): no lookup before adding.
       out.sampling.append_unchecked(tokens ? "max_tokens" : std::string{key}, std::move(parsed));
@@ -322,6 +338,9 @@ result<openai_request> decode_openai_request(const buffer& body, openai_route ro
     }
   }
   if (route == openai_route::chat && out.messages.empty()) return invalid("'messages' is empty");
+  if (has_stream_options && !out.stream) {
+    return invalid("The 'stream_options' parameter is only allowed when 'stream' is enabled.");
+  }
   if (route == openai_route::embeddings && out.texts.empty()) return invalid("'input' is empty");
   return out;
 }

@@ -722,8 +722,12 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     failure_reason why =
         pending->cancel.client_gone() ? failure_reason::canceled : failure_reason::backend;
     if (outcome && !*outcome && !pending->decoupled) outcome = no_result();
-    // A decoupled model's end after its request was cancelled is not sent: its stream is over.
-    if (outcome && pending->decoupled && pending->cancel.cancelled()) {
+    // A decoupled model called off by a caller that had all it wanted ends a request that
+    // succeeded, however the model ended; a cancelled request's end is not sent: its stream is
+    // over.
+    if (pending->decoupled && pending->cancel.finished_early()) {
+      outcome = std::optional<model_output>{};
+    } else if (outcome && pending->decoupled && pending->cancel.cancelled()) {
       outcome = status{errc::unavailable, "the request was cancelled"};
       why = failure_reason::canceled;
     }

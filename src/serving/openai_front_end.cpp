@@ -7,6 +7,7 @@
 #include "codecs/detail/openai_json.hpp"
 #include "serving/detail/ascii.hpp"
 #include "serving/detail/server_sent_events.hpp"
+#include "serving/detail/stop_strings.hpp"
 
 #include <oip/float16.hpp>
 #include <oip/log.hpp>
@@ -241,7 +242,7 @@ struct text_reply final : reply_sink {
   std::string text_output;
   bool stream = false;
   bool include_usage = false;
-  std::vector<std::string> stop;
+  stop_strings stops;
   std::size_t max_text_bytes = 0;
   cancellation cancel;
   completion done;
@@ -350,39 +351,19 @@ struct text_reply final : reply_sink {
   // off) or, while the text goes on, all but a tail that could begin a stop string or ends inside
   // a character.
   void release(bool at_end) {
-    std::size_t cut = std::string::npos;
-    std::size_t longest = 0;
-    for (const std::string& s : stop) {
-      cut = std::min(cut, pending.find(s));
-      longest = std::max(longest, s.size());
-    }
-    if (cut != std::string::npos) {
-      emit(std::string_view{pending}.substr(0, cut));
+    const stop_strings::found met = stops.search(pending);
+    if (met.cut != std::string::npos) {
+      emit(std::string_view{pending}.substr(0, met.cut));
       pending.clear();
       finish_reason = "stop";
       stopped = true;
-      cancel.cancel();
+      cancel.finish_early();
       return;
     }
     std::size_t n = pending.size();
-    if (!at_end) {
-      n -= stop_prefix_at_end(longest);
-      n = whole_characters(pending, n);
-    }
+    if (!at_end) n = whole_characters(pending, n - met.open_tail);
     emit(std::string_view{pending}.substr(0, n));
     pending.erase(0, n);
-  }
-
-  // The length of the longest end of `pending` that begins a stop string (shorter than it).
-  [[nodiscard]] std::size_t stop_prefix_at_end(std::size_t longest) const {
-    const std::string_view waiting = pending;
-    for (std::size_t k = std::min(waiting.size(), longest == 0 ? 0 : longest - 1); k > 0; --k) {
-      const std::string_view end = waiting.substr(waiting.size() - k);
-      for (const std::string& s : stop) {
-        if (s.size() > k && std::string_view{s}.starts_with(end)) return k;
-      }
-    }
-    return 0;
   }
 
   void emit(std::string_view piece) {
@@ -646,7 +627,7 @@ struct openai_front_end::state {
     sink->text_output = m->text_output;
     sink->stream = asked->stream;
     sink->include_usage = asked->include_usage;
-    sink->stop = std::move(asked->stop);
+    sink->stops = stop_strings{std::move(asked->stop)};
     sink->max_text_bytes = service.options().bounds.json_response_bound(request.body.size());
     sink->cancel = cancel;
     sink->done = std::move(done);
