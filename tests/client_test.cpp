@@ -432,6 +432,7 @@ TEST_CASE("TLS and keepalive over gRPC, and a client without TLS refused") {
   options.tls.enabled = true;
   options.tls.root_certificates = pem;
   options.keepalive_time = std::chrono::milliseconds{10000};
+  options.keepalive_without_calls = true;  // the server permits it
   options.timeout = std::chrono::milliseconds{10000};
   oip::grpc::client secure{server.grpc_address(), options};
   check_simple(secure.infer("simple", simple_request(5)), 5);

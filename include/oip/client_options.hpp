@@ -50,10 +50,13 @@ struct client_options {
   /// asynchronous ones; calls beyond them wait for one.
   std::size_t max_connections = 16;
   /// gRPC: TLS, and keepalive pings every `keepalive_time` (zero: none) answered within
-  /// `keepalive_timeout`.
+  /// `keepalive_timeout`, sent while calls are open, and also between them if
+  /// `keepalive_without_calls` (a server must permit that: on gRPC's defaults, Triton's included,
+  /// it counts such pings as misbehaviour and closes the connection).
   tls_settings tls;
   std::chrono::milliseconds keepalive_time{0};
   std::chrono::milliseconds keepalive_timeout{20000};
+  bool keepalive_without_calls = false;
   /// gRPC: Debian's abseil is built as for debugging: its mutexes check the order of every lock
   /// taken for possible deadlocks, which costs a small call about a tenth of its instructions in
   /// grpc++. The client turns that check off for the whole process when it is made, as a release

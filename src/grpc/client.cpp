@@ -81,7 +81,8 @@ std::shared_ptr<::grpc::Channel> make_channel(const std::string& target,
     arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(options.keepalive_time.count()));
     arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
                      static_cast<int>(options.keepalive_timeout.count()));
-    arguments.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    arguments.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,
+                     options.keepalive_without_calls ? 1 : 0);
   }
   if (options.request_compression != wire_compression::none) {
     arguments.SetCompressionAlgorithm(algorithm_of(options.request_compression));
