@@ -444,6 +444,14 @@ TEST_CASE("a stream answers in the order of its requests; a model's replies say 
   CHECK(s.error_message() ==
         "invalid value type for 'triton_enable_empty_final_response' parameter, expected "
         "bool_param.");
+  // Of the names Triton reserves, a client sends only that one.
+  inference::ModelInferRequest reserved = simple_request(contents_form::typed);
+  (*reserved.mutable_parameters())["triton_mine"].set_bool_param(true);
+  ::grpc::ClientContext reserved_call;
+  const ::grpc::Status r = f.stub->ModelInfer(&reserved_call, reserved, &refused);
+  CHECK(r.error_code() == ::grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(r.error_message().starts_with(
+      "parameter keys starting with 'triton_' are reserved for Triton usage."));
 }
 
 TEST_CASE("a model run inline answers on gRPC's threads: unary, and streamed in request order") {

@@ -586,7 +586,7 @@ TEST_CASE("the executor's full queue is a 503; cancellation reaches a running mo
   CHECK(expired.body().find("timeout") != std::string::npos);
 }
 
-TEST_CASE("the scheduling parameters: timeout an int64, priority an integer, else a 400") {
+TEST_CASE("the scheduling parameters: timeout an int64, priority an integer, triton_ reserved") {
   server s;
   const auto with_parameter = [](std::string_view name, std::string_view value) {
     std::string body = R"({"parameters":{")";
@@ -633,6 +633,16 @@ TEST_CASE("the scheduling parameters: timeout an int64, priority an integer, els
   CHECK(below_zero.status == 400);
   CHECK(below_zero.body() == R"x({"error":"invalid value -3 for 'priority' parameter, expected a )x"
                              R"x(non-negative integer (0 for the default)"})x");
+  // Triton reserves the prefix `triton_`: of it, a client sends only the empty final response's.
+  const http_response reserved =
+      s.send("POST", "/v2/models/simple/infer", with_parameter("triton_mine", "1"));
+  CHECK(reserved.status == 400);
+  CHECK(reserved.body().find("parameter keys starting with 'triton_' are reserved for Triton "
+                             "usage. Only the following keys starting with 'triton_' are allowed: "
+                             "triton_enable_empty_final_response") != std::string::npos);
+  CHECK(s.send("POST", "/v2/models/simple/infer",
+               with_parameter("triton_enable_empty_final_response", "true"))
+            .status == 200);
   // Sequence parameters are checked for a model without sequences too, as Triton's frontends
   // do; well-formed ones are ignored.
   CHECK(s.send("POST", "/v2/models/simple/infer", with_parameter("sequence_id", "7")).status ==

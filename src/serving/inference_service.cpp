@@ -42,6 +42,7 @@ std::uint64_t nanoseconds_between(clock::time_point from, clock::time_point to) 
 
 // Triton's request-level scheduling parameters: `timeout` (microseconds, an int64) is applied;
 // `priority` (an integer) is accepted and ignored, since requests are served in arrival order.
+// Names Triton reserves are refused.
 status check_scheduling_parameters(const parameters& params) {
   const parameter_value* timeout = params.find("timeout");
   if (timeout != nullptr && !std::holds_alternative<std::int64_t>(*timeout)) {
@@ -66,6 +67,15 @@ status check_scheduling_parameters(const parameters& params) {
                   fmt::format("invalid value {} for 'priority' parameter, expected a "
                               "non-negative integer (0 for the default)",
                               *signed_priority)};
+  }
+  // Triton keeps the prefix for its own parameters; a client may send only this one of them.
+  for (const parameters::entry& e : params) {
+    if (e.first.starts_with("triton_") && e.first != "triton_enable_empty_final_response") {
+      return status{errc::invalid_argument,
+                    "parameter keys starting with 'triton_' are reserved for Triton usage. Only "
+                    "the following keys starting with 'triton_' are allowed: "
+                    "triton_enable_empty_final_response"};
+    }
   }
   return {};
 }
