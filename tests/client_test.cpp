@@ -380,6 +380,36 @@ TEST_CASE("headers that gRPC cannot carry are refused on every call, not an abor
   check_simple(client.infer("simple", simple_request(4)), 4);
 }
 
+TEST_CASE("a stream's results come with their requests' ids, a failed request's included") {
+  oip::grpc::client client{shared_server().grpc_address()};
+  std::mutex mutex;
+  std::vector<std::pair<std::string, oip::result<oip::inference_response>>> results;
+  oip::grpc::client::stream stream = client.open_stream(
+      [&](std::string_view id, oip::result<oip::inference_response> r) {
+        const std::lock_guard lock{mutex};
+        results.emplace_back(std::string{id}, std::move(r));
+      });
+  const auto with_id = [](std::string id, std::int32_t base) {
+    oip::inference_request request = simple_request(base);
+    request.id = std::move(id);
+    return request;
+  };
+  REQUIRE(stream.send("simple", with_id("first", 1)).ok());
+  REQUIRE(stream.send("no_such_model", with_id("second", 2)).ok());
+  REQUIRE(stream.send("simple", with_id("third", 3)).ok());
+  REQUIRE(stream.finish().ok());
+  const std::lock_guard lock{mutex};
+  REQUIRE(results.size() == 3);
+  CHECK(results[0].first == "first");
+  check_simple(results[0].second, 1);
+  CHECK(results[1].first == "second");
+  REQUIRE_FALSE(results[1].second.ok());
+  CHECK(results[1].second.error().code() == oip::errc::internal);  // a stream's error has no code
+  CHECK(results[1].second.error().message().find("no_such_model") != std::string::npos);
+  CHECK(results[2].first == "third");
+  check_simple(results[2].second, 3);
+}
+
 TEST_CASE("a stream the server ends with an error tells its callback, and takes no more requests") {
   // Triton's triton_grpc_error mode: the server ends the stream at the first failed request.
   oip::client_options options;

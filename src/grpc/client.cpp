@@ -318,7 +318,7 @@ namespace detail {
 class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInferRequest,
                                                             inference::ModelStreamInferResponse> {
  public:
-  stream_state(std::shared_ptr<client_state> owner, client::response_callback on_response)
+  stream_state(std::shared_ptr<client_state> owner, client::identified_callback on_response)
       : owner_{std::move(owner)}, on_response_{std::move(on_response)} {
     if (status s = owner_->prepare(context_); !s.ok()) {
       // Never started: every send and the finish answer why.
@@ -450,11 +450,14 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
         }
       }
     }
+    // The server echoes the request's id in its error too (Triton does, so that a client knows
+    // which request failed).
+    const std::string id = reply_.infer_response().id();
     if (!reply_.error_message().empty()) {
-      run_callback("oip::grpc::client", on_response_,
+      run_callback("oip::grpc::client", on_response_, id,
                    status{errc::internal, reply_.error_message()});
     } else {
-      run_callback("oip::grpc::client", on_response_,
+      run_callback("oip::grpc::client", on_response_, id,
                    decode_response(*reply_.mutable_infer_response(), owner_->options().reply_bounds,
                                    placed.get()));
     }
@@ -470,7 +473,7 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
     }
     // A call that ends in an error (the server's status, a deadline) is the callback's last
     // result, as in Triton's clients, before `finish` returns it too.
-    if (tell) run_callback("oip::grpc::client", on_response_, status_of(s));
+    if (tell) run_callback("oip::grpc::client", on_response_, std::string_view{}, status_of(s));
     const std::lock_guard lock{mutex_};
     finished_ = true;
     ended_.notify_all();
@@ -501,7 +504,7 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
   }
 
   std::shared_ptr<client_state> owner_;
-  client::response_callback on_response_;
+  client::identified_callback on_response_;
   ::grpc::ClientContext context_;
   inference::ModelStreamInferResponse reply_;
   inference::ModelInferRequest current_;
@@ -546,6 +549,14 @@ status client::stream::send(std::string_view model, const inference_request& req
 status client::stream::finish() { return state_->finish(); }
 
 client::stream client::open_stream(response_callback on_response) {
+  return open_stream(identified_callback{
+      [callback = std::move(on_response)](std::string_view /*request_id*/,
+                                          result<inference_response> outcome) mutable {
+        callback(std::move(outcome));
+      }});
+}
+
+client::stream client::open_stream(identified_callback on_response) {
   return stream{std::make_unique<detail::stream_state>(state_, std::move(on_response))};
 }
 

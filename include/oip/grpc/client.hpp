@@ -117,6 +117,12 @@ class OIP_EXPORT client {
   /// stream's destructor wait for the call's end, which cannot come while `on_response` runs:
   /// neither is called from it.
   [[nodiscard]] stream open_stream(response_callback on_response);
+  /// The same, each result given with the id of the request it answers, as the server echoes it
+  /// in a response and in an error (empty for a request sent without one, and for the call's
+  /// own end): for a stream with many requests in flight, which one failed.
+  using identified_callback =
+      std::function<void(std::string_view request_id, result<inference_response>)>;
+  [[nodiscard]] stream open_stream(identified_callback on_response);
 
   [[nodiscard]] result<server_metadata> metadata();
   [[nodiscard]] result<model_metadata> metadata(std::string_view model,
