@@ -384,8 +384,8 @@ TEST_CASE("a stream's results come with their requests' ids, a failed request's 
   oip::grpc::client client{shared_server().grpc_address()};
   std::mutex mutex;
   std::vector<std::pair<std::string, oip::result<oip::inference_response>>> results;
-  oip::grpc::client::stream stream = client.open_stream(
-      [&](std::string_view id, oip::result<oip::inference_response> r) {
+  oip::grpc::client::stream stream =
+      client.open_stream([&](std::string_view id, oip::result<oip::inference_response> r) {
         const std::lock_guard lock{mutex};
         results.emplace_back(std::string{id}, std::move(r));
       });
