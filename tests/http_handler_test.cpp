@@ -10,6 +10,7 @@
 #include <oip/in_process_client.hpp>
 #include <oip/json.hpp>
 
+#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <stdexcept>
@@ -994,6 +995,71 @@ TEST_CASE("the index builds nothing; loads build one model, off the caller's thr
   // Loads in a row are built one after the other, each once.
   REQUIRE(host.client.send("POST", "/v2/repository/models/simple/load").status == 200);
   CHECK(models->built == std::vector<std::string>{"scores", "simple"});
+}
+
+namespace {
+// Builds "scores" only once `open` is called: the model-control thread is busy until then.
+class gated_loader : public oip::model_loader {
+ public:
+  std::vector<std::string> available() const override { return {"scores", "simple"}; }
+  oip::result<std::shared_ptr<oip::model>> load(std::string_view name) override {
+    if (name == "simple") return oip::testing::make_simple();
+    std::unique_lock lock{mutex_};
+    opened_.wait(lock, [this] { return open_; });
+    return oip::testing::make_scores();
+  }
+  void open() {
+    const std::lock_guard lock{mutex_};
+    open_ = true;
+    opened_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable opened_;
+  bool open_ = false;
+};
+}  // namespace
+
+TEST_CASE("loads and unloads take effect in the order asked, a load of a serving model's too") {
+  repository_host host;
+  auto models = std::make_shared<gated_loader>();
+  host.repository.set_loader(models);
+  oip::inference_service& service = host.handler.service();
+  REQUIRE(service.load("simple").ok());
+  // While "scores" is built, an unload of "simple" and then a load of it, with no parameters, wait
+  // their turn: the load finds the model unloaded, and loads it again.
+  std::mutex mutex;
+  std::vector<std::pair<std::string, oip::status>> outcomes;
+  const auto record = [&](std::string what) {
+    return [&, what = std::move(what)](oip::status s) {
+      const std::lock_guard lock{mutex};
+      outcomes.emplace_back(what, std::move(s));
+    };
+  };
+  service.load("scores", {}, record("load scores"));
+  service.unload("simple", record("unload simple"));
+  service.load("simple", {}, record("load simple"));
+  {
+    const std::lock_guard lock{mutex};
+    CHECK(outcomes.empty());  // each waits for the one before
+  }
+  models->open();
+  const auto all_done = [&] {
+    const std::lock_guard lock{mutex};
+    return outcomes.size() == 3;
+  };
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds{10};
+  while (!all_done() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds{5});
+  }
+  const std::lock_guard lock{mutex};
+  REQUIRE(outcomes.size() == 3);
+  CHECK(outcomes[0].first == "load scores");
+  CHECK(outcomes[1].first == "unload simple");
+  CHECK(outcomes[2].first == "load simple");
+  for (const auto& [what, outcome] : outcomes) CHECK_MESSAGE(outcome.ok(), what);
+  CHECK(host.client.ready("simple"));
 }
 
 namespace {

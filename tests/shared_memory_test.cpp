@@ -30,6 +30,8 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/statvfs.h>
+
 TEST_CASE("the registry maps a region, reads and writes inside it, and reports it") {
   oip::testing::shm_object object{"registry", 8192};
   object.put(4096 + 16, oip::testing::iota(100, 4));
@@ -601,6 +603,31 @@ TEST_CASE("an object shrunk after registration is refused on use, not read past 
   const std::string inputs_only = R"({"inputs":[)" + shm_input("INPUT0", "in", 0, 64) + "," +
                                   shm_input("INPUT1", "in", 64, 64) + "]}";
   CHECK(server.send("POST", "/v2/models/simple/infer", inputs_only).status == 200);
+}
+
+TEST_CASE("a region /dev/shm cannot hold is refused at registration, not a SIGBUS on use") {
+  // A sparse object larger than the whole tmpfs: ftruncate gives it a size and no memory, as
+  // Triton's client utilities make regions. Touched page by page, it would fail at the page that
+  // finds the tmpfs full, with a SIGBUS in whichever process touched it.
+  struct statvfs fs {};
+  REQUIRE(statvfs("/dev/shm", &fs) == 0);
+  const std::uint64_t capacity = std::uint64_t{fs.f_blocks} * fs.f_frsize;
+  if (capacity == 0) return;  // a tmpfs without a size limit
+  const std::string key = "/oip_test_" + std::to_string(getpid()) + "_sparse";
+  const int fd = shm_open(key.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0600);
+  REQUIRE(fd >= 0);
+  const std::uint64_t size = capacity + (std::uint64_t{1} << 20);
+  REQUIRE(ftruncate(fd, static_cast<off_t>(size)) == 0);
+  close(fd);
+  oip::shared_memory_registry regions;
+  const oip::status refused = regions.register_region("sparse", key, 0, size);
+  CHECK(refused.code() == oip::errc::invalid_argument);
+  CHECK(refused.message().find("cannot be reserved") != std::string::npos);
+  CHECK(regions.regions(std::nullopt)->empty());
+  shm_unlink(key.c_str());
+  // A region that fits is reserved and registered.
+  oip::testing::shm_object fits{"fits", 8192};
+  CHECK(regions.register_region("fits", fits.key(), 4096, 4096).ok());
 }
 
 TEST_CASE("registered regions are bounded in number and in bytes mapped") {

@@ -151,10 +151,11 @@ class OIP_EXPORT inference_service {
   /// the client's request; a model already loaded is reloaded when parameters are given
   /// (`model_repository::replace`, as in Triton) and left as it is otherwise (whether or not the
   /// loader lists it). A loader that throws fails the load with a 500. Refused at once,
-  /// with `done` called on this thread: model control off (`model_control_refused`), a bad name,
-  /// no loader (400), or a name the loader does not list (404). Otherwise the model is built on
-  /// the service's model-control thread, one load or unload at a time, and `done` called there:
-  /// never on the caller's thread, which is a transport's.
+  /// with `done` called on this thread: model control off (`model_control_refused`) or a bad
+  /// name. Otherwise everything else happens on the service's model-control thread, one load or
+  /// unload at a time, in the order asked (a load asked after an unload of the same model sees
+  /// it unloaded), and `done` is called there, never on the caller's thread, which is a
+  /// transport's: no loader (400), a name the loader does not list (404), or the model built.
   void load(std::string model, parameters request, control_completion done);
   /// Starts unloading `model` (requests in flight finish on it), on the model-control thread as
   /// `load`; 404 when there is no such model.

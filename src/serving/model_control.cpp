@@ -74,29 +74,35 @@ status model_control::allowed() const {
 void model_control::load(std::string model, parameters request, completion done) {
   if (status s = allowed(); !s.ok()) return done(s);
   if (status s = check_model_name(model); !s.ok()) return done(s);
+  // All of it in turn with the other loads and unloads: a load asked after an unload of the same
+  // model sees the unload's outcome.
+  post([this, model = std::move(model),
+        request = std::move(request)] { return load_in_turn(model, request); },
+       std::move(done));
+}
+
+status model_control::load_in_turn(const std::string& model, const parameters& request) {
   // A model that serves is left as it is when no parameters come, whoever registered it.
-  if (request.empty() && repository_.acquire(model, std::nullopt).ok()) return done({});
-  std::shared_ptr<model_loader> loader = repository_.loader();
+  if (request.empty() && repository_.acquire(model, std::nullopt).ok()) return {};
+  const std::shared_ptr<model_loader> loader = repository_.loader();
   if (!loader) {
-    return done(status{errc::invalid_argument,
-                       "this server has no model loader: its models are registered by the host "
-                       "application"});
+    return status{errc::invalid_argument,
+                  "this server has no model loader: its models are registered by the host "
+                  "application"};
   }
   std::vector<std::string> offered;
   try {
     offered = loader->available();
   } catch (...) {
-    return done(status{errc::internal, "this server's model loader failed to list its models"});
+    return status{errc::internal, "this server's model loader failed to list its models"};
   }
   if (std::find(offered.begin(), offered.end(), model) == offered.end()) {
-    return done(status{errc::not_found,
-                       fmt::format("failed to load '{}': this server's model loader has no model "
-                                   "of that name",
-                                   model)});
+    return status{errc::not_found,
+                  fmt::format("failed to load '{}': this server's model loader has no model of "
+                              "that name",
+                              model)};
   }
-  post([this, loader = std::move(loader), model = std::move(model),
-        request = std::move(request)] { return load_now(repository_, *loader, model, request); },
-       std::move(done));
+  return load_now(repository_, *loader, model, request);
 }
 
 void model_control::unload(std::string model, completion done) {

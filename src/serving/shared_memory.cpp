@@ -129,6 +129,22 @@ result<std::shared_ptr<mapping>> map_region(const shared_memory_region& region) 
                     "bytes)",
                     region.offset, region.byte_size, region.key, object_size));
   }
+  // The range's pages get their memory now. An object made with ftruncate alone is sparse, and
+  // a page of it is allocated when it is first touched: on a full tmpfs (a container's 64 MB
+  // /dev/shm) that touch, the server's, would be a SIGBUS that ends the server.
+  int reserved = 0;
+  do {
+    reserved = fallocate(fd, 0, static_cast<off_t>(region.offset),
+                         static_cast<off_t>(region.byte_size)) == 0
+                   ? 0
+                   : errno;
+  } while (reserved == EINTR);
+  if (reserved != 0 && reserved != EOPNOTSUPP) {
+    return cannot(
+        fmt::format("the memory of its {} bytes cannot be reserved in '{}' ({}): "
+                    "/dev/shm may be too small",
+                    region.byte_size, region.key, std::strerror(reserved)));
+  }
   const auto page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
   const std::uint64_t start = region.offset / page * page;
   map->object_offset = region.offset;

@@ -44,6 +44,8 @@ class model_control {
   // gets a refusal at once.
   void post(std::function<status()> work, completion done);
   [[nodiscard]] bool on_control_thread();
+  // A load's checks and work, on the control thread.
+  [[nodiscard]] status load_in_turn(const std::string& model, const parameters& request);
 
   model_repository& repository_;
   const model_control_mode mode_;
