@@ -20,6 +20,8 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <doctest/doctest.h>
 #include <grpcpp/grpcpp.h>
@@ -185,6 +187,71 @@ struct servers {
 };
 
 }  // namespace
+
+TEST_CASE("a merged batch whose outputs cannot be split back: each request a 503, the queue on") {
+  // Two requests of 32,768 rows merged into one execution; the model arms the failure as it
+  // returns, so that splitting its output back (an offset per row: 512 KiB) finds no memory.
+  constexpr std::int64_t rows_each = 32768;
+  std::atomic<bool> arm{true};
+  oip::model_config c;
+  c.name = "wide";
+  c.max_batch_size = 2 * rows_each;
+  c.dynamic_batching = true;
+  c.batching.max_queue_delay = std::chrono::seconds{5};
+  c.batching.preferred_batch_sizes = {2 * rows_each};
+  c.inputs = {{"X", oip::datatype::fp32, {1}, {}}};
+  c.outputs = {{"Y", oip::datatype::fp32, {1}, {}}};
+  servers s;
+  REQUIRE(s.models
+              .add(oip::make_model(c,
+                                   [&](const oip::inference_request& r) {
+                                     oip::model_output out;
+                                     out.outputs.push_back(*oip::tensor::make(
+                                         "Y", oip::datatype::fp32, r.inputs[0].shape(),
+                                         r.inputs[0].data()));
+                                     if (arm.exchange(false)) failing_from = threshold;
+                                     return oip::result<oip::model_output>{std::move(out)};
+                                   }))
+              .ok());
+  std::string data = "1";
+  for (std::int64_t i = 1; i < rows_each; ++i) data += ",1";
+  const std::string body = R"({"inputs":[{"name":"X","shape":[)" + std::to_string(rows_each) +
+                           R"(,1],"datatype":"FP32","data":[)" + data +
+                           R"(]}],"parameters":{"binary_data_output":true}})";
+  std::optional<http_reply> replies[2];
+  {
+    const auto exchange = [&](std::optional<http_reply>& reply) {
+      spared = true;  // the client's side
+      reply = http_exchange(s.http_port, post("/v2/models/wide/infer", body));
+    };
+    std::thread first{[&] { exchange(replies[0]); }};
+    std::thread second{[&] { exchange(replies[1]); }};
+    first.join();
+    second.join();
+  }
+  failing_from = 0;
+  CHECK(failed.load() > 0);
+  for (const std::optional<http_reply>& r : replies) {
+    REQUIRE(r.has_value());
+    CHECK(r->status == 503);
+    CHECK(r->body.find("splitting the batch's outputs") != std::string::npos);
+  }
+  // The model's queue was not left waiting on the failed batch: the next two run.
+  {
+    const auto exchange = [&](std::optional<http_reply>& reply) {
+      reply = http_exchange(s.http_port, post("/v2/models/wide/infer", body));
+    };
+    std::thread first{[&] { exchange(replies[0]); }};
+    std::thread second{[&] { exchange(replies[1]); }};
+    first.join();
+    second.join();
+  }
+  for (const std::optional<http_reply>& r : replies) {
+    REQUIRE(r.has_value());
+    CHECK(r->status == 200);
+  }
+  s.check_serving();
+}
 
 TEST_CASE("HTTP: a JSON body the parser cannot get memory for is a 503") {
   servers s;

@@ -12,6 +12,7 @@
 
 #include <condition_variable>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -585,6 +586,38 @@ TEST_CASE("the executor's full queue is a 503; cancellation reaches a running mo
       oip::http_request{"POST", "/v2/models/waiter/infer", {}, oip::buffer::from_string(timed)});
   CHECK(expired.status == 503);
   CHECK(expired.body().find("timeout") != std::string::npos);
+}
+
+TEST_CASE("a host's own request with twin inputs or outputs is a 400, never run") {
+  server s;
+  // Straight to the service, as a host's own code calls it: no decoder in between.
+  const auto infer = [&](oip::inference_request request) {
+    auto promise = std::make_shared<std::promise<oip::result<oip::inference_response>>>();
+    std::future<oip::result<oip::inference_response>> answer = promise->get_future();
+    s.handler.service().infer({.model = "simple", .cancel = {}}, std::move(request),
+                              oip::reply_to([promise](oip::result<oip::inference_response> r) {
+                                promise->set_value(std::move(r));
+                              }));
+    return answer.get();
+  };
+  const std::vector<std::int32_t> values(16, 1);
+  oip::inference_request twins;
+  twins.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT0", {1, 16}, values));
+  twins.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT0", {1, 16}, values));
+  const oip::result<oip::inference_response> refused = infer(twins);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().http_status() == 400);
+  CHECK(refused.error().message() == "duplicate input name 'INPUT0'");
+
+  oip::inference_request asked = twins;
+  asked.inputs[1] = *oip::tensor::from_values<std::int32_t>("INPUT1", {1, 16}, values);
+  asked.outputs = {{"OUTPUT0", {}}, {"OUTPUT0", {}}};
+  const oip::result<oip::inference_response> outputs = infer(asked);
+  REQUIRE_FALSE(outputs.ok());
+  CHECK(outputs.error().http_status() == 400);
+  CHECK(outputs.error().message() == "duplicate requested output name 'OUTPUT0'");
+  asked.outputs.pop_back();
+  CHECK(infer(asked).ok());
 }
 
 TEST_CASE("the scheduling parameters: timeout an int64, priority an integer, triton_ reserved") {

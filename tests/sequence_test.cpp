@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -267,6 +268,33 @@ TEST_CASE("many sequences come and go without leaking; the rest are released at 
   }
   REQUIRE(told.count() == 20001);
   CHECK(told.seen.back().second == oip::sequence_release::shut_down);
+}
+
+TEST_CASE("a model whose release throws is logged; its sequences end all the same") {
+  std::atomic<int> calls{0};
+  const auto throwing = [&](const oip::sequence_id&, std::any&, oip::sequence_release) {
+    calls.fetch_add(1);
+    throw std::runtime_error{"cannot let go"};
+  };
+  oip::sequence_config quick;
+  quick.max_idle = std::chrono::milliseconds{40};
+  {
+    oip::sequence_manager sequences{"throwing", quick, throwing};
+    // Released at its END (where a step completes), and by the reaper.
+    CHECK(sequences.submit({1, true, true}, add(1)).ok());
+    CHECK(sequences.submit({2, true, false}, add(1)).ok());
+    CHECK(oip::testing::wait_until([&] { return calls.load() == 2; }));
+    CHECK(oip::testing::wait_until([&] { return sequences.active() == 0; }));
+  }
+  {
+    oip::sequence_manager sequences{"throwing", {}, throwing};
+    // Released at a restart, then at shutdown.
+    CHECK(sequences.submit({3, true, false}, add(1)).ok());
+    CHECK(sequences.submit({3, true, false}, add(1)).ok());
+    CHECK(calls.load() == 3);
+    CHECK(sequences.submit({3, false, false}, add(1)).ok());
+  }
+  CHECK(calls.load() == 4);
 }
 
 TEST_CASE("a new START for an ended id waits until the model has let go of the old state") {

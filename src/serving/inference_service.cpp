@@ -647,7 +647,15 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     const model_lease& lease = items->front().pending->lease;
     model& m = lease.get();
     inference_call::completion done = [queue, items](result<std::optional<model_output>> outcome) {
-      complete_batch(*items, std::move(outcome));
+      try {
+        complete_batch(*items, std::move(outcome));
+      } catch (const std::bad_alloc&) {
+        // Out of memory while the outputs are split back: the requests not yet answered fail
+        // (one answered has let go of its sink), and the queue goes on.
+        for (const batch_item& item : *items) {
+          fail(item.pending, out_of_memory("splitting the batch's outputs"), failure_reason::other);
+        }
+      }
       queue->finished();
     };
     if (items->size() == 1) {

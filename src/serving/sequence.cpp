@@ -1,3 +1,4 @@
+#include <oip/log.hpp>
 #include <oip/sequence.hpp>
 
 #include <algorithm>
@@ -105,8 +106,26 @@ struct sequence_table : std::enable_shared_from_this<sequence_table> {
   std::map<sequence_id, std::shared_ptr<sequence_entry>> entries;
   std::size_t waiting = 0;  // requests in the entries' queues
 
-  void tell(const sequence_id& id, std::any& state, sequence_release reason) const {
-    if (on_release && state.has_value()) on_release(id, state, reason);
+  // A model's release hook runs on the reaper thread and where a step completes, neither of
+  // which may end with an exception: one that throws is logged, and its state dropped all the same.
+  void tell(const sequence_id& id, std::any& state, sequence_release reason) const noexcept {
+    if (!on_release || !state.has_value()) return;
+    try {
+      on_release(id, state, reason);
+    } catch (const std::exception& e) {
+      report_throw(id, e.what());
+    } catch (...) {
+      report_throw(id, "an exception that is not a std::exception");
+    }
+  }
+
+  void report_throw(const sequence_id& id, const char* why) const noexcept {
+    try {
+      log(log_level::error, fmt::format("model '{}' threw while releasing sequence {}: {}",
+                                        model_name, id.to_string(), why));
+    } catch (...) {
+      log(log_level::error, "a model threw while releasing a sequence");
+    }
   }
 
   // Gives `request` its turn: called without the mutex, with entry->running set.

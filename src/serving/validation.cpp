@@ -1,5 +1,7 @@
 #include "serving/detail/validation.hpp"
 
+#include "core/detail/find_duplicate.hpp"
+
 #include <oip/classification.hpp>
 
 #include <algorithm>
@@ -76,6 +78,17 @@ status validate_request(const model_config& config, const inference_request& req
                       "'{}'",
                       input.name(), to_string(input.type()), model, to_string(expected->type))};
     }
+  }
+  // The decoders refuse twins; a host's own request may hold them, and a model that looks its
+  // inputs up by name would miss the one a twin stands in for.
+  if (const std::optional<std::string_view> twin = detail::find_duplicate_name(
+          request.inputs, [](const tensor& t) { return std::string_view{t.name()}; })) {
+    return status{errc::invalid_argument, fmt::format("duplicate input name '{}'", *twin)};
+  }
+  if (const std::optional<std::string_view> twin = detail::find_duplicate_name(
+          request.outputs, [](const requested_output& o) { return std::string_view{o.name}; })) {
+    return status{errc::invalid_argument,
+                  fmt::format("duplicate requested output name '{}'", *twin)};
   }
   if (request.inputs.size() != config.inputs.size()) {
     std::vector<std::string_view> got;
