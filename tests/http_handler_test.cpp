@@ -1257,4 +1257,20 @@ TEST_CASE("a loader that throws fails its load with a 500; the next load is serv
   // A model that serves is left as it is, whether or not the loader lists it.
   REQUIRE(host.repository.add(oip::testing::make_scores()).ok());
   CHECK(host.client.send("POST", "/v2/repository/models/scores/load").status == 200);
+
+  // A loader that cannot list its models: the index shows what serves, a load is a 500.
+  struct unlisting_loader : oip::model_loader {
+    std::vector<std::string> available() const override {
+      throw std::runtime_error("repository gone");
+    }
+    oip::result<std::shared_ptr<oip::model>> load(std::string_view /*name*/) override {
+      return oip::testing::make_simple();
+    }
+  };
+  host.repository.set_loader(std::make_shared<unlisting_loader>());
+  const oip::http_response index = host.client.send("POST", "/v2/repository/index");
+  CHECK(index.status == 200);
+  CHECK(index.body().find(R"("name":"scores")") != std::string::npos);
+  check_error(host.client.send("POST", "/v2/repository/models/other/load"), 500,
+              "this server's model loader failed to list its models");
 }

@@ -3,9 +3,12 @@
 
 #include "serving/detail/model_control.hpp"
 
+#include <oip/log.hpp>
+
 #include <algorithm>
 #include <exception>
 #include <future>
+#include <new>
 
 #include <fmt/format.h>
 
@@ -63,6 +66,23 @@ status wait_for(Start&& start) {
   std::future<status> ready = outcome->get_future();
   start([outcome](status s) { outcome->set_value(std::move(s)); });
   return ready.get();
+}
+// One load or unload on the control thread, a plain thread of its own: an exception from the work
+// (out of memory) or from the transport's completion must not end the process there.
+void run_in_turn(const std::function<status()>& work, const model_control::completion& done) {
+  status outcome;
+  try {
+    outcome = work();
+  } catch (const std::bad_alloc&) {
+    outcome = status{errc::unavailable, "a model load or unload ran out of memory"};
+  } catch (...) {
+    outcome = status{errc::internal, "a model load or unload failed"};
+  }
+  try {
+    done(std::move(outcome));
+  } catch (...) {
+    log(log_level::error, "the completion of a model load or unload threw");
+  }
 }
 }  // namespace
 
@@ -125,7 +145,14 @@ status model_control::unload_and_wait(std::string model) {
 std::vector<model_index_entry> model_control::index() const {
   std::vector<model_index_entry> out = repository_.index();
   if (const std::shared_ptr<model_loader> loader = repository_.loader()) {
-    for (const std::string& name : loader->available()) {
+    std::vector<std::string> offered;
+    try {
+      offered = loader->available();
+    } catch (...) {
+      // The index still lists what serves; the transport's thread never sees the exception.
+      log(log_level::error, "this server's model loader failed to list its models");
+    }
+    for (const std::string& name : offered) {
       const bool listed = std::any_of(out.begin(), out.end(),
                                       [&](const model_index_entry& e) { return e.name == name; });
       if (!listed) out.push_back({name, 0, "UNAVAILABLE", "unloaded"});
@@ -148,7 +175,7 @@ void model_control::post(std::function<status()> work, completion done) {
     const std::lock_guard lock{mutex_};
     if (!closed_) {
       if (!worker_) worker_ = std::make_unique<serial_worker>();
-      worker_->post([work = std::move(work), done = std::move(done)] { done(work()); });
+      worker_->post([work = std::move(work), done = std::move(done)] { run_in_turn(work, done); });
       return;
     }
   }
