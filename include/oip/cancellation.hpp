@@ -23,7 +23,8 @@ class cancellation {
   void cancel() noexcept { flags_->fetch_or(client_gone_flag, std::memory_order_relaxed); }
   /// The caller has all it wants of a decoupled model's responses (an OpenAI completion met its
   /// stop string): the model is asked to stop as on `cancel()`, its later responses are dropped,
-  /// and the request ends as a success rather than a cancelled one.
+  /// and the request ends as a success rather than a cancelled one. Before the model has run, the
+  /// request ends as a cancelled one: there is nothing it could succeed with.
   void finish_early() noexcept { flags_->fetch_or(finished_early_flag, std::memory_order_relaxed); }
   void set_deadline(clock::time_point deadline) noexcept { deadline_ = deadline; }
   [[nodiscard]] std::optional<clock::time_point> deadline() const noexcept { return deadline_; }

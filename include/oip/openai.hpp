@@ -56,7 +56,8 @@ struct openai_field_input {
 /// them to inputs. The parameters `prompt_tokens` and `completion_tokens` (the counts so far; the
 /// latest of each is kept) give the reply's `usage`, and `finish_reason` ("stop" or "length") its
 /// finish reason. The front end also cuts the text before the first of the request's `stop`
-/// strings and then calls the model's request off, which its statistics count as a cancel.
+/// strings and then calls the model's request off (`cancellation::finish_early`), which its
+/// statistics count as a success.
 ///
 /// Embedding models take one text in `prompt_input` and give its vector in `embedding_output`
 /// (FP32, FP64, FP16 or BF16); each text of a request is one inference.

@@ -593,7 +593,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   }
 
   static void fail_cancelled(const std::shared_ptr<pending_inference>& pending) {
-    if (pending->cancel.client_gone()) {
+    if (pending->cancel.client_gone() || pending->cancel.finished_early()) {
       return fail(pending, status{errc::unavailable, "the request was cancelled by the client"},
                   failure_reason::canceled);
     }

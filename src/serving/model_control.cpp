@@ -41,8 +41,9 @@ status build_and_register(model_repository& repository, model_loader& loader,
 
 // Builds `model` with `loader` and registers it; on the model-control thread. A loader that throws
 // fails the load, not the thread.
+// Out of memory, even while the failure is worded, goes to the control thread's own catch.
 status load_now(model_repository& repository, model_loader& loader, const std::string& model,
-                const parameters& request) noexcept {
+                const parameters& request) {
   try {
     return build_and_register(repository, loader, model, request);
   } catch (const std::exception& e) {

@@ -129,9 +129,10 @@ result<std::shared_ptr<mapping>> map_region(const shared_memory_region& region) 
                     "bytes)",
                     region.offset, region.byte_size, region.key, object_size));
   }
-  // The range's pages get their memory now. An object made with ftruncate alone is sparse, and
-  // a page of it is allocated when it is first touched: on a full tmpfs (a container's 64 MB
-  // /dev/shm) that touch, the server's, would be a SIGBUS that ends the server.
+  // The range's pages get their memory now (allocated, not written: the data stays as it is). An
+  // object made with ftruncate alone is sparse, and a page of it is allocated when it is first
+  // touched: on a full tmpfs (a container's 64 MB /dev/shm) that touch, the server's, would be a
+  // SIGBUS that ends the server. So a region is registered only if all of it can be held.
   int reserved = 0;
   do {
     reserved = fallocate(fd, 0, static_cast<off_t>(region.offset),
@@ -139,7 +140,9 @@ result<std::shared_ptr<mapping>> map_region(const shared_memory_region& region) 
                    ? 0
                    : errno;
   } while (reserved == EINTR);
-  if (reserved != 0 && reserved != EOPNOTSUPP) {
+  // A filesystem without fallocate, or a sandbox that forbids it: no reservation, as before.
+  const bool unsupported = reserved == EOPNOTSUPP || reserved == ENOSYS || reserved == EPERM;
+  if (reserved != 0 && !unsupported) {
     return cannot(
         fmt::format("the memory of its {} bytes cannot be reserved in '{}' ({}): "
                     "/dev/shm may be too small",
