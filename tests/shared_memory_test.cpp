@@ -84,7 +84,9 @@ TEST_CASE("the registry refuses what a client gets wrong, with 4xx and Triton's 
   REQUIRE(regions.register_region("r", object.key(), 0, 64).ok());
 
   const oip::status taken = regions.register_region("r", object.key(), 0, 64);
-  CHECK(taken.code() == oip::errc::invalid_argument);
+  CHECK(taken.code() == oip::errc::already_exists);  // Triton's: HTTP 400, gRPC ALREADY_EXISTS
+  CHECK(taken.http_status() == 400);
+  CHECK(taken.grpc_status() == oip::grpc_code::already_exists);
   CHECK(taken.message() == "shared memory region 'r' already in manager");
 
   const oip::status missing = regions.register_region("x", "/oip_test_no_such_object", 0, 64);

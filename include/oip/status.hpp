@@ -38,6 +38,8 @@ enum class errc : std::uint8_t {
   deadline_exceeded,
   /// 401, gRPC UNAUTHENTICATED: a request without the credentials asked for (an API key)
   unauthenticated,
+  /// 400, gRPC ALREADY_EXISTS: a name already taken (a shared-memory region), as Triton answers
+  already_exists,
 };
 
 /// The canonical gRPC status codes (the numbers are those of grpc::StatusCode).
@@ -87,6 +89,7 @@ inline constexpr errc_mapping errc_table[] = {
     {errc::failed_precondition, 400, grpc_code::failed_precondition, "failed_precondition"},
     {errc::deadline_exceeded, 504, grpc_code::deadline_exceeded, "deadline_exceeded"},
     {errc::unauthenticated, 401, grpc_code::unauthenticated, "unauthenticated"},
+    {errc::already_exists, 400, grpc_code::already_exists, "already_exists"},
 };
 }  // namespace detail
 

@@ -39,6 +39,7 @@ errc errc_of(::grpc::StatusCode code) {
     case ::grpc::StatusCode::INVALID_ARGUMENT:
     case ::grpc::StatusCode::OUT_OF_RANGE: return errc::invalid_argument;
     case ::grpc::StatusCode::NOT_FOUND: return errc::not_found;
+    case ::grpc::StatusCode::ALREADY_EXISTS: return errc::already_exists;
     case ::grpc::StatusCode::DEADLINE_EXCEEDED: return errc::deadline_exceeded;
     case ::grpc::StatusCode::PERMISSION_DENIED: return errc::forbidden;
     case ::grpc::StatusCode::UNAUTHENTICATED: return errc::unauthenticated;

@@ -251,7 +251,7 @@ struct shared_memory_registry::state {
   // Whether a region `name` of `byte_size` bytes may be added now; the caller holds the mutex.
   [[nodiscard]] status admissible(const std::string& name, std::uint64_t byte_size) const {
     if (regions.count(name) != 0) {
-      return status{errc::invalid_argument,
+      return status{errc::already_exists,
                     fmt::format("shared memory region '{}' already in manager", name)};
     }
     if (regions.size() >= caps.max_regions) {

@@ -128,6 +128,8 @@ def check_system_shared_memory(client, client_module, region_names):
             raise AssertionError("a second region named 'in' was accepted")
         except InferenceServerException as e:
             assert "already in manager" in e.message(), e.message()
+            # Triton's codes: HTTP 400, gRPC ALREADY_EXISTS.
+            assert e.status() in ("400", "StatusCode.ALREADY_EXISTS"), e.status()
         client.unregister_system_shared_memory("in")
         assert region_names(client) == ["out"]
         client.unregister_system_shared_memory()
