@@ -40,8 +40,8 @@ status build_and_register(model_repository& repository, model_loader& loader,
 }
 
 // Builds `model` with `loader` and registers it; on the model-control thread. A loader that throws
-// fails the load, not the thread.
-// Out of memory, even while the failure is worded, goes to the control thread's own catch.
+// fails the load, not the thread; running out of memory even while the failure is worded goes to
+// the thread's own catch (`run_in_turn`).
 status load_now(model_repository& repository, model_loader& loader, const std::string& model,
                 const parameters& request) {
   try {
@@ -68,6 +68,7 @@ status wait_for(Start&& start) {
   start([outcome](status s) { outcome->set_value(std::move(s)); });
   return ready.get();
 }
+
 // One load or unload on the control thread, a plain thread of its own: an exception from the work
 // (out of memory) or from the transport's completion must not end the process there.
 void run_in_turn(const std::function<status()>& work, const model_control::completion& done) {
