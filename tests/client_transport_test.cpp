@@ -905,3 +905,25 @@ TEST_CASE("a gRPC client closes while a callback starts calls again: they are re
   server.stop();
 }
 #endif
+
+#ifdef OIP_TEST_GRPC_CLIENT
+TEST_CASE("a gRPC client ended as its last call's callback returns, with no server in the process") {
+  // Nothing else in the process holds grpc++'s callback machinery, so the client's channel is its
+  // last user: it must go on the caller's thread, never on one of grpc++'s own.
+  for (int i = 0; i < 40; ++i) {
+    CAPTURE(i);
+    std::string address;
+    {
+      const oip::testing::loopback_socket unused = oip::testing::bind_loopback();
+      address = "127.0.0.1:" + std::to_string(unused.port);
+      close(unused.fd);
+    }
+    oip::client_options options;
+    options.timeout = std::chrono::milliseconds{2000};
+    oip::grpc::client client{address, options};
+    const oip::result<oip::inference_response> r =
+        client.async_infer("simple", simple_request()).get();
+    REQUIRE_FALSE(r.ok());
+  }
+}
+#endif

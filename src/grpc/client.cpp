@@ -20,6 +20,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -177,25 +178,31 @@ class client_state {
   [[nodiscard]] bool has_regions() const noexcept { return any_region_.load(); }
   void note_region() noexcept { any_region_.store(true); }
 
-  // Asynchronous calls in flight, so that the client's end cancels them and waits for their
-  // callbacks. Once the client is closing, a call that a callback starts is refused (false): the
-  // end would wait for it otherwise, and for each call its callback starts in turn.
+  // Asynchronous calls in flight, so that the client's end cancels them and waits until they are
+  // gone. Once the client is closing, a call that a callback starts is refused (false): the end
+  // would wait for it otherwise, and for each call its callback starts in turn.
   [[nodiscard]] bool begin_call(::grpc::ClientContext* context) {
     const std::lock_guard lock{mutex_};
     if (closing_) return false;
-    in_flight_.insert(context);
+    cancellable_.insert(context);
+    ++open_calls_;
     return true;
   }
-  void end_call(::grpc::ClientContext* context) {
+  // The call's context is about to go: the client's end no longer cancels it.
+  void stop_cancelling(::grpc::ClientContext* context) {
     const std::lock_guard lock{mutex_};
-    in_flight_.erase(context);
-    if (in_flight_.empty()) idle_.notify_all();
+    cancellable_.erase(context);
+  }
+  // The call and its context are gone (`stop_cancelling` came first).
+  void end_call() {
+    const std::lock_guard lock{mutex_};
+    if (--open_calls_ == 0) idle_.notify_all();
   }
   void cancel_calls() {
     std::unique_lock lock{mutex_};
     closing_ = true;
-    for (::grpc::ClientContext* context : in_flight_) context->TryCancel();
-    idle_.wait(lock, [this] { return in_flight_.empty(); });
+    for (::grpc::ClientContext* context : cancellable_) context->TryCancel();
+    idle_.wait(lock, [this] { return open_calls_ == 0; });
   }
 
  private:
@@ -208,7 +215,8 @@ class client_state {
   std::atomic<bool> any_region_{false};
   std::mutex mutex_;
   std::condition_variable idle_;
-  std::set<::grpc::ClientContext*> in_flight_;
+  std::set<::grpc::ClientContext*> cancellable_;
+  std::size_t open_calls_ = 0;
   bool closing_ = false;
 };
 
@@ -242,15 +250,32 @@ contents_form form_of(const request_format& format) {
 void client::async_infer(std::string_view model, const inference_request& request,
                          infer_callback done, const request_format& format,
                          std::optional<std::uint64_t> version) {
+  // A call ends when its last owner lets it go: grpc++'s copy of the completion, on one of
+  // grpc++'s threads, once the completion has run. Its context holds the channel, and the client's
+  // end waits for the call to end, so the channel's last reference always goes on the caller's
+  // thread. Released on one of grpc++'s threads, it would be the last user of grpc++'s callback
+  // threads, which then join themselves and free their queue twice.
   struct call {
-    ::grpc::ClientContext context;
+    explicit call(detail::client_state& state) : owner{state} {}
+    call(const call&) = delete;
+    call& operator=(const call&) = delete;
+    ~call() {
+      if (!counted) return;
+      owner.stop_cancelling(&*context);
+      context.reset();
+      owner.end_call();
+    }
+
+    detail::client_state& owner;
+    bool counted = false;  // by `begin_call`: the client's end waits for this call
+    std::optional<::grpc::ClientContext> context{std::in_place};
     message_arena arena;
     inference::ModelInferRequest& message = arena.make<inference::ModelInferRequest>();
     inference::ModelInferResponse& reply = arena.make<inference::ModelInferResponse>();
     std::shared_ptr<shared_memory_outputs> placed;
     infer_callback done;
   };
-  auto pending = std::make_shared<call>();
+  auto pending = std::make_shared<call>(*state_);
   if (status s =
           encode_request(request, model, version_text(version), form_of(format), pending->message);
       !s.ok()) {
@@ -258,32 +283,29 @@ void client::async_infer(std::string_view model, const inference_request& reques
   }
   result<std::shared_ptr<shared_memory_outputs>> placed = placed_outputs(*state_, request);
   if (!placed) return done(std::move(placed).error());
-  if (status s = state_->prepare(pending->context); !s.ok()) return done(std::move(s));
-  if (!state_->begin_call(&pending->context)) {
+  if (status s = state_->prepare(*pending->context); !s.ok()) return done(std::move(s));
+  if (!state_->begin_call(&*pending->context)) {
     // Not errc::unavailable, which a callback that retries would retry.
     return done(
         status{errc::failed_precondition, "the client is closing: it starts no more calls"});
   }
+  pending->counted = true;
   pending->placed = std::move(*placed);
   pending->done = std::move(done);
+  ::grpc::ClientContext* context = &*pending->context;
+  inference::ModelInferRequest* message = &pending->message;
+  inference::ModelInferResponse* reply = &pending->reply;
   state_->stub().async()->ModelInfer(
-      &pending->context, &pending->message, &pending->reply,
-      // The client's state by address: the client's end waits for `end_call`, so it is there
-      // until then, and it is never released on one of grpc++'s threads (whose channel it holds).
-      [pending, state = state_.get()](const ::grpc::Status& outcome) {
-        {
-          // The caller's callback is gone before the call counts as ended (the client's end
-          // waits for that).
-          infer_callback finish = std::move(pending->done);
-          if (!outcome.ok()) {
-            run_callback("oip::grpc::client", finish, status_of(outcome));
-          } else {
-            run_callback("oip::grpc::client", finish,
-                         decode_response(pending->reply, state->options().reply_bounds,
-                                         pending->placed.get()));
-          }
+      context, message, reply, [pending = std::move(pending)](const ::grpc::Status& outcome) {
+        // The caller's callback is gone before the call ends (the client's end waits for that).
+        infer_callback finish = std::move(pending->done);
+        if (!outcome.ok()) {
+          run_callback("oip::grpc::client", finish, status_of(outcome));
+        } else {
+          run_callback("oip::grpc::client", finish,
+                       decode_response(pending->reply, pending->owner.options().reply_bounds,
+                                       pending->placed.get()));
         }
-        state->end_call(&pending->context);
       });
 }
 
