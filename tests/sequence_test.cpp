@@ -1,5 +1,9 @@
 #include "wait.hpp"
 
+#include <oip/executor.hpp>
+#include <oip/inference_service.hpp>
+#include <oip/model.hpp>
+#include <oip/repository.hpp>
 #include <oip/sequence.hpp>
 
 #include <any>
@@ -8,6 +12,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <future>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -411,4 +417,173 @@ TEST_CASE("requests waiting behind their sequences are bounded for the whole mod
     const oip::sequence_turn last = std::move(running.back());
     running.pop_back();
   }
+}
+
+// --- sequences through the inference service ----------------------------------------------------
+
+namespace {
+
+oip::model_config int32_model(std::string name) {
+  oip::model_config config;
+  config.name = std::move(name);
+  config.inputs = {{"INPUT", oip::datatype::int32, {1}, {}}};
+  config.outputs = {{"OUTPUT", oip::datatype::int32, {1}, {}}};
+  return config;
+}
+
+oip::model_output int32_output(std::int32_t value) {
+  oip::model_output out;
+  out.outputs.push_back(*oip::tensor::from_values<std::int32_t>("OUTPUT", {1}, std::vector{value}));
+  return out;
+}
+
+// Adds each request's INPUT to its sequence's sum and answers the sum; while `hold` is set, keeps
+// each call for the test to finish.
+class summing_sequences final : public oip::model {
+ public:
+  summing_sequences() : config_{int32_model("summing")} { config_.sequence_batching = true; }
+  [[nodiscard]] const oip::model_config& config() const noexcept override { return config_; }
+  void execute(oip::inference_call call) override {
+    std::any& state = *call.sequence()->state;
+    if (call.sequence()->start || !state.has_value()) state = std::int32_t{0};
+    auto& sum = std::any_cast<std::int32_t&>(state);
+    sum += call.request().inputs.at(0).at<std::int32_t>(0);
+    if (hold) {
+      const std::lock_guard lock{mutex};
+      held.emplace_back(std::move(call), sum);
+      return;
+    }
+    call.finish(int32_output(sum));
+  }
+
+  std::atomic<bool> hold{false};
+  std::mutex mutex;
+  std::vector<std::pair<oip::inference_call, std::int32_t>> held;
+
+ private:
+  oip::model_config config_;
+};
+
+// Keeps the executor's worker until `open` is set.
+class gate final : public oip::model {
+ public:
+  gate() : config_{int32_model("gate")} {}
+  [[nodiscard]] const oip::model_config& config() const noexcept override { return config_; }
+  void execute(oip::inference_call call) override {
+    ++entered;
+    while (!open) std::this_thread::sleep_for(1ms);
+    call.finish(int32_output(0));
+  }
+  std::atomic<int> entered{0};
+  std::atomic<bool> open{false};
+
+ private:
+  oip::model_config config_;
+};
+
+std::future<oip::result<oip::inference_response>> send(oip::inference_service& service,
+                                                       std::string_view model, std::int32_t value,
+                                                       std::optional<oip::sequence_flags> flags) {
+  oip::inference_request request;
+  request.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT", {1}, std::vector{value}));
+  if (flags) {
+    request.parameters.set("sequence_id", static_cast<std::int64_t>(flags->id.number()));
+    if (flags->start) request.parameters.set("sequence_start", true);
+    if (flags->end) request.parameters.set("sequence_end", true);
+  }
+  auto promise = std::make_shared<std::promise<oip::result<oip::inference_response>>>();
+  auto future = promise->get_future();
+  service.infer({.model = model, .cancel = {}}, std::move(request),
+                oip::reply_to([promise](oip::result<oip::inference_response> r) {
+                  promise->set_value(std::move(r));
+                }));
+  return future;
+}
+
+// The sum a sequence step answered, or its error.
+oip::result<std::int32_t> sum_of(std::future<oip::result<oip::inference_response>> reply) {
+  oip::result<oip::inference_response> r = reply.get();
+  if (!r.ok()) return std::move(r).error();
+  return r->outputs.at(0).at<std::int32_t>(0);
+}
+
+}  // namespace
+
+TEST_CASE("a sequence's request that the full executor refuses leaves the sequence to its retry") {
+  oip::model_repository models;
+  auto summing = std::make_shared<summing_sequences>();
+  auto blocking = std::make_shared<gate>();
+  REQUIRE(models.add(summing).ok());
+  REQUIRE(models.add(blocking).ok());
+  oip::executor workers{oip::executor_options{1, 1}};
+  oip::server_options options;
+  options.inline_below = std::chrono::microseconds{0};  // every request goes to the executor
+  oip::inference_service service{models, workers, options};
+  const auto step = [&](std::uint64_t id, std::int32_t value, bool start, bool end) {
+    return sum_of(send(service, "summing", value, oip::sequence_flags{id, start, end}));
+  };
+  // The worker busy and the queue's one place taken.
+  const auto fill_executor = [&] {
+    blocking->open = false;
+    const int before = blocking->entered.load();
+    auto running = send(service, "gate", 0, std::nullopt);
+    REQUIRE(oip::testing::wait_until([&] { return blocking->entered.load() == before + 1; }));
+    auto queued = send(service, "gate", 0, std::nullopt);
+    return std::pair{std::move(running), std::move(queued)};
+  };
+  const auto empty_executor = [&](auto filled) {
+    blocking->open = true;
+    CHECK(filled.first.get().ok());
+    CHECK(filled.second.get().ok());
+  };
+
+  REQUIRE(step(5, 1, true, false).value() == 1);
+  auto filled = fill_executor();
+  const oip::result<std::int32_t> refused = step(5, 10, false, false);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code() == oip::errc::unavailable);
+  CHECK(refused.error().message().find("overloaded") != std::string::npos);
+  // A START that did not run: the sequence it would begin has no state to go on from.
+  CHECK(step(6, 7, true, false).error().code() == oip::errc::unavailable);
+  // An END that did not run leaves its sequence open.
+  CHECK(step(5, 100, false, true).error().code() == oip::errc::unavailable);
+  empty_executor(std::move(filled));
+
+  CHECK(step(5, 10, false, false).value() == 11);  // the retry goes on from the sum before
+  const oip::result<std::int32_t> no_start = step(6, 1, false, false);
+  REQUIRE_FALSE(no_start.ok());
+  CHECK(no_start.error().code() == oip::errc::invalid_argument);
+  CHECK(no_start.error().message().find("must specify the START flag") != std::string::npos);
+  CHECK(step(5, 100, false, true).value() == 111);
+  CHECK(step(5, 1, false, false).error().code() == oip::errc::invalid_argument);  // ended
+}
+
+TEST_CASE("a sequence's next request after the service is gone is refused, never run") {
+  // A model that finishes on its own thread after the host has destroyed the service and then
+  // the executor: the request waiting behind it in its sequence must not reach the executor.
+  oip::model_repository models;
+  auto summing = std::make_shared<summing_sequences>();
+  REQUIRE(models.add(summing).ok());
+  summing->hold = true;
+  auto workers = std::make_unique<oip::executor>(oip::executor_options{2, 16});
+  auto service = std::make_unique<oip::inference_service>(models, *workers);
+  auto first = send(*service, "summing", 1, oip::sequence_flags{9, true, false});
+  auto second = send(*service, "summing", 2, oip::sequence_flags{9, false, false});
+  REQUIRE(oip::testing::wait_until([&] {
+    const std::lock_guard lock{summing->mutex};
+    return summing->held.size() == 1;
+  }));
+  service.reset();
+  workers.reset();
+  std::vector<std::pair<oip::inference_call, std::int32_t>> held;
+  {
+    const std::lock_guard lock{summing->mutex};
+    held = std::move(summing->held);
+  }
+  std::thread{[&held] { held.at(0).first.finish(int32_output(held.at(0).second)); }}.join();
+  CHECK(sum_of(std::move(first)).value() == 1);
+  const oip::result<std::int32_t> refused = sum_of(std::move(second));
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code() == oip::errc::unavailable);
+  CHECK(refused.error().message() == "the server is stopping");
 }

@@ -18,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <span>
 #include <thread>
 
@@ -208,8 +209,12 @@ std::size_t inflight_bound(const limits& bounds) noexcept {
 
 struct inference_service::state : std::enable_shared_from_this<inference_service::state> {
   model_repository& repository;
-  executor& workers;
   server_options options;
+  // The host's executor until the service is destroyed, null after (`submit` reads it): a model
+  // that finishes on a thread of its own after that still hands its sequence's turn to the next
+  // request, and the host destroys the executor once the service is gone.
+  std::shared_mutex workers_mutex;
+  executor* workers;
 
   // What the service keeps per model instance, made on its first request: its sequence manager or
   // its batch queue. Held with the instance weakly: an unloaded model is freed, and what it had
@@ -229,8 +234,8 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
 
   state(model_repository& r, executor& w, server_options o)
       : repository{r},
-        workers{w},
         options{std::move(o)},
+        workers{&w},
         traces{std::make_shared<tracer>(options.trace)},
         control{r, options.model_control},
         memory{inflight_bound(options.bounds)} {
@@ -244,6 +249,16 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
                                                                  : physical_memory_bytes()},
           options.device_memory);
     }
+  }
+
+  [[nodiscard]] status submit(std::function<void()> job) {
+    const std::shared_lock lock{workers_mutex};
+    if (workers == nullptr) return status{errc::unavailable, "the server is stopping"};
+    return workers->submit(std::move(job));
+  }
+  void let_go_of_workers() {
+    const std::unique_lock lock{workers_mutex};
+    workers = nullptr;
   }
 
   // The extras of the lease's model, made by `make` when it has none yet.
@@ -455,13 +470,13 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     status submitted;
     try {
       if (turn) held_turn = std::make_shared<sequence_turn>(std::move(turn));
-      submitted = workers.submit([self = shared_from_this(), pending, request, held_turn] {
+      submitted = submit([self = shared_from_this(), pending, request, held_turn] {
         try {
           self->run(pending, std::move(*request),
                     held_turn ? std::move(*held_turn) : sequence_turn{});
         } catch (const std::bad_alloc&) {
           fail(pending, out_of_memory("starting the request"), failure_reason::other);
-          if (held_turn && *held_turn) held_turn->cancel_sequence();
+          if (held_turn && *held_turn) held_turn->withdraw();
         }
       });
     } catch (const std::bad_alloc&) {
@@ -469,8 +484,8 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     }
     if (submitted.ok()) return;
     fail(pending, submitted, refusal_reason(submitted));
-    // A request of a sequence that cannot run ends its sequence, as a cancelled one does.
-    if (held_turn) held_turn->cancel_sequence();
+    // The sequence goes on without it where it can, so that the client may send it again.
+    if (held_turn) held_turn->withdraw();
   }
 
   void run(const std::shared_ptr<pending_inference>& pending, inference_request request,
@@ -606,7 +621,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     auto items = std::make_shared<std::vector<batch_item>>(std::move(batch));
     status submitted;
     try {
-      submitted = workers.submit([self = shared_from_this(), queue, items] {
+      submitted = submit([self = shared_from_this(), queue, items] {
         try {
           self->execute_batch(queue, *items);
         } catch (const std::bad_alloc&) {
@@ -818,6 +833,7 @@ inference_service::~inference_service() {
   if (!state_) return;
   state_->control.close();  // the loads and unloads posted are done
   state_->stop_batching();
+  state_->let_go_of_workers();
 }
 
 const server_options& inference_service::options() const noexcept { return state_->options; }

@@ -162,6 +162,22 @@ struct sequence_table : std::enable_shared_from_this<sequence_table> {
     release_held(entry, sequence_release::cancelled);
   }
 
+  // Called by the turn's holder, whose request did not run.
+  void withdraw(const std::shared_ptr<sequence_entry>& entry, const sequence_step& step) {
+    {
+      const std::lock_guard lock{mutex};
+      if (!step.start && !entry->cancelled && entry->waiting.empty()) {
+        // Nothing else of the sequence came meanwhile: it is as before this request.
+        if (step.end) entry->ending = false;
+        entry->running = false;
+        entry->last_used = clock::now();
+        return;
+      }
+    }
+    cancel(entry);
+    finish_turn(entry, step);
+  }
+
   // Lets the model go of a sequence's state while the sequence still holds its turn, so that no
   // request of the same id (a new START) runs alongside the release.
   void release_held(const std::shared_ptr<sequence_entry>& entry, sequence_release reason) {
@@ -245,6 +261,14 @@ void sequence_turn::cancel_sequence() noexcept {
   if (!entry_) return;
   table_->cancel(entry_);
   release();
+}
+
+void sequence_turn::withdraw() noexcept {
+  if (!entry_) return;
+  const std::shared_ptr<detail::sequence_table> table = std::move(table_);
+  const std::shared_ptr<detail::sequence_entry> entry = std::move(entry_);
+  step_.state = nullptr;
+  table->withdraw(entry, step_);
 }
 
 void sequence_turn::release() noexcept {
