@@ -485,7 +485,8 @@ std::future<oip::result<oip::inference_response>> send(oip::inference_service& s
                                                        std::string_view model, std::int32_t value,
                                                        std::optional<oip::sequence_flags> flags) {
   oip::inference_request request;
-  request.inputs.push_back(*oip::tensor::from_values<std::int32_t>("INPUT", {1}, std::vector{value}));
+  request.inputs.push_back(
+      *oip::tensor::from_values<std::int32_t>("INPUT", {1}, std::vector{value}));
   if (flags) {
     request.parameters.set("sequence_id", static_cast<std::int64_t>(flags->id.number()));
     if (flags->start) request.parameters.set("sequence_start", true);
