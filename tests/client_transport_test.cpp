@@ -907,7 +907,8 @@ TEST_CASE("a gRPC client closes while a callback starts calls again: they are re
 #endif
 
 #ifdef OIP_TEST_GRPC_CLIENT
-TEST_CASE("a gRPC client ended as its last call's callback returns, with no server in the process") {
+TEST_CASE(
+    "a gRPC client ended as its last call's callback returns, with no server in the process") {
   // Nothing else in the process holds grpc++'s callback machinery, so the client's channel is its
   // last user: it must go on the caller's thread, never on one of grpc++'s own.
   for (int i = 0; i < 40; ++i) {
