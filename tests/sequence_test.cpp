@@ -12,9 +12,11 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -441,7 +443,10 @@ oip::model_output int32_output(std::int32_t value) {
 // each call for the test to finish.
 class summing_sequences final : public oip::model {
  public:
-  summing_sequences() : config_{int32_model("summing")} { config_.sequence_batching = true; }
+  summing_sequences() : config_{int32_model("summing")} {
+    config_.sequence_batching = true;
+    config_.sequence.max_idle = std::chrono::hours{1};  // the test's pauses never time one out
+  }
   [[nodiscard]] const oip::model_config& config() const noexcept override { return config_; }
   void execute(oip::inference_call call) override {
     std::any& state = *call.sequence()->state;
@@ -481,9 +486,10 @@ class gate final : public oip::model {
   oip::model_config config_;
 };
 
-std::future<oip::result<oip::inference_response>> send(oip::inference_service& service,
-                                                       std::string_view model, std::int32_t value,
-                                                       std::optional<oip::sequence_flags> flags) {
+using reply_callback = std::function<void(oip::result<oip::inference_response>)>;
+
+void send(oip::inference_service& service, std::string_view model, std::int32_t value,
+          std::optional<oip::sequence_flags> flags, reply_callback done) {
   oip::inference_request request;
   request.inputs.push_back(
       *oip::tensor::from_values<std::int32_t>("INPUT", {1}, std::vector{value}));
@@ -492,12 +498,16 @@ std::future<oip::result<oip::inference_response>> send(oip::inference_service& s
     if (flags->start) request.parameters.set("sequence_start", true);
     if (flags->end) request.parameters.set("sequence_end", true);
   }
+  service.infer({.model = model, .cancel = {}}, std::move(request), oip::reply_to(std::move(done)));
+}
+
+std::future<oip::result<oip::inference_response>> send(oip::inference_service& service,
+                                                       std::string_view model, std::int32_t value,
+                                                       std::optional<oip::sequence_flags> flags) {
   auto promise = std::make_shared<std::promise<oip::result<oip::inference_response>>>();
   auto future = promise->get_future();
-  service.infer({.model = model, .cancel = {}}, std::move(request),
-                oip::reply_to([promise](oip::result<oip::inference_response> r) {
-                  promise->set_value(std::move(r));
-                }));
+  send(service, model, value, flags,
+       [promise](oip::result<oip::inference_response> r) { promise->set_value(std::move(r)); });
   return future;
 }
 
@@ -507,6 +517,11 @@ oip::result<std::int32_t> sum_of(std::future<oip::result<oip::inference_response
   if (!r.ok()) return std::move(r).error();
   return r->outputs.at(0).at<std::int32_t>(0);
 }
+
+oip::errc code_of(const oip::result<std::int32_t>& r) {
+  return r.ok() ? oip::errc::ok : r.error().code();
+}
+std::int32_t sum_or_minus_one(const oip::result<std::int32_t>& r) { return r.ok() ? *r : -1; }
 
 }  // namespace
 
@@ -538,25 +553,40 @@ TEST_CASE("a sequence's request that the full executor refuses leaves the sequen
     CHECK(filled.second.get().ok());
   };
 
-  REQUIRE(step(5, 1, true, false).value() == 1);
+  REQUIRE(sum_or_minus_one(step(5, 1, true, false)) == 1);
   auto filled = fill_executor();
-  const oip::result<std::int32_t> refused = step(5, 10, false, false);
-  REQUIRE_FALSE(refused.ok());
-  CHECK(refused.error().code() == oip::errc::unavailable);
-  CHECK(refused.error().message().find("overloaded") != std::string::npos);
+  // The client hears of the refusal once its sequence is as before: sent again from the reply's
+  // callback, the request is refused only because the executor is still full, not cancelled.
+  std::promise<oip::result<std::int32_t>> resent;
+  send(service, "summing", 10, oip::sequence_flags{5, false, false},
+       [&](oip::result<oip::inference_response> refused) {
+         REQUIRE_FALSE(refused.ok());
+         CHECK(refused.error().code() == oip::errc::unavailable);
+         CHECK(refused.error().message().find("overloaded") != std::string::npos);
+         send(service, "summing", 10, oip::sequence_flags{5, false, false},
+              [&](oip::result<oip::inference_response> r) {
+                if (!r.ok()) return resent.set_value(std::move(r).error());
+                resent.set_value(r->outputs.at(0).at<std::int32_t>(0));
+              });
+       });
+  const oip::result<std::int32_t> again = resent.get_future().get();
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.error().code() == oip::errc::unavailable);
+  CHECK(again.error().message().find("overloaded") != std::string::npos);
   // A START that did not run: the sequence it would begin has no state to go on from.
-  CHECK(step(6, 7, true, false).error().code() == oip::errc::unavailable);
+  CHECK(code_of(step(6, 7, true, false)) == oip::errc::unavailable);
   // An END that did not run leaves its sequence open.
-  CHECK(step(5, 100, false, true).error().code() == oip::errc::unavailable);
+  CHECK(code_of(step(5, 100, false, true)) == oip::errc::unavailable);
   empty_executor(std::move(filled));
 
-  CHECK(step(5, 10, false, false).value() == 11);  // the retry goes on from the sum before
+  CHECK(sum_or_minus_one(step(5, 10, false, false)) ==
+        11);  // the retry goes on from the sum before
   const oip::result<std::int32_t> no_start = step(6, 1, false, false);
   REQUIRE_FALSE(no_start.ok());
   CHECK(no_start.error().code() == oip::errc::invalid_argument);
   CHECK(no_start.error().message().find("must specify the START flag") != std::string::npos);
-  CHECK(step(5, 100, false, true).value() == 111);
-  CHECK(step(5, 1, false, false).error().code() == oip::errc::invalid_argument);  // ended
+  CHECK(sum_or_minus_one(step(5, 100, false, true)) == 111);
+  CHECK(code_of(step(5, 1, false, false)) == oip::errc::invalid_argument);  // ended
 }
 
 TEST_CASE("a sequence's next request after the service is gone is refused, never run") {

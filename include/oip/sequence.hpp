@@ -124,12 +124,13 @@ class OIP_EXPORT sequence_turn {
   /// the turn.
   void cancel_sequence() noexcept;
 
-  /// Ends the turn of this request, which will not run (refused before it ran: the server was
-  /// overloaded or stopping), leaving the sequence as if the request had never come, so that the
-  /// client may send it again: the state is kept, and an END that did not run leaves the sequence
-  /// open. Where the sequence cannot go on without it, it ends as with `cancel_sequence`: a START
-  /// (its state is gone), or a request that others already wait behind (they would miss its step).
-  void withdraw() noexcept;
+  /// For a request that will not run (refused before it ran: the server was overloaded or
+  /// stopping): ends its turn, leaving the sequence as if the request had never come, so that the
+  /// client may send it again; the state is kept, and an END that did not run leaves the sequence
+  /// open. False, with the turn still held, where the sequence cannot go on without the request:
+  /// a START (its state is gone), a request that others already wait behind (they would miss its
+  /// step), or a sequence already cancelled. Answer the request, then `cancel_sequence()`.
+  [[nodiscard]] bool withdraw() noexcept;
 
  private:
   std::shared_ptr<detail::sequence_table> table_;

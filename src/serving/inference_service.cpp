@@ -475,17 +475,25 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
           self->run(pending, std::move(*request),
                     held_turn ? std::move(*held_turn) : sequence_turn{});
         } catch (const std::bad_alloc&) {
-          fail(pending, out_of_memory("starting the request"), failure_reason::other);
-          if (held_turn && *held_turn) held_turn->withdraw();
+          fail_unrun(pending, out_of_memory("starting the request"), failure_reason::other,
+                     held_turn.get());
         }
       });
     } catch (const std::bad_alloc&) {
       submitted = out_of_memory("queueing the request");
     }
     if (submitted.ok()) return;
-    fail(pending, submitted, refusal_reason(submitted));
-    // The sequence goes on without it where it can, so that the client may send it again.
-    if (held_turn) held_turn->withdraw();
+    fail_unrun(pending, submitted, refusal_reason(submitted), held_turn ? held_turn.get() : &turn);
+  }
+
+  // A request that will not run. Its sequence goes on without it where it can, before the client
+  // hears of it, so that the client may send it again at once; where the sequence cannot, it ends
+  // once the request is answered (a failed request is answered before its turn passes on).
+  static void fail_unrun(const std::shared_ptr<pending_inference>& pending, const status& why,
+                         failure_reason reason, sequence_turn* turn) {
+    const bool ends_sequence = turn != nullptr && *turn && !turn->withdraw();
+    fail(pending, why, reason);
+    if (ends_sequence) turn->cancel_sequence();
   }
 
   void run(const std::shared_ptr<pending_inference>& pending, inference_request request,

@@ -162,20 +162,15 @@ struct sequence_table : std::enable_shared_from_this<sequence_table> {
     release_held(entry, sequence_release::cancelled);
   }
 
-  // Called by the turn's holder, whose request did not run.
-  void withdraw(const std::shared_ptr<sequence_entry>& entry, const sequence_step& step) {
-    {
-      const std::lock_guard lock{mutex};
-      if (!step.start && !entry->cancelled && entry->waiting.empty()) {
-        // Nothing else of the sequence came meanwhile: it is as before this request.
-        if (step.end) entry->ending = false;
-        entry->running = false;
-        entry->last_used = clock::now();
-        return;
-      }
-    }
-    cancel(entry);
-    finish_turn(entry, step);
+  // Called by the turn's holder, whose request did not run: frees the turn, leaving the sequence
+  // as before the request, unless the sequence cannot go on without it (false, the turn kept).
+  bool withdraw(const std::shared_ptr<sequence_entry>& entry, const sequence_step& step) {
+    const std::lock_guard lock{mutex};
+    if (step.start || entry->cancelled || !entry->waiting.empty()) return false;
+    if (step.end) entry->ending = false;  // an END admitted no later request but a START
+    entry->running = false;
+    entry->last_used = clock::now();
+    return true;
   }
 
   // Lets the model go of a sequence's state while the sequence still holds its turn, so that no
@@ -263,12 +258,14 @@ void sequence_turn::cancel_sequence() noexcept {
   release();
 }
 
-void sequence_turn::withdraw() noexcept {
-  if (!entry_) return;
-  const std::shared_ptr<detail::sequence_table> table = std::move(table_);
-  const std::shared_ptr<detail::sequence_entry> entry = std::move(entry_);
+bool sequence_turn::withdraw() noexcept {
+  if (!entry_) return true;
+  if (!table_->withdraw(entry_, step_)) return false;
+  // The turn is free: another request of the sequence may hold it already.
+  table_.reset();
+  entry_.reset();
   step_.state = nullptr;
-  table->withdraw(entry, step_);
+  return true;
 }
 
 void sequence_turn::release() noexcept {
