@@ -618,3 +618,57 @@ TEST_CASE("a sequence's next request after the service is gone is refused, never
   CHECK(refused.error().code() == oip::errc::unavailable);
   CHECK(refused.error().message() == "the server is stopping");
 }
+
+TEST_CASE("an unloaded sequence model hears of its idle sequences' end before it is destroyed") {
+  // What the model saw, in order; it outlives the model.
+  struct journal {
+    std::mutex mutex;
+    std::vector<std::string> events;
+    void add(std::string event) {
+      const std::lock_guard lock{mutex};
+      events.push_back(std::move(event));
+    }
+    std::vector<std::string> read() {
+      const std::lock_guard lock{mutex};
+      return events;
+    }
+  };
+  class remembering final : public oip::model {
+   public:
+    explicit remembering(std::shared_ptr<journal> seen)
+        : config_{int32_model("remembering")}, seen_{std::move(seen)} {
+      config_.sequence_batching = true;
+      config_.sequence.max_idle = std::chrono::hours{1};
+    }
+    remembering(const remembering&) = delete;
+    remembering& operator=(const remembering&) = delete;
+    ~remembering() override { seen_->add("destroyed"); }
+    [[nodiscard]] const oip::model_config& config() const noexcept override { return config_; }
+    void execute(oip::inference_call call) override {
+      *call.sequence()->state = std::int32_t{1};
+      call.finish(int32_output(1));
+    }
+    void release_sequence(const oip::sequence_id& id, std::any& /*state*/,
+                          oip::sequence_release reason) override {
+      seen_->add(id.to_string() + " " + std::string{oip::to_string(reason)});
+    }
+
+   private:
+    oip::model_config config_;
+    std::shared_ptr<journal> seen_;
+  };
+  auto seen = std::make_shared<journal>();
+  oip::model_repository models;
+  REQUIRE(models.add(std::make_shared<remembering>(seen)).ok());
+  oip::executor workers{oip::executor_options{2, 16}};
+  oip::server_options options;
+  options.model_control = oip::model_control_mode::explicit_loading;
+  oip::inference_service service{models, workers, options};
+  for (const std::uint64_t id : {3, 4}) {
+    REQUIRE(sum_or_minus_one(sum_of(
+                send(service, "remembering", 1, oip::sequence_flags{id, true, false}))) == 1);
+  }
+  REQUIRE(service.unload("remembering").ok());
+  REQUIRE(oip::testing::wait_until([&] { return seen->read().size() == 3; }));
+  CHECK(seen->read() == std::vector<std::string>{"3 shut down", "4 shut down", "destroyed"});
+}

@@ -158,9 +158,9 @@ class OIP_EXPORT model {
   virtual void execute(inference_call call) = 0;
   /// For a sequence model: the sequence `id` is over (its END completed, a START restarted it, it
   /// was idle past `sequence_config::max_idle`, a request of it was cancelled before it ran, or
-  /// the server stopped), and `state` is what the
-  /// model kept in it. Override to free what the state refers to elsewhere; called with no
-  /// request of the sequence running.
+  /// the server stopped, or the model was unloaded or reloaded through `inference_service`), and
+  /// `state` is what the model kept in it. Override to free what the state refers to elsewhere;
+  /// called with no request of the sequence running.
   virtual void release_sequence(const sequence_id& id, std::any& state, sequence_release reason) {
     static_cast<void>(id);
     static_cast<void>(state);

@@ -237,7 +237,10 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
         options{std::move(o)},
         workers{&w},
         traces{std::make_shared<tracer>(options.trace)},
-        control{r, options.model_control},
+        control{r, options.model_control,
+                [this](const std::vector<std::shared_ptr<model>>& instances) {
+                  retire_sequences(instances);
+                }},
         memory{inflight_bound(options.bounds)} {
     if (options.version.empty()) options.version = std::string{oip::version_string};
     if (options.shared_memory) {
@@ -299,6 +302,24 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
                        return model_extras{std::move(weak), std::move(manager), nullptr};
                      })
         .sequences;
+  }
+
+  // Lets go of the sequence managers of model instances that a load replaced or an unload
+  // removed, while the instances are still alive (the caller holds them): each model hears of its
+  // idle sequences' end (`shut_down`) before it is freed, and their states go before it does.
+  void retire_sequences(const std::vector<std::shared_ptr<model>>& instances) {
+    std::vector<std::shared_ptr<sequence_manager>> retired;  // destroyed outside the lock
+    {
+      const std::lock_guard lock{extras_mutex};
+      for (const std::shared_ptr<model>& instance : instances) {
+        const auto it = extras.find(instance.get());
+        if (it == extras.end() || it->second.instance.lock() != instance || !it->second.sequences) {
+          continue;
+        }
+        retired.push_back(std::move(it->second.sequences));
+        extras.erase(it);
+      }
+    }
   }
 
   // Stops every batch queue and waits for its thread. A batch thread runs service code and

@@ -124,13 +124,28 @@ status model_control::load_in_turn(const std::string& model, const parameters& r
                               "that name",
                               model)};
   }
-  return load_now(repository_, *loader, model, request);
+  return retiring(model, [&] { return load_now(repository_, *loader, model, request); });
+}
+
+status model_control::retiring(const std::string& model, const std::function<status()>& change) {
+  // Held here, the instances outlive the change: the service lets go of what it keeps for them
+  // (their sequences) while each model can still hear of it.
+  std::vector<std::shared_ptr<oip::model>> before;
+  for (const std::uint64_t version : repository_.versions(model)) {
+    if (result<model_lease> lease = repository_.find(model, version))
+      before.push_back(lease->shared());
+  }
+  status changed = change();
+  if (changed.ok() && retired_ && !before.empty()) retired_(before);
+  return changed;
 }
 
 void model_control::unload(std::string model, completion done) {
   if (status s = allowed(); !s.ok()) return done(s);
   if (status s = check_model_name(model); !s.ok()) return done(s);
-  post([this, model = std::move(model)] { return repository_.remove(model); }, std::move(done));
+  post([this, model = std::move(
+                  model)] { return retiring(model, [&] { return repository_.remove(model); }); },
+       std::move(done));
 }
 
 status model_control::load_and_wait(std::string model, parameters request) {

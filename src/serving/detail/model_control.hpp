@@ -22,9 +22,12 @@ namespace oip::detail {
 class model_control {
  public:
   using completion = std::function<void(status)>;
+  /// Told, on the control thread, of the model instances that a load replaced or an unload
+  /// removed, while they are still alive (requests in flight may still hold them).
+  using retired_callback = std::function<void(const std::vector<std::shared_ptr<model>>&)>;
 
-  model_control(model_repository& repository, model_control_mode mode)
-      : repository_{repository}, mode_{mode} {}
+  model_control(model_repository& repository, model_control_mode mode, retired_callback retired)
+      : repository_{repository}, mode_{mode}, retired_{std::move(retired)} {}
 
   /// `model_control_refused` unless clients may load and unload.
   [[nodiscard]] status allowed() const;
@@ -46,9 +49,13 @@ class model_control {
   [[nodiscard]] bool on_control_thread();
   // A load's checks and work, on the control thread.
   [[nodiscard]] status load_in_turn(const std::string& model, const parameters& request);
+  // Runs `change` (a replace or a remove of `model`), then tells `retired_` of the instances
+  // that served before it, if it succeeded.
+  [[nodiscard]] status retiring(const std::string& model, const std::function<status()>& change);
 
   model_repository& repository_;
   const model_control_mode mode_;
+  const retired_callback retired_;
   std::mutex mutex_;
   std::unique_ptr<serial_worker> worker_;  // made with the first load or unload
   bool closed_ = false;
