@@ -132,8 +132,9 @@ status model_control::retiring(const std::string& model, const std::function<sta
   // (their sequences) while each model can still hear of it.
   std::vector<std::shared_ptr<oip::model>> before;
   for (const std::uint64_t version : repository_.versions(model)) {
-    if (result<model_lease> lease = repository_.find(model, version))
+    if (result<model_lease> lease = repository_.find(model, version)) {
       before.push_back(lease->shared());
+    }
   }
   status changed = change();
   if (changed.ok() && retired_ && !before.empty()) retired_(before);
@@ -143,9 +144,10 @@ status model_control::retiring(const std::string& model, const std::function<sta
 void model_control::unload(std::string model, completion done) {
   if (status s = allowed(); !s.ok()) return done(s);
   if (status s = check_model_name(model); !s.ok()) return done(s);
-  post([this, model = std::move(
-                  model)] { return retiring(model, [&] { return repository_.remove(model); }); },
-       std::move(done));
+  auto remove = [this, model = std::move(model)] {
+    return retiring(model, [&] { return repository_.remove(model); });
+  };
+  post(std::move(remove), std::move(done));
 }
 
 status model_control::load_and_wait(std::string model, parameters request) {
