@@ -488,9 +488,13 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     // The executor takes copyable jobs: a sequence's turn travels in a shared box (none for the
     // usual request, which holds no turn).
     std::shared_ptr<sequence_turn> held_turn;
+    sequence_turn* unrun = &turn;  // the turn, wherever it is, if the request does not run
     status submitted;
     try {
-      if (turn) held_turn = std::make_shared<sequence_turn>(std::move(turn));
+      if (turn) {
+        held_turn = std::make_shared<sequence_turn>(std::move(turn));
+        unrun = held_turn.get();
+      }
       submitted = submit([self = shared_from_this(), pending, request, held_turn] {
         try {
           self->run(pending, std::move(*request),
@@ -504,7 +508,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
       submitted = out_of_memory("queueing the request");
     }
     if (submitted.ok()) return;
-    fail_unrun(pending, submitted, refusal_reason(submitted), held_turn ? held_turn.get() : &turn);
+    fail_unrun(pending, submitted, refusal_reason(submitted), unrun);
   }
 
   // A request that will not run. Its sequence goes on without it where it can, before the client
