@@ -27,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -102,13 +103,17 @@ class bare_grpc_client {
   void async_infer(const std::string& /*model*/, const oip::inference_request& /*unused*/,
                    std::function<void(oip::result<oip::inference_response>)> done) {
     struct call {
-      ::grpc::ClientContext context;
+      std::optional<::grpc::ClientContext> context{std::in_place};
       inference::ModelInferResponse response;
     };
     auto pending = std::make_shared<call>();
     stub_->async()->ModelInfer(
-        &pending->context, &message_, &pending->response,
+        &*pending->context, &message_, &pending->response,
         [pending, done = std::move(done)](const ::grpc::Status& outcome) {
+          // The context holds the channel. It goes before `done`, after which oip-load may end
+          // the client, so that the channel's last reference is never let go on grpc++'s thread
+          // (as in oip's client, src/grpc/client.cpp).
+          pending->context.reset();
           if (!outcome.ok()) {
             return done(oip::status{oip::errc::unavailable, outcome.error_message()});
           }
