@@ -6,6 +6,7 @@
 #include <oip/repository.hpp>
 #include <oip/sequence.hpp>
 
+#include <algorithm>
 #include <any>
 #include <atomic>
 #include <chrono>
@@ -619,7 +620,7 @@ TEST_CASE("a sequence's next request after the service is gone is refused, never
   CHECK(refused.error().message() == "the server is stopping");
 }
 
-TEST_CASE("an unloaded sequence model hears of its idle sequences' end before it is destroyed") {
+TEST_CASE("an unloaded sequence model hears of its sequences' end before it is destroyed") {
   // What the model saw, in order; it outlives the model.
   struct journal {
     std::mutex mutex;
@@ -633,6 +634,7 @@ TEST_CASE("an unloaded sequence model hears of its idle sequences' end before it
       return events;
     }
   };
+  // Keeps the call of a request whose INPUT is 0, for the test to finish.
   class remembering final : public oip::model {
    public:
     explicit remembering(std::shared_ptr<journal> seen)
@@ -646,12 +648,17 @@ TEST_CASE("an unloaded sequence model hears of its idle sequences' end before it
     [[nodiscard]] const oip::model_config& config() const noexcept override { return config_; }
     void execute(oip::inference_call call) override {
       *call.sequence()->state = std::int32_t{1};
+      if (call.request().inputs.at(0).at<std::int32_t>(0) == 0) {
+        held.set_value(std::move(call));
+        return;
+      }
       call.finish(int32_output(1));
     }
     void release_sequence(const oip::sequence_id& id, std::any& /*state*/,
                           oip::sequence_release reason) override {
       seen_->add(id.to_string() + " " + std::string{oip::to_string(reason)});
     }
+    std::promise<oip::inference_call> held;
 
    private:
     oip::model_config config_;
@@ -659,7 +666,9 @@ TEST_CASE("an unloaded sequence model hears of its idle sequences' end before it
   };
   auto seen = std::make_shared<journal>();
   oip::model_repository models;
-  REQUIRE(models.add(std::make_shared<remembering>(seen)).ok());
+  auto made = std::make_shared<remembering>(seen);
+  std::future<oip::inference_call> held = made->held.get_future();
+  REQUIRE(models.add(std::move(made)).ok());
   oip::executor workers{oip::executor_options{2, 16}};
   oip::server_options options;
   options.model_control = oip::model_control_mode::explicit_loading;
@@ -668,7 +677,20 @@ TEST_CASE("an unloaded sequence model hears of its idle sequences' end before it
     REQUIRE(sum_or_minus_one(sum_of(
                 send(service, "remembering", 1, oip::sequence_flags{id, true, false}))) == 1);
   }
+  auto running = send(service, "remembering", 0, oip::sequence_flags{5, true, false});
+  oip::inference_call call = held.get();  // sequence 5's request runs through the unload
   REQUIRE(service.unload("remembering").ok());
-  REQUIRE(oip::testing::wait_until([&] { return seen->read().size() == 3; }));
-  CHECK(seen->read() == std::vector<std::string>{"3 shut down", "4 shut down", "destroyed"});
+  const auto sorted = [&] {
+    std::vector<std::string> events = seen->read();
+    std::sort(events.begin(), events.end());
+    return events;
+  };
+  REQUIRE(oip::testing::wait_until([&] { return seen->read().size() == 2; }));
+  CHECK(sorted() == std::vector<std::string>{"3 shut down", "4 shut down"});
+  call.finish(int32_output(1));
+  CHECK(sum_or_minus_one(sum_of(std::move(running))) == 1);
+  REQUIRE(oip::testing::wait_until([&] { return seen->read().size() == 4; }));
+  const std::vector<std::string> events = seen->read();
+  CHECK(events[2] == "5 shut down");
+  CHECK(events[3] == "destroyed");
 }

@@ -129,7 +129,8 @@ class OIP_EXPORT sequence_turn {
   /// client may send it again; the state is kept, and an END that did not run leaves the sequence
   /// open. False, with the turn still held, where the sequence cannot go on without the request:
   /// a START (its state is gone), a request that others already wait behind (they would miss its
-  /// step), or a sequence already cancelled. Answer the request, then `cancel_sequence()`.
+  /// step), a sequence already cancelled, or one whose manager is gone. Answer the request, then
+  /// `cancel_sequence()`.
   [[nodiscard]] bool withdraw() noexcept;
 
  private:
@@ -161,7 +162,8 @@ class OIP_EXPORT sequence_manager {
                    release_callback on_release = {});
   sequence_manager(const sequence_manager&) = delete;
   sequence_manager& operator=(const sequence_manager&) = delete;
-  /// Releases every sequence still active (`shut_down`); turns still held stay valid.
+  /// Releases every sequence still active (`shut_down`): the idle ones at once, the others once
+  /// their requests already admitted are done (turns still held stay valid).
   ~sequence_manager();
 
   /// Admits one request of `batch_size` rows: a 400 for a request that breaks the rules, a 503

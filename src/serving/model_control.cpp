@@ -53,6 +53,21 @@ status load_now(model_repository& repository, model_loader& loader, const std::s
   }
 }
 
+enum class instances { held, serving };
+
+// The instances of `model`'s versions: every one the repository holds (draining and not ready
+// included), or those that take requests.
+std::vector<std::shared_ptr<model>> instances_of(const model_repository& repository,
+                                                 const std::string& model, instances which) {
+  std::vector<std::shared_ptr<oip::model>> out;
+  for (const std::uint64_t version : repository.versions(model)) {
+    result<model_lease> lease = which == instances::held ? repository.find(model, version)
+                                                         : repository.acquire(model, version);
+    if (lease) out.push_back(lease->shared());
+  }
+  return out;
+}
+
 // A load or unload that waits on the model-control thread would wait for itself.
 status waited_on_control_thread() {
   return status{errc::internal,
@@ -130,14 +145,22 @@ status model_control::load_in_turn(const std::string& model, const parameters& r
 status model_control::retiring(const std::string& model, const std::function<status()>& change) {
   // Held here, the instances outlive the change: the service lets go of what it keeps for them
   // (their sequences) while each model can still hear of it.
-  std::vector<std::shared_ptr<oip::model>> before;
-  for (const std::uint64_t version : repository_.versions(model)) {
-    if (result<model_lease> lease = repository_.find(model, version)) {
-      before.push_back(lease->shared());
-    }
-  }
+  std::vector<std::shared_ptr<oip::model>> before =
+      instances_of(repository_, model, instances::held);
   status changed = change();
-  if (changed.ok() && retired_ && !before.empty()) retired_(before);
+  if (!changed.ok() || !retired_) return changed;
+  // A loader may hand back the instance it made before: that one still serves.
+  const std::vector<std::shared_ptr<oip::model>> after =
+      instances_of(repository_, model, instances::serving);
+  std::erase_if(before, [&](const std::shared_ptr<oip::model>& m) {
+    return std::find(after.begin(), after.end(), m) != after.end();
+  });
+  if (before.empty()) return changed;
+  try {
+    retired_(before);
+  } catch (...) {  // the change is made all the same; the old sequences go with the next prune
+    log(log_level::error, "letting go of a retired model's sequences failed");
+  }
   return changed;
 }
 

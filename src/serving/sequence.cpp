@@ -105,6 +105,9 @@ struct sequence_table : std::enable_shared_from_this<sequence_table> {
   mutable std::mutex mutex;
   std::map<sequence_id, std::shared_ptr<sequence_entry>> entries;
   std::size_t waiting = 0;  // requests in the entries' queues
+  // The manager is gone: a sequence whose turn was held then ends (`shut_down`) once its last
+  // request is done, as the idle ones did when the manager went.
+  bool closed = false;
 
   // A model's release hook runs on the reaper thread and where a step completes, neither of
   // which may end with an exception: one that throws is logged, and its state dropped all the same.
@@ -166,7 +169,7 @@ struct sequence_table : std::enable_shared_from_this<sequence_table> {
   // as before the request, unless the sequence cannot go on without it (false, the turn kept).
   bool withdraw(const std::shared_ptr<sequence_entry>& entry, const sequence_step& step) {
     const std::lock_guard lock{mutex};
-    if (step.start || entry->cancelled || !entry->waiting.empty()) return false;
+    if (step.start || entry->cancelled || !entry->waiting.empty() || closed) return false;
     if (step.end) entry->ending = false;  // an END admitted no later request but a START
     entry->running = false;
     entry->last_used = clock::now();
@@ -185,6 +188,7 @@ struct sequence_table : std::enable_shared_from_this<sequence_table> {
   // over, forgets the sequence).
   void hand_over(const std::shared_ptr<sequence_entry>& entry, bool over) {
     std::optional<waiting_request> next;
+    bool shut_down = false;  // the manager is gone: the sequence ends, its turn still held
     {
       const std::lock_guard lock{mutex};
       entry->last_used = clock::now();
@@ -192,6 +196,8 @@ struct sequence_table : std::enable_shared_from_this<sequence_table> {
         next = std::move(entry->waiting.front());
         entry->waiting.pop_front();
         --waiting;
+      } else if (closed && !over) {
+        shut_down = true;
       } else {
         entry->running = false;
         if (over) {
@@ -200,7 +206,12 @@ struct sequence_table : std::enable_shared_from_this<sequence_table> {
         }
       }
     }
-    if (next) start(entry, *next);
+    if (next) {
+      start(entry, *next);
+    } else if (shut_down) {
+      release_held(entry, sequence_release::shut_down);
+      hand_over(entry, true);
+    }
   }
 
   // Releases the sequences idle past `max_idle` (every idle one when `all`), each while holding
@@ -312,6 +323,10 @@ sequence_manager::~sequence_manager() {
   }
   reaper_->wake.notify_all();
   reaper_->thread.join();
+  {
+    const std::lock_guard lock{table_->mutex};
+    table_->closed = true;
+  }
   table_->release_idle(detail::clock::now(), true, sequence_release::shut_down);
 }
 
