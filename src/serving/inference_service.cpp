@@ -218,8 +218,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
 
   // What the service keeps per model instance, made on its first request: its sequence manager or
   // its batch queue. Held with the instance weakly: an unloaded model is freed, and what it had
-  // here goes with the next prune. A retired sequence model's (`retire_sequences`) has neither,
-  // so that a request that took its lease before the unload starts no sequence on it.
+  // here goes with the next prune.
   struct model_extras {
     std::weak_ptr<model> instance;
     std::shared_ptr<sequence_manager> sequences;
@@ -312,14 +311,14 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   void retire_sequences(const std::vector<std::shared_ptr<model>>& instances) {
     std::vector<std::shared_ptr<sequence_manager>> retired;  // destroyed outside the lock
     retired.reserve(instances.size());
-    {
-      const std::lock_guard lock{extras_mutex};
-      for (const std::shared_ptr<model>& instance : instances) {
-        if (!instance->config().sequence_batching) continue;
-        model_extras& kept = extras[instance.get()];
-        if (kept.instance.lock() == instance) retired.push_back(std::move(kept.sequences));
-        kept = model_extras{instance, nullptr, nullptr};
+    const std::lock_guard lock{extras_mutex};
+    for (const std::shared_ptr<model>& instance : instances) {
+      const auto it = extras.find(instance.get());
+      if (it == extras.end() || it->second.instance.lock() != instance || !it->second.sequences) {
+        continue;
       }
+      retired.push_back(std::move(it->second.sequences));
+      extras.erase(it);
     }
   }
 
@@ -475,16 +474,12 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
       return dispatch(pending, request_ptr, {});
     }
     const std::shared_ptr<sequence_manager> manager = sequences_of(pending->lease);
-    status admitted =
-        manager != nullptr
-            ? manager->submit(
-                  *flags,
-                  [self = shared_from_this(), pending, request_ptr](sequence_turn turn) {
-                    self->dispatch(pending, request_ptr, std::move(turn));
-                  },
-                  pending->batch)
-            : status{errc::unavailable, fmt::format("model '{}' version {} is unloading",
-                                                    config.name, pending->lease.version())};
+    status admitted = manager->submit(
+        *flags,
+        [self = shared_from_this(), pending, request_ptr](sequence_turn turn) {
+          self->dispatch(pending, request_ptr, std::move(turn));
+        },
+        pending->batch);
     if (!admitted.ok()) fail(pending, admitted, refusal_reason(admitted));
   }
 

@@ -158,7 +158,7 @@ status model_control::retiring(const std::string& model, const std::function<sta
   if (before.empty()) return changed;
   try {
     retired_(before);
-  } catch (...) {  // the change is made all the same; the old sequences go with the next prune
+  } catch (...) {  // the change is made all the same; its models' sequences are not told
     log(log_level::error, "letting go of a retired model's sequences failed");
   }
   return changed;
