@@ -694,3 +694,250 @@ TEST_CASE("an unloaded sequence model hears of its sequences' end before it is d
   CHECK(events[2] == "5 shut down");
   CHECK(events[3] == "destroyed");
 }
+
+namespace {
+
+// What a `counting` model did; it outlives the model.
+struct counting_journal {
+  std::atomic<int> runs{0};
+  std::atomic<int> releases{0};
+  std::atomic<int> destroyed{0};
+};
+
+// A sequence model that counts its runs, its sequences' releases and its end.
+class counting final : public oip::model {
+ public:
+  counting(std::string name, std::shared_ptr<counting_journal> seen)
+      : config_{int32_model(std::move(name))}, seen_{std::move(seen)} {
+    config_.sequence_batching = true;
+    config_.sequence.max_idle = std::chrono::hours{1};
+  }
+  counting(const counting&) = delete;
+  counting& operator=(const counting&) = delete;
+  ~counting() override { ++seen_->destroyed; }
+  [[nodiscard]] const oip::model_config& config() const noexcept override { return config_; }
+  void execute(oip::inference_call call) override {
+    ++seen_->runs;
+    *call.sequence()->state = std::int32_t{1};
+    call.finish(int32_output(1));
+  }
+  void release_sequence(const oip::sequence_id& /*id*/, std::any& /*state*/,
+                        oip::sequence_release /*reason*/) override {
+    ++seen_->releases;
+  }
+
+ private:
+  oip::model_config config_;
+  std::shared_ptr<counting_journal> seen_;
+};
+
+// A sequence START for `model` whose decoding first calls `meanwhile`: the service holds the
+// model's lease for the request by then.
+oip::result<oip::inference_response> start_after(oip::inference_service& service,
+                                                 std::string_view model,
+                                                 const std::function<void()>& meanwhile) {
+  std::promise<oip::result<oip::inference_response>> promise;
+  std::future<oip::result<oip::inference_response>> reply = promise.get_future();
+  const auto decode = [&](const oip::model_config&) -> oip::result<oip::inference_request> {
+    meanwhile();
+    oip::inference_request request;
+    request.inputs.push_back(
+        *oip::tensor::from_values<std::int32_t>("INPUT", {1}, std::vector{std::int32_t{1}}));
+    request.parameters.set("sequence_id", std::int64_t{7});
+    request.parameters.set("sequence_start", true);
+    return request;
+  };
+  service.infer({.model = model, .cancel = {}}, decode,
+                oip::reply_to([&promise](oip::result<oip::inference_response> r) {
+                  promise.set_value(std::move(r));
+                }));
+  return reply.get();
+}
+
+// Hands out `next` on each load.
+class handing_out final : public oip::model_loader {
+ public:
+  std::shared_ptr<oip::model> next;
+  [[nodiscard]] std::vector<std::string> available() const override { return {"counting"}; }
+  oip::result<std::shared_ptr<oip::model>> load(std::string_view /*name*/) override { return next; }
+  oip::result<std::shared_ptr<oip::model>> load_with(std::string_view name,
+                                                     const oip::parameters& /*request*/) override {
+    return load(name);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a sequence's request that took its model before an unload starts no sequence on it") {
+  auto seen = std::make_shared<counting_journal>();
+  oip::model_repository models;
+  REQUIRE(models.add(std::make_shared<counting>("counting", seen)).ok());
+  oip::executor workers{oip::executor_options{2, 16}};
+  oip::server_options options;
+  options.model_control = oip::model_control_mode::explicit_loading;
+  oip::inference_service service{models, workers, options};
+  // The unload comes while the request holds its model: the service lets go of the model's
+  // sequences before the request reaches them.
+  const oip::result<oip::inference_response> refused =
+      start_after(service, "counting", [&] { REQUIRE(service.unload("counting").ok()); });
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code() == oip::errc::unavailable);
+  CHECK(refused.error().message() == "model 'counting' version 1 is unloading");
+  REQUIRE(oip::testing::wait_until([&] { return seen->destroyed == 1; }));
+  CHECK(seen->runs == 0);
+  CHECK(seen->releases == 0);
+}
+
+TEST_CASE("a sequence's request that took its model before a reload goes on only if it serves") {
+  auto seen = std::make_shared<counting_journal>();
+  oip::model_repository models;
+  auto first = std::make_shared<counting>("counting", seen);
+  REQUIRE(models.add(first).ok());
+  auto loader = std::make_shared<handing_out>();
+  models.set_loader(loader);
+  oip::executor workers{oip::executor_options{2, 16}};
+  oip::server_options options;
+  options.model_control = oip::model_control_mode::explicit_loading;
+  oip::inference_service service{models, workers, options};
+  oip::parameters reload;
+  reload.set("config", std::string{"{}"});
+
+  SUBCASE("the loader hands back the instance that serves: the sequence starts on it") {
+    loader->next = first;
+    const oip::result<oip::inference_response> started =
+        start_after(service, "counting", [&] { REQUIRE(service.load("counting", reload).ok()); });
+    REQUIRE(started.ok());
+    CHECK(seen->runs == 1);
+    CHECK(seen->destroyed == 0);
+  }
+  SUBCASE("the loader makes a new instance: the request is refused, the old model untouched") {
+    loader->next = std::make_shared<counting>("counting", seen);
+    const oip::result<oip::inference_response> refused =
+        start_after(service, "counting", [&] { REQUIRE(service.load("counting", reload).ok()); });
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().code() == oip::errc::unavailable);
+    CHECK(refused.error().message() ==
+          "model 'counting' version 1 was unloaded or reloaded after this request came; send it "
+          "again");
+    CHECK(seen->runs == 0);
+    loader->next.reset();
+    first.reset();
+    REQUIRE(oip::testing::wait_until([&] { return seen->destroyed == 1; }));  // the old one
+    CHECK(seen->releases == 0);
+    // The new instance takes sequences.
+    CHECK(sum_or_minus_one(
+              sum_of(send(service, "counting", 1, oip::sequence_flags{8, true, false}))) == 1);
+  }
+}
+
+TEST_CASE("a model's release_sequence that waits for an unload of its model is refused the wait") {
+  // The release runs on the sequence manager's reaper; the unload it asked for would retire the
+  // model's sequences on the model-control thread, which waits for the reaper to stop.
+  struct journal {
+    std::atomic<oip::inference_service*> service{nullptr};
+    std::mutex mutex;
+    std::optional<oip::status> waited;
+  };
+  class unloading_itself final : public oip::model {
+   public:
+    explicit unloading_itself(std::shared_ptr<journal> seen)
+        : config_{int32_model("unloading_itself")}, seen_{std::move(seen)} {
+      config_.sequence_batching = true;
+      config_.sequence.max_idle = 20ms;
+    }
+    [[nodiscard]] const oip::model_config& config() const noexcept override { return config_; }
+    void execute(oip::inference_call call) override {
+      *call.sequence()->state = std::int32_t{1};
+      call.finish(int32_output(1));
+    }
+    void release_sequence(const oip::sequence_id& /*id*/, std::any& /*state*/,
+                          oip::sequence_release /*reason*/) override {
+      oip::status outcome = seen_->service.load()->unload("unloading_itself");
+      const std::lock_guard lock{seen_->mutex};
+      seen_->waited = std::move(outcome);
+    }
+
+   private:
+    oip::model_config config_;
+    std::shared_ptr<journal> seen_;
+  };
+  auto seen = std::make_shared<journal>();
+  oip::model_repository models;
+  REQUIRE(models.add(std::make_shared<unloading_itself>(seen)).ok());
+  oip::executor workers{oip::executor_options{2, 16}};
+  oip::server_options options;
+  options.model_control = oip::model_control_mode::explicit_loading;
+  oip::inference_service service{models, workers, options};
+  seen->service = &service;
+  REQUIRE(sum_or_minus_one(sum_of(
+              send(service, "unloading_itself", 1, oip::sequence_flags{9, true, false}))) == 1);
+  REQUIRE(oip::testing::wait_until([&] {
+    const std::lock_guard lock{seen->mutex};
+    return seen->waited.has_value();
+  }));
+  {
+    const std::lock_guard lock{seen->mutex};
+    CHECK(seen->waited->code() == oip::errc::internal);
+    CHECK(seen->waited->message().find("release_sequence") != std::string::npos);
+  }
+  CHECK(models.acquire("unloading_itself", std::nullopt).ok());  // the refused unload never ran
+  REQUIRE(service.unload("unloading_itself").ok());
+}
+
+TEST_CASE("a sequence manager let go of last on its own reaper ends there") {
+  // A model's release (on the reaper) sends a request of its own model, which an unload retires
+  // while the request still holds the model's manager: the reaper thread then holds the manager
+  // last, and its end must not join the thread it runs on.
+  struct journal {
+    std::atomic<oip::inference_service*> service{nullptr};
+    std::atomic<int> released{0};
+    std::atomic<bool> answered{false};
+  };
+  class retiring_itself final : public oip::model {
+   public:
+    explicit retiring_itself(std::shared_ptr<journal> seen)
+        : config_{int32_model("retiring_itself")}, seen_{std::move(seen)} {
+      config_.sequence_batching = true;
+      config_.sequence.max_idle = 20ms;
+    }
+    [[nodiscard]] const oip::model_config& config() const noexcept override { return config_; }
+    void execute(oip::inference_call call) override {
+      *call.sequence()->state = std::int32_t{1};
+      call.finish(int32_output(1));
+    }
+    void release_sequence(const oip::sequence_id& /*id*/, std::any& /*state*/,
+                          oip::sequence_release /*reason*/) override {
+      if (seen_->released++ != 0) return;
+      oip::inference_service& service = *seen_->service.load();
+      // No START for an unknown sequence: refused while the service holds the model's manager,
+      // and answered there, on this thread; the answer waits for the unload to finish.
+      send(service, "retiring_itself", 1, oip::sequence_flags{11, false, false},
+           [&service, seen = seen_](const oip::result<oip::inference_response>& r) {
+             std::promise<oip::status> unloaded;
+             std::future<oip::status> done = unloaded.get_future();
+             service.unload("retiring_itself",
+                            [&unloaded](const oip::status& s) { unloaded.set_value(s); });
+             CHECK(done.get().ok());
+             CHECK(r.error().code() == oip::errc::invalid_argument);
+             seen->answered = true;
+           });
+    }
+
+   private:
+    oip::model_config config_;
+    std::shared_ptr<journal> seen_;
+  };
+  auto seen = std::make_shared<journal>();
+  oip::model_repository models;
+  REQUIRE(models.add(std::make_shared<retiring_itself>(seen)).ok());
+  oip::executor workers{oip::executor_options{2, 16}};
+  oip::server_options options;
+  options.model_control = oip::model_control_mode::explicit_loading;
+  oip::inference_service service{models, workers, options};
+  seen->service = &service;
+  REQUIRE(sum_or_minus_one(sum_of(
+              send(service, "retiring_itself", 1, oip::sequence_flags{10, true, false}))) == 1);
+  REQUIRE(oip::testing::wait_until([&] { return seen->answered.load(); }));
+  REQUIRE(
+      oip::testing::wait_until([&] { return !models.find("retiring_itself", std::nullopt).ok(); }));
+}

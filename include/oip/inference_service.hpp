@@ -161,7 +161,8 @@ class OIP_EXPORT inference_service {
   /// `load`; 404 when there is no such model.
   void unload(std::string model, control_completion done);
   /// `load` and `unload`, waiting for the outcome: for a host's own code, never from a model
-  /// loader or a load's completion (which run on the model-control thread: a 500 there).
+  /// loader or a load's completion (which run on the model-control thread) or a model's
+  /// `release_sequence` (which an unload may wait for): a 500 there.
   [[nodiscard]] status load(std::string model, parameters request = {});
   [[nodiscard]] status unload(std::string model);
   /// Whether clients may load and unload models (`model_control_refused` where they may not): a

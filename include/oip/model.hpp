@@ -160,7 +160,10 @@ class OIP_EXPORT model {
   /// was idle past `sequence_config::max_idle`, a request of it was cancelled before it ran, or
   /// the server stopped, or the model was unloaded or reloaded through `inference_service`), and
   /// `state` is what the model kept in it. Override to free what the state refers to elsewhere;
-  /// called with no request of the sequence running.
+  /// called with no request of the sequence running. Never wait here for a load or unload
+  /// (`inference_service::load`, `unload`, or their completions): an unload of this model may be
+  /// waiting for this call to return. The waiting forms are refused here; start one with a
+  /// completion and return.
   virtual void release_sequence(const sequence_id& id, std::any& state, sequence_release reason) {
     static_cast<void>(id);
     static_cast<void>(state);

@@ -184,7 +184,7 @@ class OIP_EXPORT sequence_manager {
 
  private:
   std::shared_ptr<detail::sequence_table> table_;
-  std::unique_ptr<detail::sequence_reaper> reaper_;
+  std::shared_ptr<detail::sequence_reaper> reaper_;  // its thread holds it too
 };
 
 }  // namespace oip

@@ -226,6 +226,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   };
   std::mutex extras_mutex;
   std::map<const model*, model_extras> extras;
+  std::uint64_t retirements = 0;  // calls of `retire_sequences`, under `extras_mutex`
   std::unique_ptr<shared_memory_registry> regions;  // when the extension is offered
   std::shared_ptr<tracer> traces;                   // a traced request's completion holds it too
   detail::model_control control;                    // loads and unloads
@@ -264,44 +265,77 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     workers = nullptr;
   }
 
-  // The extras of the lease's model, made by `make` when it has none yet.
-  template <class Make>
-  model_extras extras_of(const model_lease& lease, Make&& make) {
-    const std::shared_ptr<model>& instance = lease.shared();
-    std::vector<model_extras> retired;  // destroyed outside the lock
-    const std::lock_guard lock{extras_mutex};
-    if (const auto it = extras.find(instance.get());
-        it != extras.end() && it->second.instance.lock() == instance) {
-      return it->second;
-    }
+  // The entry of `instance` (alive), or null. Under `extras_mutex`.
+  model_extras* extras_entry(const std::shared_ptr<model>& instance) {
+    const auto it = extras.find(instance.get());
+    return it != extras.end() && it->second.instance.lock() == instance ? &it->second : nullptr;
+  }
+
+  // Adds `made` for `instance`; the entries of freed instances (one at the same address among
+  // them) go to `pruned`, for the caller to destroy outside the lock. Under `extras_mutex`.
+  void add_extras(const std::shared_ptr<model>& instance, model_extras made,
+                  std::vector<model_extras>& pruned) {
     for (auto it = extras.begin(); it != extras.end();) {
       if (it->second.instance.expired() || it->first == instance.get()) {
-        retired.push_back(std::move(it->second));
+        pruned.push_back(std::move(it->second));
         it = extras.erase(it);
       } else {
         ++it;
       }
     }
-    model_extras made = make(std::weak_ptr<model>{instance});
-    extras.emplace(instance.get(), made);
-    return made;
+    extras.emplace(instance.get(), std::move(made));
   }
 
-  std::shared_ptr<sequence_manager> sequences_of(const model_lease& lease) {
-    return extras_of(lease,
-                     [](std::weak_ptr<model> weak) {
-                       const std::shared_ptr<model> m = weak.lock();
-                       auto manager = std::make_shared<sequence_manager>(
-                           m->config().name, m->config().sequence,
-                           [weak](const sequence_id& id, std::any& sequence_state,
-                                  sequence_release reason) {
-                             if (const std::shared_ptr<model> held = weak.lock()) {
-                               held->release_sequence(id, sequence_state, reason);
-                             }
-                           });
-                       return model_extras{std::move(weak), std::move(manager), nullptr};
-                     })
-        .sequences;
+  // The sequence manager of the lease's model, made on its first sequence request. A request that
+  // took its lease before an unload or a reload of its model, and comes to the sequence rules
+  // after the service let go of that instance's sequences (`retire_sequences`), is refused: a
+  // manager made for it then would keep sequences whose end the retired model never hears of.
+  // The repository is asked outside `extras_mutex` (a model's `ready` runs there); a retire
+  // between the question and the manager's making is seen by its count, and the question asked
+  // again.
+  result<std::shared_ptr<sequence_manager>> sequences_of(const model_lease& lease) {
+    const std::shared_ptr<model>& instance = lease.shared();
+    std::vector<model_extras> pruned;  // destroyed after the lock
+    for (;;) {
+      std::uint64_t retirements_seen = 0;
+      {
+        const std::lock_guard lock{extras_mutex};
+        if (const model_extras* found = extras_entry(instance)) return found->sequences;
+        retirements_seen = retirements;
+      }
+      if (status s = still_serving(lease); !s.ok()) return s;
+      const std::lock_guard lock{extras_mutex};
+      if (retirements != retirements_seen) continue;
+      if (const model_extras* found = extras_entry(instance)) return found->sequences;
+      std::shared_ptr<sequence_manager> made = make_sequences(instance);
+      add_extras(instance, model_extras{instance, made, nullptr}, pruned);
+      return made;
+    }
+  }
+
+  // Whether the lease's instance is still the one that its model's version serves with.
+  status still_serving(const model_lease& lease) const {
+    const std::string& name = lease.get().config().name;
+    const result<model_lease> current = repository.acquire(name, lease.version());
+    if (current && current->shared() == lease.shared()) return {};
+    // "is unloading" or "is not ready": the model's state now.
+    if (!current && current.error().code() == errc::unavailable) return current.error();
+    return status{errc::unavailable,
+                  fmt::format("model '{}' version {} was unloaded or reloaded after this request "
+                              "came; send it again",
+                              name, lease.version())};
+  }
+
+  static std::shared_ptr<sequence_manager> make_sequences(const std::shared_ptr<model>& instance) {
+    const model_config& config = instance->config();
+    return std::make_shared<sequence_manager>(
+        config.name, config.sequence,
+        [weak = std::weak_ptr<model>{instance}](const sequence_id& id, std::any& sequence_state,
+                                                sequence_release reason) {
+          if (const std::shared_ptr<model> held = weak.lock()) {
+            held->release_sequence(id, sequence_state, reason);
+          }
+        });
   }
 
   // Lets go of the sequence managers of model instances that a load replaced or an unload
@@ -312,6 +346,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     std::vector<std::shared_ptr<sequence_manager>> retired;  // destroyed outside the lock
     retired.reserve(instances.size());
     const std::lock_guard lock{extras_mutex};
+    ++retirements;
     for (const std::shared_ptr<model>& instance : instances) {
       const auto it = extras.find(instance.get());
       if (it == extras.end() || it->second.instance.lock() != instance || !it->second.sequences) {
@@ -338,15 +373,15 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   }
 
   std::shared_ptr<batcher> batches_of(const model_lease& lease) {
-    std::weak_ptr<state> self = weak_from_this();
-    return extras_of(lease,
-                     [self](std::weak_ptr<model> weak) {
-                       auto queue = std::make_shared<batch_queue>(
-                           weak.lock()->config(), batch_runner(self), refuse_queued);
-                       return model_extras{std::move(weak), nullptr,
-                                           std::make_shared<batcher>(std::move(queue))};
-                     })
-        .batches;
+    const std::shared_ptr<model>& instance = lease.shared();
+    std::vector<model_extras> pruned;  // destroyed after the lock
+    const std::lock_guard lock{extras_mutex};
+    if (const model_extras* found = extras_entry(instance)) return found->batches;
+    auto queue = std::make_shared<batch_queue>(instance->config(), batch_runner(weak_from_this()),
+                                               refuse_queued);
+    auto made = std::make_shared<batcher>(std::move(queue));
+    add_extras(instance, model_extras{instance, nullptr, made}, pruned);
+    return made;
   }
 
   // What a model's batch queue calls with each batch it forms.
@@ -473,8 +508,9 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
       }
       return dispatch(pending, request_ptr, {});
     }
-    const std::shared_ptr<sequence_manager> manager = sequences_of(pending->lease);
-    status admitted = manager->submit(
+    const result<std::shared_ptr<sequence_manager>> manager = sequences_of(pending->lease);
+    if (!manager) return fail(pending, manager.error(), refusal_reason(manager.error()));
+    status admitted = (*manager)->submit(
         *flags,
         [self = shared_from_this(), pending, request_ptr](sequence_turn turn) {
           self->dispatch(pending, request_ptr, std::move(turn));
@@ -1025,7 +1061,8 @@ result<std::vector<statistics_snapshot>> inference_service::statistics(
       out.back().active_sequences = 0;
       const std::lock_guard lock{state_->extras_mutex};
       const auto it = state_->extras.find(&lease->get());
-      if (it != state_->extras.end() && it->second.sequences) {
+      if (it != state_->extras.end() && it->second.sequences &&
+          it->second.instance.lock() == lease->shared()) {
         out.back().active_sequences = it->second.sequences->active();
       }
     }

@@ -3,6 +3,8 @@
 
 #include "serving/detail/model_control.hpp"
 
+#include "serving/detail/sequence_release_scope.hpp"
+
 #include <oip/log.hpp>
 
 #include <algorithm>
@@ -68,11 +70,13 @@ std::vector<std::shared_ptr<model>> instances_of(const model_repository& reposit
   return out;
 }
 
-// A load or unload that waits on the model-control thread would wait for itself.
-status waited_on_control_thread() {
+// A load or unload that waits on the model-control thread would wait for itself; one that waits
+// in a model's `release_sequence` could wait for a change that waits for that release to return.
+status waited_where_it_may_wait_for_itself() {
   return status{errc::internal,
-                "a load or unload that waits for its outcome cannot be made from a model loader or "
-                "a load's completion: use the form that takes a completion"};
+                "a load or unload that waits for its outcome cannot be made from a model loader, "
+                "a load's completion or a model's release_sequence: use the form that takes a "
+                "completion"};
 }
 
 // The completion holds the promise, so that it outlives a `set_value` on the control thread.
@@ -174,13 +178,17 @@ void model_control::unload(std::string model, completion done) {
 }
 
 status model_control::load_and_wait(std::string model, parameters request) {
-  if (on_control_thread()) return waited_on_control_thread();
+  if (on_control_thread() || detail::in_sequence_release()) {
+    return waited_where_it_may_wait_for_itself();
+  }
   return wait_for(
       [&](completion done) { load(std::move(model), std::move(request), std::move(done)); });
 }
 
 status model_control::unload_and_wait(std::string model) {
-  if (on_control_thread()) return waited_on_control_thread();
+  if (on_control_thread() || detail::in_sequence_release()) {
+    return waited_where_it_may_wait_for_itself();
+  }
   return wait_for([&](completion done) { unload(std::move(model), std::move(done)); });
 }
 

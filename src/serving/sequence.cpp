@@ -1,3 +1,5 @@
+#include "serving/detail/sequence_release_scope.hpp"
+
 #include <oip/log.hpp>
 #include <oip/sequence.hpp>
 
@@ -67,6 +69,18 @@ result<sequence_flags> read_sequence_flags(const parameters& request_parameters,
 
 namespace detail {
 
+namespace {
+thread_local bool releasing_a_sequence = false;
+}  // namespace
+
+bool in_sequence_release() noexcept { return releasing_a_sequence; }
+
+sequence_release_scope::sequence_release_scope() noexcept : outer_{releasing_a_sequence} {
+  releasing_a_sequence = true;
+}
+
+sequence_release_scope::~sequence_release_scope() { releasing_a_sequence = outer_; }
+
 using clock = std::chrono::steady_clock;
 
 struct waiting_request {
@@ -113,6 +127,7 @@ struct sequence_table : std::enable_shared_from_this<sequence_table> {
   // which may end with an exception: one that throws is logged, and its state dropped all the same.
   void tell(const sequence_id& id, std::any& state, sequence_release reason) const noexcept {
     if (!on_release || !state.has_value()) return;
+    const sequence_release_scope releasing;
     try {
       on_release(id, state, reason);
     } catch (const std::exception& e) {
@@ -302,11 +317,12 @@ sequence_manager::sequence_manager(std::string model_name, sequence_config confi
                                    release_callback on_release)
     : table_{std::make_shared<detail::sequence_table>(std::move(model_name), std::move(config),
                                                       std::move(on_release))},
-      reaper_{std::make_unique<detail::sequence_reaper>()} {
-  // The reaper thread holds the table, never the manager, and stops before the manager is gone.
+      reaper_{std::make_shared<detail::sequence_reaper>()} {
+  // The reaper thread holds the table and itself, never the manager, and stops when the manager
+  // is gone.
   const auto period = std::clamp<std::chrono::microseconds>(
       table_->config.max_idle / 2, std::chrono::milliseconds{1}, std::chrono::seconds{1});
-  reaper_->thread = std::thread([reaper = reaper_.get(), table = table_, period] {
+  reaper_->thread = std::thread([reaper = reaper_, table = table_, period] {
     std::unique_lock lock{reaper->mutex};
     while (!reaper->wake.wait_for(lock, period, [&] { return reaper->stopping; })) {
       lock.unlock();
@@ -322,7 +338,14 @@ sequence_manager::~sequence_manager() {
     reaper_->stopping = true;
   }
   reaper_->wake.notify_all();
-  reaper_->thread.join();
+  if (reaper_->thread.get_id() == std::this_thread::get_id()) {
+    // The last holder of the manager let go of it in a release on the reaper itself (a model's
+    // `release_sequence` that made a request of its own model while an unload retired it): the
+    // thread cannot join itself, and it ends on its own once the release returns.
+    reaper_->thread.detach();
+  } else {
+    reaper_->thread.join();
+  }
   {
     const std::lock_guard lock{table_->mutex};
     table_->closed = true;
