@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -231,24 +232,34 @@ struct sequence_table : std::enable_shared_from_this<sequence_table> {
 
   // Releases the sequences idle past `max_idle` (every idle one when `all`), each while holding
   // its turn: a request arriving meanwhile must START anew and waits for the release to end.
+  // One sequence at a time, each taken only when its turn in the sweep comes: a release that ends
+  // the manager (its last holder letting go of it on the reaper) then leaves the sequences not yet
+  // reached to the manager's own sweep, which releases them while the model is still held.
   std::size_t release_idle(clock::time_point now, bool all, sequence_release reason) {
-    std::vector<std::shared_ptr<sequence_entry>> idle;
-    {
-      const std::lock_guard lock{mutex};
-      for (const auto& [key, entry] : entries) {
-        if (!entry->running && entry->waiting.empty() &&
-            (all || now - entry->last_used > config.max_idle)) {
-          entry->running = true;
-          entry->ending = true;
-          idle.push_back(entry);
+    std::size_t released = 0;
+    std::optional<sequence_id> after;  // the last sequence taken: the sweep goes on past it
+    for (;;) {
+      std::shared_ptr<sequence_entry> idle;
+      {
+        const std::lock_guard lock{mutex};
+        for (auto it = after ? entries.upper_bound(*after) : entries.begin(); it != entries.end();
+             ++it) {
+          const std::shared_ptr<sequence_entry>& entry = it->second;
+          if (!entry->running && entry->waiting.empty() &&
+              (all || now - entry->last_used > config.max_idle)) {
+            entry->running = true;
+            entry->ending = true;
+            idle = entry;
+            after = it->first;
+            break;
+          }
         }
       }
+      if (!idle) return released;
+      release_held(idle, reason);
+      hand_over(idle, true);
+      ++released;
     }
-    for (const std::shared_ptr<sequence_entry>& entry : idle) {
-      release_held(entry, reason);
-      hand_over(entry, true);
-    }
-    return idle.size();
   }
 };
 
