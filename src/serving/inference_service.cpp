@@ -1,4 +1,5 @@
 #include "serving/detail/batching.hpp"
+#include "serving/detail/instance_extras.hpp"
 #include "serving/detail/model_control.hpp"
 #include "serving/detail/pending_inference.hpp"
 #include "serving/detail/validation.hpp"
@@ -216,17 +217,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   std::shared_mutex workers_mutex;
   executor* workers;
 
-  // What the service keeps per model instance, made on its first request: its sequence manager or
-  // its batch queue. Held with the instance weakly: an unloaded model is freed, and what it had
-  // here goes with the next prune.
-  struct model_extras {
-    std::weak_ptr<model> instance;
-    std::shared_ptr<sequence_manager> sequences;
-    std::shared_ptr<batcher> batches;
-  };
-  std::mutex extras_mutex;
-  std::map<const model*, model_extras> extras;
-  std::uint64_t retirements = 0;  // calls of `retire_sequences`, under `extras_mutex`
+  detail::instance_extras extras;  // sequence managers and batch queues, per model instance
   std::unique_ptr<shared_memory_registry> regions;  // when the extension is offered
   std::shared_ptr<tracer> traces;                   // a traced request's completion holds it too
   detail::model_control control;                    // loads and unloads
@@ -237,10 +228,11 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
       : repository{r},
         options{std::move(o)},
         workers{&w},
+        extras{r},
         traces{std::make_shared<tracer>(options.trace)},
         control{r, options.model_control,
                 [this](const std::vector<std::shared_ptr<model>>& instances) {
-                  retire_sequences(instances);
+                  extras.retire_sequences(instances);
                 }},
         memory{inflight_bound(options.bounds)} {
     if (options.version.empty()) options.version = std::string{oip::version_string};
@@ -265,123 +257,11 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     workers = nullptr;
   }
 
-  // The entry of `instance` (alive), or null. Under `extras_mutex`.
-  model_extras* extras_entry(const std::shared_ptr<model>& instance) {
-    const auto it = extras.find(instance.get());
-    return it != extras.end() && it->second.instance.lock() == instance ? &it->second : nullptr;
-  }
-
-  // Adds `made` for `instance`; the entries of freed instances (one at the same address among
-  // them) go to `pruned`, for the caller to destroy outside the lock. Under `extras_mutex`.
-  void add_extras(const std::shared_ptr<model>& instance, model_extras made,
-                  std::vector<model_extras>& pruned) {
-    for (auto it = extras.begin(); it != extras.end();) {
-      if (it->second.instance.expired() || it->first == instance.get()) {
-        pruned.push_back(std::move(it->second));
-        it = extras.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    extras.emplace(instance.get(), std::move(made));
-  }
-
-  // The sequence manager of the lease's model, made on its first sequence request. A request that
-  // took its lease before an unload or a reload of its model, and comes to the sequence rules
-  // after the service let go of that instance's sequences (`retire_sequences`), is refused: a
-  // manager made for it then would keep sequences whose end the retired model never hears of.
-  // The repository is asked outside `extras_mutex` (a model's `ready` runs there); a retire
-  // between the question and the manager's making is seen by its count, and the question asked
-  // again.
-  result<std::shared_ptr<sequence_manager>> sequences_of(const model_lease& lease) {
-    const std::shared_ptr<model>& instance = lease.shared();
-    std::vector<model_extras> pruned;  // destroyed after the lock
-    for (;;) {
-      std::uint64_t retirements_seen = 0;
-      {
-        const std::lock_guard lock{extras_mutex};
-        if (const model_extras* found = extras_entry(instance)) return found->sequences;
-        retirements_seen = retirements;
-      }
-      if (status s = still_serving(lease); !s.ok()) return s;
-      const std::lock_guard lock{extras_mutex};
-      if (retirements != retirements_seen) continue;
-      if (const model_extras* found = extras_entry(instance)) return found->sequences;
-      std::shared_ptr<sequence_manager> made = make_sequences(instance);
-      add_extras(instance, model_extras{instance, made, nullptr}, pruned);
-      return made;
-    }
-  }
-
-  // Whether the lease's instance is still the one that its model's version serves with.
-  status still_serving(const model_lease& lease) const {
-    const std::string& name = lease.get().config().name;
-    const result<model_lease> current = repository.acquire(name, lease.version());
-    if (current && current->shared() == lease.shared()) return {};
-    // "is unloading" or "is not ready": the model's state now.
-    if (!current && current.error().code() == errc::unavailable) return current.error();
-    return status{errc::unavailable,
-                  fmt::format("model '{}' version {} was unloaded or reloaded after this request "
-                              "came; send it again",
-                              name, lease.version())};
-  }
-
-  static std::shared_ptr<sequence_manager> make_sequences(const std::shared_ptr<model>& instance) {
-    const model_config& config = instance->config();
-    return std::make_shared<sequence_manager>(
-        config.name, config.sequence,
-        [weak = std::weak_ptr<model>{instance}](const sequence_id& id, std::any& sequence_state,
-                                                sequence_release reason) {
-          if (const std::shared_ptr<model> held = weak.lock()) {
-            held->release_sequence(id, sequence_state, reason);
-          }
-        });
-  }
-
-  // Lets go of the sequence managers of model instances that a load replaced or an unload
-  // removed, while the instances are still alive (the caller holds them): each model hears of its
-  // sequences' end (`shut_down`; a sequence with a request running or waiting, once those are
-  // done) before it is freed, and their states go before it does.
-  void retire_sequences(const std::vector<std::shared_ptr<model>>& instances) {
-    std::vector<std::shared_ptr<sequence_manager>> retired;  // destroyed outside the lock
-    retired.reserve(instances.size());
-    const std::lock_guard lock{extras_mutex};
-    ++retirements;
-    for (const std::shared_ptr<model>& instance : instances) {
-      const auto it = extras.find(instance.get());
-      if (it == extras.end() || it->second.instance.lock() != instance || !it->second.sequences) {
-        continue;
-      }
-      retired.push_back(std::move(it->second.sequences));
-      extras.erase(it);
-    }
-  }
-
-  // Stops every batch queue and waits for its thread. A batch thread runs service code and
-  // submits to the executor while a batch starts, holding the state: without this, the state
-  // could die on that thread after the service is gone, and the thread outlive the executor that
-  // the host destroys next.
-  void stop_batching() {
-    std::vector<std::shared_ptr<batcher>> stopping;
-    {
-      const std::lock_guard lock{extras_mutex};
-      for (auto& entry : extras) {
-        if (entry.second.batches) stopping.push_back(std::move(entry.second.batches));
-      }
-    }
-    stopping.clear();  // outside the lock: a batch that is starting may need it
-  }
-
   std::shared_ptr<batcher> batches_of(const model_lease& lease) {
-    const std::shared_ptr<model>& instance = lease.shared();
-    std::vector<model_extras> pruned;  // destroyed after the lock
-    const std::lock_guard lock{extras_mutex};
-    if (const model_extras* found = extras_entry(instance)) return found->batches;
-    auto queue = std::make_shared<batch_queue>(instance->config(), batch_runner(weak_from_this()),
-                                               refuse_queued);
-    auto made = std::make_shared<batcher>(std::move(queue));
-    add_extras(instance, model_extras{instance, nullptr, made}, pruned);
-    return made;
+    return extras.batches_of(lease, [this](const model_config& config) {
+      return std::make_shared<batcher>(
+          std::make_shared<batch_queue>(config, batch_runner(weak_from_this()), refuse_queued));
+    });
   }
 
   // What a model's batch queue calls with each batch it forms.
@@ -508,7 +388,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
       }
       return dispatch(pending, request_ptr, {});
     }
-    const result<std::shared_ptr<sequence_manager>> manager = sequences_of(pending->lease);
+    const result<std::shared_ptr<sequence_manager>> manager = extras.sequences_of(pending->lease);
     if (!manager) return fail(pending, manager.error(), refusal_reason(manager.error()));
     status admitted = (*manager)->submit(
         *flags,
@@ -901,7 +781,10 @@ inference_service::inference_service(model_repository& repository, executor& wor
 inference_service::~inference_service() {
   if (!state_) return;
   state_->control.close();  // the loads and unloads posted are done
-  state_->stop_batching();
+  // A batch thread runs service code and submits to the executor while a batch starts, holding
+  // the state: left running, the state could die on that thread after the service is gone, and
+  // the thread outlive the executor that the host destroys next.
+  state_->extras.stop_batching();
   state_->let_go_of_workers();
 }
 
@@ -1058,13 +941,7 @@ result<std::vector<statistics_snapshot>> inference_service::statistics(
     if (!lease) continue;  // removed meanwhile
     out.push_back(snapshot_of(entry.name, entry.version, lease->statistics()));
     if (lease->get().config().sequence_batching) {
-      out.back().active_sequences = 0;
-      const std::lock_guard lock{state_->extras_mutex};
-      const auto it = state_->extras.find(&lease->get());
-      if (it != state_->extras.end() && it->second.sequences &&
-          it->second.instance.lock() == lease->shared()) {
-        out.back().active_sequences = it->second.sequences->active();
-      }
+      out.back().active_sequences = state_->extras.active_sequences(*lease).value_or(0);
     }
   }
   if (model && out.empty()) return unknown_model(*model, version);
