@@ -4,6 +4,7 @@
 #include <oip/http_handler.hpp>
 #include <oip/inference_service.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -11,6 +12,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -108,10 +110,9 @@ struct service_fixture {
   // Sends rows × width values (row r of request `tag` holds tag*1000 + r*width + column).
   // With `classes`, asks for OUT's classification and for TAG; `reordered` lists them the other
   // way round, TAG sent binary (what the model is asked is the same).
-  std::future<oip::result<oip::inference_response>> send(int tag, std::int64_t rows,
-                                                         std::int64_t width,
-                                                         std::int64_t classes = 0,
-                                                         bool reordered = false) {
+  std::future<oip::result<oip::inference_response>> send(
+      int tag, std::int64_t rows, std::int64_t width, std::int64_t classes = 0,
+      bool reordered = false, std::optional<std::uint64_t> version = std::nullopt) {
     oip::inference_request r;
     if (classes > 0) {
       r.outputs.push_back({"OUT", {}});
@@ -132,7 +133,7 @@ struct service_fixture {
     r.inputs.push_back(*oip::tensor::from_strings("TAG", {rows, 1}, views));
     auto promise = std::make_shared<std::promise<oip::result<oip::inference_response>>>();
     auto future = promise->get_future();
-    service.infer({.model = "doubler", .cancel = {}}, std::move(r),
+    service.infer({.model = "doubler", .version = version, .cancel = {}}, std::move(r),
                   oip::reply_to([promise](oip::result<oip::inference_response> response) {
                     promise->set_value(std::move(response));
                   }));
@@ -277,6 +278,23 @@ TEST_CASE("a batch of a preferred size runs at once, without waiting for the del
   CHECK(std::chrono::steady_clock::now() - began < 5s);  // not the 10 s delay
   const std::lock_guard lock{f.model->mutex_};
   CHECK(f.model->batches == std::vector<std::int64_t>{6});
+}
+
+TEST_CASE("one model instance serving two versions batches each version's requests apart") {
+  service_fixture f{
+      std::make_shared<doubler>(oip::model_config::batching_settings{300ms, 1024, 1})};
+  REQUIRE(f.models.add(f.model, 2).ok());  // the same instance as version 2 too
+  auto first = f.send(1, 2, 2, 0, false, 1);
+  auto second = f.send(2, 2, 2, 0, false, 2);
+  auto third = f.send(3, 2, 2, 0, false, 1);
+  for (auto* reply : {&first, &second, &third}) {
+    const oip::result<oip::inference_response> r = reply->get();
+    REQUIRE(r);
+    CHECK(r->model_version == (reply == &second ? "2" : "1"));
+  }
+  const std::lock_guard lock{f.model->mutex_};
+  CHECK(f.model->batches.size() >= 2);  // never one batch of the three
+  CHECK(std::find(f.model->batches.begin(), f.model->batches.end(), 6) == f.model->batches.end());
 }
 
 TEST_CASE("the batch queue is bounded: a 503 when it is full") {

@@ -359,6 +359,33 @@ TEST_CASE("an HTTP server's broken replies are clear errors, within the deadline
       CHECK(r.error().message().find("no memory for the reply") != std::string::npos);
     }
   }
+  SUBCASE("chunk framing or trailers without end") {
+    // Beast bounds neither a chunk's extensions nor the trailers: without a bound of the
+    // client's own, what they hold would be kept until the deadline, however much came.
+    for (const call_path path : {call_path::caller_thread, call_path::io_thread}) {
+      for (const std::string_view start : {"1;", "0\r\nX-Trailer: "}) {
+        CAPTURE(path == call_path::io_thread);
+        CAPTURE(start);
+        std::atomic<bool> release{false};
+        scripted_server server{[&](int fd) {
+          (void)read_request(fd);
+          write_all(fd,
+                    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + std::string{start});
+          const std::string more(64U * 1024U, 'a');
+          // Up to 64 MiB, then nothing more until the client has answered the test.
+          for (int i = 0; i < 1024 && !release; ++i) write_all(fd, more);
+          while (!release) std::this_thread::sleep_for(std::chrono::milliseconds{10});
+        }};
+        const oip::result<oip::inference_response> r =
+            infer_at(server, deadline, std::size_t{256} << 20U, path);
+        release = true;
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error().code() == oip::errc::header_fields_too_large);
+        CHECK(r.error().message().find("chunk framing or trailers above the limit") !=
+              std::string::npos);
+      }
+    }
+  }
   SUBCASE("a server that never answers") {
     std::atomic<bool> release{false};
     scripted_server server{[&](int fd) {

@@ -17,11 +17,14 @@
 #include <chrono>
 #include <climits>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include <fmt/format.h>
@@ -225,7 +228,37 @@ class client_state {
 client::client(std::string host_port, client_options options)
     : state_{std::make_shared<detail::client_state>(std::move(host_port), std::move(options))} {}
 
-client::~client() { state_->cancel_calls(); }
+namespace {
+
+// The client whose callback runs on this thread, if any (a thread of grpc++'s).
+thread_local const detail::client_state* calling_back_for = nullptr;
+
+// Runs one of the caller's callbacks of `owner`'s calls.
+template <class Callback, class... Args>
+void call_back(const detail::client_state& owner, Callback& callback, Args&&... args) noexcept {
+  const detail::client_state* outer = std::exchange(calling_back_for, &owner);
+  run_callback("oip::grpc::client", callback, std::forward<Args>(args)...);
+  calling_back_for = outer;
+}
+
+}  // namespace
+
+client::~client() {
+  if (calling_back_for == state_.get()) {
+    // Ended by one of its own callbacks: the end waits for every call, that callback's included,
+    // and the channel's last reference must not go on grpc++'s thread (it would join itself). A
+    // thread of its own ends the client once the callback has returned.
+    try {
+      std::thread{[state = state_] { state->cancel_calls(); }}.detach();
+      return;
+    } catch (...) {
+      std::fputs("oip::grpc::client: ended in one of its own callbacks, with no thread to end it\n",
+                 stderr);
+      std::abort();
+    }
+  }
+  state_->cancel_calls();
+}
 
 namespace {
 
@@ -300,11 +333,11 @@ void client::async_infer(std::string_view model, const inference_request& reques
         // The caller's callback is gone before the call ends (the client's end waits for that).
         infer_callback finish = std::move(pending->done);
         if (!outcome.ok()) {
-          run_callback("oip::grpc::client", finish, status_of(outcome));
+          call_back(pending->owner, finish, status_of(outcome));
         } else {
-          run_callback("oip::grpc::client", finish,
-                       decode_response(pending->reply, pending->owner.options().reply_bounds,
-                                       pending->placed.get()));
+          call_back(pending->owner, finish,
+                    decode_response(pending->reply, pending->owner.options().reply_bounds,
+                                    pending->placed.get()));
         }
       });
 }
@@ -477,12 +510,11 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
     // which request failed).
     const std::string id = reply_.infer_response().id();
     if (!reply_.error_message().empty()) {
-      run_callback("oip::grpc::client", on_response_, id,
-                   status{errc::internal, reply_.error_message()});
+      call_back(*owner_, on_response_, id, status{errc::internal, reply_.error_message()});
     } else {
-      run_callback("oip::grpc::client", on_response_, id,
-                   decode_response(*reply_.mutable_infer_response(), owner_->options().reply_bounds,
-                                   placed.get()));
+      call_back(*owner_, on_response_, id,
+                decode_response(*reply_.mutable_infer_response(), owner_->options().reply_bounds,
+                                placed.get()));
     }
     StartRead(&reply_);
   }
@@ -496,7 +528,7 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
     }
     // A call that ends in an error (the server's status, a deadline) is the callback's last
     // result, as in Triton's clients, before `finish` returns it too.
-    if (tell) run_callback("oip::grpc::client", on_response_, std::string_view{}, status_of(s));
+    if (tell) call_back(*owner_, on_response_, std::string_view{}, status_of(s));
     const std::lock_guard lock{mutex_};
     finished_ = true;
     ended_.notify_all();

@@ -7,6 +7,8 @@
 #include <oip/http/client.hpp>
 #include <oip/shared_memory.hpp>
 
+#include <new>
+#include <thread>
 #include <utility>
 
 namespace oip::http {
@@ -14,11 +16,28 @@ namespace oip::http {
 client::client(std::string host_port, client_options options)
     : state_{std::make_shared<detail::client_state>(std::move(host_port), std::move(options))} {}
 
-client::~client() {
+namespace {
+
+void stop_quietly(detail::client_state& state) noexcept {
   try {
-    state_->stop();
+    state.stop();
   } catch (...) {  // NOLINT(bugprone-empty-catch): a destructor must not throw (a failed join)
   }
+}
+
+}  // namespace
+
+client::~client() {
+  if (state_->on_io_thread()) {
+    // Ended by one of its own callbacks: the I/O thread cannot wait for itself to end. A thread
+    // of its own stops the client once the callback has returned, and lets go of it.
+    try {
+      std::thread{[state = state_] { stop_quietly(*state); }}.detach();
+      return;
+    } catch (...) {  // NOLINT(bugprone-empty-catch): no thread; `stop` says so and ends the process
+    }
+  }
+  stop_quietly(*state_);
 }
 
 const http_client_protocol& client::protocol() const noexcept { return state_->protocol(); }
@@ -69,7 +88,14 @@ void client::async_infer(std::string_view model, const inference_request& reques
   state_->start(std::move(prepared->call), [state = state_, placed = std::move(prepared->placed),
                                             done = std::move(done)](result<http_reply> reply) {
     if (!reply) return done(std::move(reply).error());
-    done(state->protocol().read_infer(std::move(*reply), placed.get()));
+    // The callback is called whatever happens: an exception here would end the call without it.
+    done([&]() -> result<inference_response> {
+      try {
+        return state->protocol().read_infer(std::move(*reply), placed.get());
+      } catch (const std::bad_alloc&) {
+        return status{errc::unavailable, "no memory on this client for the reply's tensors"};
+      }
+    }());
   });
 }
 

@@ -40,9 +40,6 @@ using timer_type =
 
 namespace {
 
-// The most a reply's header section may take.
-constexpr std::uint32_t max_reply_header_bytes = 64U * 1024U;
-
 host_and_port split_host_port(const std::string& text) {
   const std::size_t colon = text.rfind(':');
   if (colon == std::string::npos) return {text, "80"};
@@ -463,8 +460,10 @@ client_state::~client_state() {
 void client_state::stop() {
   if (stopped_.exchange(true)) return;
   if (std::this_thread::get_id() == thread_.get_id()) {
-    // The I/O thread cannot wait for itself to end.
-    std::fputs("oip::http::client: destroyed in one of its own callbacks\n", stderr);
+    // The I/O thread cannot wait for itself to end (`~client` leaves that to a thread of its own
+    // when it can start one).
+    std::fputs("oip::http::client: ended in one of its own callbacks, with no thread to end it\n",
+               stderr);
     std::abort();
   }
   blocking_pool_.close();
@@ -481,11 +480,11 @@ void client_state::start(http_call call, client::reply_callback done) {
 }
 
 void client_state::acquire(const std::shared_ptr<exchange>& call) {
-  if (std::optional<connection_pool::taken> got = async_pool_.try_take()) {
-    return call->assign(std::move(got->conn), got->fresh);
-  }
   if (async_pool_.closed()) return call->abort();
-  waiting_.push_back(call);  // `serve_waiters` assigns it one when one is given back
+  // Calls that wait already go first: a connection given back is theirs, in their order, even
+  // where this call comes before the `serve_waiters` that the connection's return posted.
+  waiting_.push_back(call);
+  serve_waiters();
 }
 
 void client_state::serve_waiters() {
@@ -582,6 +581,12 @@ status client_state::transport_error(std::string_view doing, boost::system::erro
     return status{errc::header_fields_too_large,
                   fmt::format("the reply from {} has more than {} bytes of headers", host_port_,
                               max_reply_header_bytes)};
+  }
+  if (ec == bhttp::error::buffer_overflow) {
+    return status{errc::header_fields_too_large,
+                  fmt::format("the reply from {} has chunk framing or trailers above the limit "
+                              "of {} bytes",
+                              host_port_, max_reply_header_bytes + read_size)};
   }
   if (ec.category() == beast::error_code{bhttp::error::end_of_stream}.category() &&
       ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message) {
@@ -706,7 +711,10 @@ status client_state::read_here(connection& conn, reply_parser& parser,
       }
     }
     beast::error_code ec;
-    const std::size_t n = conn.socket.read_some(conn.buffer.prepare(std::size_t{64} * 1024U), ec);
+    const std::size_t room = std::min(read_size, conn.buffer.max_size() - conn.buffer.size());
+    if (room == 0)
+      return transport_error("reading the reply", bhttp::error::buffer_overflow, false);
+    const std::size_t n = conn.socket.read_some(conn.buffer.prepare(room), ec);
     if (ec == asio::error::would_block) {
       if (status waited = wait_for_socket(conn.socket, POLLIN, deadline); !waited.ok()) {
         return waited;

@@ -69,6 +69,10 @@ class client_state {
     });
   }
 
+  // Whether the caller is the I/O thread, which runs the asynchronous calls' callbacks.
+  [[nodiscard]] bool on_io_thread() const noexcept {
+    return std::this_thread::get_id() == thread_.get_id();
+  }
   [[nodiscard]] const client_options& options() const noexcept { return options_; }
   [[nodiscard]] const http_client_protocol& protocol() const noexcept { return protocol_; }
   [[nodiscard]] shared_memory_registry& regions() noexcept { return regions_; }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -24,11 +25,19 @@ namespace oip::http::detail {
 using socket_type =
     boost::asio::basic_stream_socket<boost::asio::ip::tcp, boost::asio::io_context::executor_type>;
 
+// The most a reply's header section may take.
+inline constexpr std::uint32_t max_reply_header_bytes = 64U * 1024U;
+// The most one read asks the socket for.
+inline constexpr std::size_t read_size = std::size_t{64} * 1024U;
+
 struct connection {
   explicit connection(boost::asio::io_context& io) : socket{io.get_executor()} {}
   socket_type socket;
-  // What was read past the last reply.
-  boost::beast::flat_buffer buffer;
+  // What was read and not yet parsed: a reply's header section and one read past it at most. A
+  // body goes on into its reply as it comes; chunk framing or trailers that do not fit are
+  // refused (Beast bounds neither), where a server sending them without end would otherwise grow
+  // it until memory ran out.
+  boost::beast::flat_buffer buffer{max_reply_header_bytes + read_size};
 };
 
 class connection_pool {

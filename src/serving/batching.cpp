@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <iterator>
+#include <new>
 
 #include <fmt/format.h>
 
@@ -212,9 +213,21 @@ void batch_queue::loop(const std::shared_ptr<batch_queue>& self) {
       wake_.wait_until(lock, deadline);
       continue;
     }
+    std::vector<batch_item> batch;
+    try {
+      batch.reserve(count);
+    } catch (const std::bad_alloc&) {
+      // No memory to form the batch (this thread must not end on it): its oldest request is
+      // refused, and the queue goes on.
+      const batch_item oldest = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      fail_(oldest, out_of_memory("forming the batch"));
+      lock.lock();
+      continue;
+    }
     const auto end = queue_.begin() + static_cast<std::ptrdiff_t>(count);
-    std::vector<batch_item> batch(std::make_move_iterator(queue_.begin()),
-                                  std::make_move_iterator(end));
+    std::move(queue_.begin(), end, std::back_inserter(batch));
     queue_.erase(queue_.begin(), end);
     ++running_;
     lock.unlock();
@@ -233,7 +246,9 @@ std::pair<std::size_t, bool> batch_queue::next_batch() const {
   };
   bool can_grow = true;
   for (const batch_item& item : queue_) {
-    if ((count > 0 && !batchable_together(*queue_.front().request, *item.request)) ||
+    // One instance may serve two versions of a model: their requests are not one batch.
+    if ((count > 0 && (item.pending->lease.version() != queue_.front().pending->lease.version() ||
+                       !batchable_together(*queue_.front().request, *item.request))) ||
         rows + item.pending->batch > max_rows_) {
       can_grow = false;
       break;

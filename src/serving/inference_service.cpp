@@ -21,6 +21,7 @@
 #include <optional>
 #include <shared_mutex>
 #include <span>
+#include <system_error>
 #include <thread>
 
 #include <fmt/format.h>
@@ -257,11 +258,24 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     workers = nullptr;
   }
 
-  std::shared_ptr<batcher> batches_of(const model_lease& lease) {
-    return extras.batches_of(lease, [this](const model_config& config) {
-      return std::make_shared<batcher>(
-          std::make_shared<batch_queue>(config, batch_runner(weak_from_this()), refuse_queued));
-    });
+  // The model's batch queue; its thread is started with the model's first batched request, and
+  // a server that cannot start one (a container's limit on threads) refuses the request.
+  result<std::shared_ptr<batcher>> batches_of(const model_lease& lease) {
+    try {
+      std::shared_ptr<batcher> batches =
+          extras.batches_of(lease, [this](const model_config& config) {
+            return std::make_shared<batcher>(std::make_shared<batch_queue>(
+                config, batch_runner(weak_from_this()), refuse_queued));
+          });
+      if (batches == nullptr) return status{errc::unavailable, "the server is stopping"};
+      return batches;
+    } catch (const std::system_error& e) {
+      return status{errc::unavailable,
+                    fmt::format("model '{}' cannot batch requests: no thread for its queue ({})",
+                                lease.get().config().name, e.what())};
+    } catch (const std::bad_alloc&) {
+      return out_of_memory("starting the model's batch queue");
+    }
   }
 
   // What a model's batch queue calls with each batch it forms.
@@ -380,9 +394,8 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
 
     if (!config.sequence_batching) {
       if (batched) {
-        const std::shared_ptr<batcher> batches = batches_of(pending->lease);
-        status queued = batches != nullptr ? batches->enqueue({pending, request_ptr})
-                                           : status{errc::unavailable, "the server is stopping"};
+        const result<std::shared_ptr<batcher>> batches = batches_of(pending->lease);
+        status queued = batches ? (*batches)->enqueue({pending, request_ptr}) : batches.error();
         if (!queued.ok()) fail(pending, queued, refusal_reason(queued));
         return;
       }
@@ -566,8 +579,18 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   }
 
   // Hands a batch to a worker; the batcher learns when it completed.
+  // On the batch queue's thread, which no exception may end.
   void run_batch(const std::shared_ptr<batch_queue>& queue, std::vector<batch_item> batch) {
-    auto items = std::make_shared<std::vector<batch_item>>(std::move(batch));
+    std::shared_ptr<std::vector<batch_item>> items;
+    try {
+      items = std::make_shared<std::vector<batch_item>>();
+    } catch (const std::bad_alloc&) {
+      for (const batch_item& item : batch) {
+        fail(item.pending, out_of_memory("forming the batch"), failure_reason::other);
+      }
+      return queue->finished();
+    }
+    *items = std::move(batch);
     status submitted;
     try {
       submitted = submit([self = shared_from_this(), queue, items] {
