@@ -345,23 +345,27 @@ TEST_CASE_TEMPLATE("a server that is not there is an error, not a wait", T, OIP_
 TEST_CASE_TEMPLATE("a client that its own callback lets go of last ends after that callback", T,
                    OIP_CLIENT_TRANSPORTS) {
   // As an owner torn down from its completion does: the callback holds the client's last
-  // reference and drops it. The client cannot wait there for the call whose callback runs.
-  for (int round = 0; round < 5; ++round) {
-    auto client = std::make_shared<typename T::client>(T::address(shared_server()));
-    std::promise<void> let_go;
-    std::shared_future<void> test_let_go = let_go.get_future().share();
-    std::promise<oip::result<oip::inference_response>> got;
-    std::future<oip::result<oip::inference_response>> reply = got.get_future();
-    client->async_infer(
-        "simple", simple_request(),
-        [held = client, test_let_go, &got](oip::result<oip::inference_response> r) mutable {
-          test_let_go.wait();
-          held.reset();  // the last reference: the client ends here
-          got.set_value(std::move(r));
-        });
-    client.reset();
-    let_go.set_value();
-    check_simple(reply.get());
+  // reference, and drops it or is destroyed with it. The client cannot wait there for the call
+  // whose callback runs.
+  for (const bool lets_go_itself : {true, false}) {
+    CAPTURE(lets_go_itself);
+    for (int round = 0; round < 5; ++round) {
+      auto client = std::make_shared<typename T::client>(T::address(shared_server()));
+      std::promise<void> let_go;
+      std::shared_future<void> test_let_go = let_go.get_future().share();
+      std::promise<oip::result<oip::inference_response>> got;
+      std::future<oip::result<oip::inference_response>> reply = got.get_future();
+      client->async_infer("simple", simple_request(),
+                          [held = client, test_let_go, lets_go_itself,
+                           &got](oip::result<oip::inference_response> r) mutable {
+                            test_let_go.wait();
+                            if (lets_go_itself) held.reset();  // the last reference
+                            got.set_value(std::move(r));
+                          });
+      client.reset();
+      let_go.set_value();
+      check_simple(reply.get());
+    }
   }
 }
 

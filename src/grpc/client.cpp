@@ -1,6 +1,7 @@
 // The gRPC client: one channel, the generated stub's blocking calls for the small ones and its
 // callback API for inference, unary and streamed.
 
+#include "core/detail/end_elsewhere.hpp"
 #include "core/detail/future_of.hpp"
 #include "core/detail/run_callback.hpp"
 #include "grpc/deadlock_detection.hpp"
@@ -22,6 +23,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <set>
 #include <thread>
@@ -233,12 +235,36 @@ namespace {
 // The client whose callback runs on this thread, if any (a thread of grpc++'s).
 thread_local const detail::client_state* calling_back_for = nullptr;
 
+// Marks the thread for the scope: one of `owner`'s callbacks runs, or is destroyed (what it holds
+// may be the client's last reference).
+class callback_mark {
+ public:
+  explicit callback_mark(const detail::client_state& owner) noexcept
+      : outer_{std::exchange(calling_back_for, &owner)} {}
+  callback_mark(const callback_mark&) = delete;
+  callback_mark& operator=(const callback_mark&) = delete;
+  ~callback_mark() { calling_back_for = outer_; }
+
+ private:
+  const detail::client_state* outer_;
+};
+
 // Runs one of the caller's callbacks of `owner`'s calls.
 template <class Callback, class... Args>
 void call_back(const detail::client_state& owner, Callback& callback, Args&&... args) noexcept {
-  const detail::client_state* outer = std::exchange(calling_back_for, &owner);
+  const callback_mark mark{owner};
   run_callback("oip::grpc::client", callback, std::forward<Args>(args)...);
-  calling_back_for = outer;
+}
+
+// A reply decoded for the caller's callback, which is called whatever happens: an exception here,
+// on grpc++'s thread, would end the call without it.
+result<inference_response> decoded(inference::ModelInferResponse& reply, const limits& bounds,
+                                   const shared_memory_output_source* placed) {
+  try {
+    return decode_response(reply, bounds, placed);
+  } catch (const std::bad_alloc&) {
+    return status{errc::unavailable, "no memory on this client for the reply's tensors"};
+  }
 }
 
 }  // namespace
@@ -248,14 +274,10 @@ client::~client() {
     // Ended by one of its own callbacks: the end waits for every call, that callback's included,
     // and the channel's last reference must not go on grpc++'s thread (it would join itself). A
     // thread of its own ends the client once the callback has returned.
-    try {
-      std::thread{[state = state_] { state->cancel_calls(); }}.detach();
-      return;
-    } catch (...) {
-      std::fputs("oip::grpc::client: ended in one of its own callbacks, with no thread to end it\n",
-                 stderr);
-      std::abort();
-    }
+    if (oip::detail::end_elsewhere([state = state_] { state->cancel_calls(); })) return;
+    std::fputs("oip::grpc::client: ended in one of its own callbacks, with no thread to end it\n",
+               stderr);
+    std::abort();
   }
   state_->cancel_calls();
 }
@@ -332,13 +354,15 @@ void client::async_infer(std::string_view model, const inference_request& reques
       context, message, reply, [pending = std::move(pending)](const ::grpc::Status& outcome) {
         // The caller's callback is gone before the call ends (the client's end waits for that).
         infer_callback finish = std::move(pending->done);
+        const callback_mark mark{pending->owner};  // `finish` goes under it too
         if (!outcome.ok()) {
           call_back(pending->owner, finish, status_of(outcome));
         } else {
           call_back(pending->owner, finish,
-                    decode_response(pending->reply, pending->owner.options().reply_bounds,
-                                    pending->placed.get()));
+                    decoded(pending->reply, pending->owner.options().reply_bounds,
+                            pending->placed.get()));
         }
+        finish = nullptr;
       });
 }
 
@@ -512,9 +536,9 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
     if (!reply_.error_message().empty()) {
       call_back(*owner_, on_response_, id, status{errc::internal, reply_.error_message()});
     } else {
-      call_back(*owner_, on_response_, id,
-                decode_response(*reply_.mutable_infer_response(), owner_->options().reply_bounds,
-                                placed.get()));
+      call_back(
+          *owner_, on_response_, id,
+          decoded(*reply_.mutable_infer_response(), owner_->options().reply_bounds, placed.get()));
     }
     StartRead(&reply_);
   }

@@ -1,6 +1,7 @@
 // The HTTP client's calls: each made by `http_client_protocol` and sent by the transport
 // (`client_transport.hpp`).
 
+#include "core/detail/end_elsewhere.hpp"
 #include "core/detail/future_of.hpp"
 #include "http/client_transport.hpp"
 
@@ -8,7 +9,6 @@
 #include <oip/shared_memory.hpp>
 
 #include <new>
-#include <thread>
 #include <utility>
 
 namespace oip::http {
@@ -31,11 +31,8 @@ client::~client() {
   if (state_->on_io_thread()) {
     // Ended by one of its own callbacks: the I/O thread cannot wait for itself to end. A thread
     // of its own stops the client once the callback has returned, and lets go of it.
-    try {
-      std::thread{[state = state_] { stop_quietly(*state); }}.detach();
-      return;
-    } catch (...) {  // NOLINT(bugprone-empty-catch): no thread; `stop` says so and ends the process
-    }
+    if (oip::detail::end_elsewhere([state = state_] { stop_quietly(*state); })) return;
+    // No thread: `stop` says so and ends the process.
   }
   stop_quietly(*state_);
 }

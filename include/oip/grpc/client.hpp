@@ -51,7 +51,9 @@ class OIP_EXPORT client {
   client(const client&) = delete;
   client& operator=(const client&) = delete;
   /// Asynchronous calls still in flight are cancelled, and their callbacks run, before it
-  /// returns; so it must not run in one of them. A `stream` keeps the channel it uses.
+  /// returns. Run in one of those callbacks (which held the client's last reference), it returns
+  /// at once and a thread of its own ends the client once the callback is done. A `stream` keeps
+  /// the channel it uses.
   ~client();
 
   /// `ModelInfer`. `format.binary_inputs` false sends typed contents (FP16 and BF16 stay raw);

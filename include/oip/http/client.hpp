@@ -54,6 +54,8 @@ class OIP_EXPORT client {
   client(const client&) = delete;
   client& operator=(const client&) = delete;
   /// Calls still in flight end with `errc::unavailable`, their callbacks run, before it returns.
+  /// Run in one of those callbacks (which held the client's last reference), it returns at once
+  /// and a thread of its own ends the client once the callback is done.
   ~client();
 
   /// `POST <model>/infer`, binary data both ways unless `format` says otherwise. Outputs that the
