@@ -281,8 +281,7 @@ TEST_CASE("a batch of a preferred size runs at once, without waiting for the del
 }
 
 TEST_CASE("one model instance serving two versions batches each version's requests apart") {
-  service_fixture f{
-      std::make_shared<doubler>(oip::model_config::batching_settings{300ms, 1024, 1})};
+  service_fixture f{std::make_shared<doubler>(oip::model_config::batching_settings{1s, 1024, 1})};
   REQUIRE(f.models.add(f.model, 2).ok());  // the same instance as version 2 too
   auto first = f.send(1, 2, 2, 0, false, 1);
   auto second = f.send(2, 2, 2, 0, false, 2);

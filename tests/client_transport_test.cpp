@@ -723,6 +723,37 @@ TEST_CASE("bytes that come on an idle connection are never taken for the next ca
   }
 }
 
+TEST_CASE("a reply that comes before the request was read whole is the call's outcome") {
+  // A server that refuses a body too large answers once it has read the headers, and closes: the
+  // client's write then fails, and the reply waiting on the socket is what it said.
+  const std::string refusal = R"({"error":"request body of 67108864 bytes is too large"})";
+  for (const call_path path : {call_path::caller_thread, call_path::io_thread}) {
+    CAPTURE(path == call_path::io_thread);
+    scripted_server server{[&](int fd) {
+      std::string got;
+      std::array<char, 4096> chunk{};
+      while (got.find("\r\n\r\n") == std::string::npos) {
+        const ssize_t n = recv(fd, chunk.data(), chunk.size(), 0);
+        if (n <= 0) return;
+        got.append(chunk.data(), static_cast<std::size_t>(n));
+      }
+      write_all(fd,
+                "HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\n"
+                "Connection: close\r\nContent-Length: " +
+                    std::to_string(refusal.size()) + "\r\n\r\n" + refusal);
+    }};
+    oip::http::client client{server.address(), within_3_seconds()};
+    oip::http_call call;
+    call.method = "POST";
+    call.target = "/v2/models/simple/infer";
+    call.head = std::string(std::size_t{64} << 20U, ' ');
+    const oip::result<oip::http_reply> reply = send_to(client, call, path);
+    REQUIRE_MESSAGE(reply.ok(), reply.error().message());
+    CHECK(reply->status == 413);
+    CHECK(reply->body.as_string_view() == refusal);
+  }
+}
+
 TEST_CASE("a call the server may have run is not sent again; a GET is") {
   for (const call_path path : {call_path::caller_thread, call_path::io_thread}) {
     CAPTURE(path == call_path::io_thread);

@@ -332,7 +332,12 @@ class exchange : public std::enable_shared_from_this<exchange> {
     frame_request(call_, state_.host_port(), head_, buffers_);
     asio::async_write(conn_->socket, buffers_,
                       [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                        if (ec) return self->fail_io("sending the request", ec);
+                        if (ec && (self->timed_out_ || !self->conn_->socket.is_open())) {
+                          return self->fail_io("sending the request", ec);
+                        }
+                        // A server may answer before it has read the whole request and close
+                        // (a 413): its reply, where it comes whole, is the call's outcome.
+                        self->write_failed_ = ec;
                         self->read();
                       });
   }
@@ -345,6 +350,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
   }
 
   void on_read(beast::error_code ec) {
+    if (ec && write_failed_) return fail_io("sending the request", write_failed_);
     if (ec) return fail_io("reading the reply", ec);
     if (parser_->interim()) {
       if (++interim_replies_ > max_interim_replies) {
@@ -357,7 +363,8 @@ class exchange : public std::enable_shared_from_this<exchange> {
     http_reply reply = reply_of(*parser_, keep);
     parser_.reset();
     // Only a connection that the deadline did not close, with nothing left unread, is kept.
-    keep = keep && !timed_out_ && conn_->socket.is_open() && conn_->buffer.size() == 0;
+    keep = keep && !write_failed_ && !timed_out_ && conn_->socket.is_open() &&
+           conn_->buffer.size() == 0;
     state_.async_pool_.give_back(std::move(conn_), keep);
     finish(std::move(reply));
   }
@@ -370,6 +377,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
       // The server closed its idle connections (an idle timeout, a restart): the others kept
       // are likely closed too, so the call goes again on a new one.
       retried_ = true;
+      write_failed_ = {};
       parser_.reset();
       state_.async_pool_.drop_idle();
       return acquire();
@@ -414,6 +422,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
   bool fresh_ = false;
   bool retried_ = false;
   bool timed_out_ = false;
+  beast::error_code write_failed_;  // the request's write failed: a reply may still have come
   bool connect_timed_out_ = false;
   bool connecting_ = false;
   bool resolving_ = false;
@@ -759,6 +768,10 @@ result<http_reply> client_state::call_here(const http_call& call) {
     std::optional<reply_parser> parser;
     prepare_parser(parser, call, options_.reply_bounds.max_body_bytes);
     status failed = write_here(conn->socket, buffers, deadline);
+    // A server may answer before it has read the whole request (a 413 for a body too large) and
+    // close: where its reply came whole, that is the call's outcome, as curl reads it.
+    const bool answered_early = !failed.ok() && failed.code() != errc::deadline_exceeded &&
+                                read_here(*conn, *parser, deadline).ok() && !parser->interim();
     int interim_replies = 0;
     while (failed.ok()) {
       failed = read_here(*conn, *parser, deadline);
@@ -770,10 +783,10 @@ result<http_reply> client_state::call_here(const http_call& call) {
       }
       prepare_parser(parser, call, options_.reply_bounds.max_body_bytes);
     }
-    if (failed.ok()) {
+    if (failed.ok() || answered_early) {
       bool keep = false;
       http_reply reply = reply_of(*parser, keep);
-      conn.give_back(keep && conn->buffer.size() == 0);
+      conn.give_back(failed.ok() && keep && conn->buffer.size() == 0);
       return reply;
     }
     conn.give_back(false);
