@@ -270,7 +270,10 @@ result<inference_response> decoded(inference::ModelInferResponse& reply, const l
 }  // namespace
 
 client::~client() {
-  if (calling_back_for == state_.get()) {
+  // On a thread of grpc++'s that runs a callback (this client's, or another's that held this
+  // client's last reference), the wait could be for this very call, and the channel's last
+  // reference must not go there.
+  if (calling_back_for != nullptr) {
     // Ended by one of its own callbacks: the end waits for every call, that callback's included,
     // and the channel's last reference must not go on grpc++'s thread (it would join itself). A
     // thread of its own ends the client once the callback has returned.

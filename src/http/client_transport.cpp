@@ -40,6 +40,10 @@ using timer_type =
 
 namespace {
 
+// How long a call whose request could not be written whole waits for the rest of a reply that
+// the server sent before it closed: the reply came before the close, so it is there already.
+constexpr std::chrono::milliseconds early_reply_wait{100};
+
 host_and_port split_host_port(const std::string& text) {
   const std::size_t colon = text.rfind(':');
   if (colon == std::string::npos) return {text, "80"};
@@ -373,7 +377,8 @@ class exchange : public std::enable_shared_from_this<exchange> {
     const bool nothing_read = interim_replies_ == 0 && (!parser_ || !parser_->got_some());
     if (conn_) state_.async_pool_.give_back(std::move(conn_), false);
     if (finished_) return;
-    if (!fresh_ && !retried_ && nothing_read && closed_while_idle(ec) && may_repeat(call_.method)) {
+    if (!fresh_ && !retried_ && !timed_out_ && nothing_read && closed_while_idle(ec) &&
+        may_repeat(call_.method)) {
       // The server closed its idle connections (an idle timeout, a restart): the others kept
       // are likely closed too, so the call goes again on a new one.
       retried_ = true;
@@ -767,14 +772,22 @@ result<http_reply> client_state::call_here(const http_call& call) {
     }
     std::optional<reply_parser> parser;
     prepare_parser(parser, call, options_.reply_bounds.max_body_bytes);
-    status failed = write_here(conn->socket, buffers, deadline);
+    const status written = write_here(conn->socket, buffers, deadline);
+    status failed = written;
     // A server may answer before it has read the whole request (a 413 for a body too large) and
-    // close: where its reply came whole, that is the call's outcome, as curl reads it.
-    const bool answered_early = !failed.ok() && failed.code() != errc::deadline_exceeded &&
-                                read_here(*conn, *parser, deadline).ok() && !parser->interim();
+    // close, so that the write fails: what it answered by then is read, waiting a moment at most
+    // (a write that failed on a connection still open, as by a signal, would wait otherwise),
+    // and a whole reply is the call's outcome, as curl reads it.
+    time_point read_until = deadline;
+    if (!written.ok() && written.code() != errc::deadline_exceeded) {
+      failed = {};
+      read_until = std::min(deadline, std::chrono::steady_clock::now() + early_reply_wait);
+      beast::error_code ignored;
+      conn->socket.non_blocking(true, ignored);
+    }
     int interim_replies = 0;
     while (failed.ok()) {
-      failed = read_here(*conn, *parser, deadline);
+      failed = read_here(*conn, *parser, read_until);
       if (!failed.ok() || !parser->interim()) break;
       // The final reply follows on the same connection.
       if (++interim_replies > max_interim_replies) {
@@ -783,12 +796,13 @@ result<http_reply> client_state::call_here(const http_call& call) {
       }
       prepare_parser(parser, call, options_.reply_bounds.max_body_bytes);
     }
-    if (failed.ok() || answered_early) {
+    if (failed.ok()) {
       bool keep = false;
       http_reply reply = reply_of(*parser, keep);
-      conn.give_back(failed.ok() && keep && conn->buffer.size() == 0);
+      conn.give_back(written.ok() && keep && conn->buffer.size() == 0);
       return reply;
     }
+    if (!written.ok()) failed = written;  // no whole reply came: the write's failure
     conn.give_back(false);
     if (failed.code() == errc::deadline_exceeded) {
       return status{errc::deadline_exceeded,

@@ -7,7 +7,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -16,16 +15,9 @@ namespace oip::detail {
 
 class ending_threads {
  public:
-  ending_threads() = default;
-  ending_threads(const ending_threads&) = delete;
-  ending_threads& operator=(const ending_threads&) = delete;
-  ~ending_threads() {
-    std::unique_lock lock{mutex_};
-    done_.wait_for(lock, std::chrono::seconds{5}, [&] { return running_ == 0; });
-  }
-
   // Runs `end` on a thread of its own; false when no thread could be started.
-  [[nodiscard]] bool start(std::function<void()> end) noexcept {
+  template <class End>
+  [[nodiscard]] bool start(End end) noexcept {
     {
       const std::lock_guard lock{mutex_};
       ++running_;
@@ -33,10 +25,12 @@ class ending_threads {
     try {
       std::thread{[this, end = std::move(end)]() mutable {
         end();
-        end = nullptr;  // what it holds goes before the exit may go on
+        {
+          End gone = std::move(end);  // what it holds goes before the count does
+        }
         const std::lock_guard lock{mutex_};
         --running_;
-        done_.notify_all();  // under the lock: the waiter may be gone once it is released
+        done_.notify_all();
       }}.detach();
       return true;
     } catch (...) {
@@ -46,15 +40,34 @@ class ending_threads {
     }
   }
 
+  void wait(std::chrono::milliseconds bound) {
+    std::unique_lock lock{mutex_};
+    done_.wait_for(lock, bound, [&] { return running_ == 0; });
+  }
+
  private:
   std::mutex mutex_;
   std::condition_variable done_;
   std::size_t running_ = 0;
 };
 
-[[nodiscard]] inline bool end_elsewhere(std::function<void()> end) noexcept {
-  static ending_threads threads;
-  return threads.start(std::move(end));
+// Never destroyed: a thread that outlives the wait at exit still finds it.
+inline ending_threads& ending() {
+  static auto* const threads = new ending_threads;  // NOLINT(cppcoreguidelines-owning-memory)
+  return *threads;
+}
+
+struct wait_for_ending_threads {
+  wait_for_ending_threads() = default;
+  wait_for_ending_threads(const wait_for_ending_threads&) = delete;
+  wait_for_ending_threads& operator=(const wait_for_ending_threads&) = delete;
+  ~wait_for_ending_threads() { ending().wait(std::chrono::seconds{5}); }
+};
+
+template <class End>
+[[nodiscard]] bool end_elsewhere(End end) noexcept {
+  static const wait_for_ending_threads at_exit;
+  return ending().start(std::move(end));
 }
 
 }  // namespace oip::detail
