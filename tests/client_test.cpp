@@ -21,6 +21,7 @@
 #include <future>
 #include <iterator>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -373,6 +374,51 @@ TEST_CASE_TEMPLATE("a client that its own callback lets go of last ends after th
 TEST_CASE("a decoupled model's responses, one by one, over a gRPC stream") {
   oip::grpc::client client{shared_server().grpc_address()};
   oip::testing::check_repeat_stream(client);
+}
+
+TEST_CASE("a stream finished or let go in its own callback ends without waiting for itself") {
+  // Its end cannot come while its callback runs: `finish` there is refused at once, and the
+  // stream let go there ends on a thread of its own once the callback has returned.
+  oip::grpc::client client{shared_server().grpc_address()};
+  for (const bool finish_there : {true, false}) {
+    CAPTURE(finish_there);
+    for (int round = 0; round < 3; ++round) {
+      struct holder {
+        std::mutex mutex;
+        std::optional<oip::grpc::client::stream> stream;
+      };
+      auto held = std::make_shared<holder>();
+      std::promise<std::pair<oip::status, oip::result<oip::inference_response>>> got;
+      std::future<std::pair<oip::status, oip::result<oip::inference_response>>> outcome =
+          got.get_future();
+      {
+        const std::lock_guard lock{held->mutex};  // the callback waits until the stream is held
+        held->stream.emplace(client.open_stream(
+            [held, finish_there, &got](oip::result<oip::inference_response> r) mutable {
+              std::optional<oip::grpc::client::stream> mine;
+              oip::status finished;
+              {
+                const std::lock_guard inner{held->mutex};
+                if (!held->stream) return;  // a later result, after the stream was let go
+                if (finish_there) finished = held->stream->finish();
+                mine = std::move(held->stream);
+                held->stream.reset();
+              }
+              mine.reset();  // the stream's end, in its own callback
+              got.set_value({std::move(finished), std::move(r)});
+            }));
+        REQUIRE(held->stream->send("simple", simple_request()).ok());
+      }
+      REQUIRE(outcome.wait_for(std::chrono::seconds{10}) == std::future_status::ready);
+      auto [finished, reply] = outcome.get();
+      check_simple(reply);
+      if (finish_there) {
+        CHECK(finished.code() == oip::errc::failed_precondition);
+        CHECK(finished.message().find("in its own callback") != std::string::npos);
+      }
+    }
+  }
+  check_simple(client.infer("simple", simple_request()));  // the client goes on
 }
 
 TEST_CASE("headers that gRPC cannot carry are refused on every call, not an abort") {

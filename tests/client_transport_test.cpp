@@ -24,9 +24,12 @@
 #include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <mutex>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -156,6 +159,7 @@ class scripted_server {
     close(listener_);
   }
   [[nodiscard]] std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  [[nodiscard]] std::uint16_t port() const { return port_; }
 
  private:
   std::function<void(int)> answer_;
@@ -581,6 +585,81 @@ TEST_CASE("a connection that never opens ends at the connect timeout, or at the 
             (deadline_first ? oip::errc::deadline_exceeded : oip::errc::unavailable));
       CHECK(took >= std::chrono::milliseconds{250});
       CHECK(took < std::chrono::seconds{4});
+    }
+  }
+}
+
+namespace {
+
+// The kernel's timer on each established connection to `server_port` from this machine, as
+// /proc/net/tcp shows it: its kind (2 is keepalive's) and when it fires, in hundredths of a
+// second.
+struct tcp_timer {
+  int kind = 0;
+  long when = 0;
+};
+std::vector<tcp_timer> timers_of_connections_to(std::uint16_t server_port) {
+  std::ifstream table{"/proc/net/tcp"};
+  std::string line;
+  std::getline(table, line);  // the heading
+  std::vector<tcp_timer> out;
+  char remote_port[5] = {};
+  std::snprintf(remote_port, sizeof remote_port, "%04X", static_cast<unsigned>(server_port));
+  while (std::getline(table, line)) {
+    std::istringstream fields{line};
+    std::string slot, local, remote, state, queues, timer;
+    fields >> slot >> local >> remote >> state >> queues >> timer;
+    if (state != "01" || !remote.ends_with(std::string{":"} + remote_port)) continue;
+    const std::size_t colon = timer.find(':');
+    if (colon == std::string::npos) continue;
+    out.push_back(
+        {std::stoi(timer.substr(0, colon)), std::stol(timer.substr(colon + 1), nullptr, 16)});
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a call waiting on a silent server is probed by TCP keepalive, unless turned off") {
+  // A host that vanishes (powered off, cut off) sends nothing, not even a reset: a call with no
+  // deadline would wait on a connection nobody probes for ever. The kernel's timer on the
+  // client's connection shows the probes to come.
+  for (const call_path path : {call_path::caller_thread, call_path::io_thread}) {
+    CAPTURE(path == call_path::io_thread);
+    for (const std::chrono::seconds keepalive :
+         {std::chrono::seconds{7}, std::chrono::seconds{0}}) {
+      CAPTURE(keepalive.count());
+      std::promise<void> answer;
+      std::shared_future<void> answered = answer.get_future().share();
+      scripted_server server{[answered](int fd) {
+        (void)read_request(fd);
+        answered.wait();  // silent while the client waits; then closes
+      }};
+      oip::client_options options;
+      options.tcp_keepalive = keepalive;
+      oip::http::client client{server.address(), options};
+      std::future<oip::result<oip::inference_response>> call = std::async(std::launch::async, [&] {
+        return path == call_path::io_thread ? client.async_infer("simple", simple_request()).get()
+                                            : client.infer("simple", simple_request());
+      });
+      std::vector<tcp_timer> timers;
+      // The request is acknowledged at once on loopback; from then on keepalive's timer runs.
+      const bool probed = oip::testing::wait_until(
+          [&] {
+            timers = timers_of_connections_to(server.port());
+            return timers.size() == 1 && timers[0].kind == 2;
+          },
+          keepalive.count() > 0 ? std::chrono::seconds{3} : std::chrono::seconds{1});
+      answer.set_value();  // first: a failed check below must not leave the call waiting
+      if (keepalive.count() > 0) {
+        CHECK(probed);
+        CHECK((probed && timers[0].when > 0 && timers[0].when <= 700));
+      } else {
+        CHECK_FALSE(probed);
+        CHECK(timers.size() == 1);
+        CHECK((timers.size() == 1 && timers[0].kind == 0));
+      }
+      CHECK_FALSE(call.get().ok());  // closed without a reply
     }
   }
 }

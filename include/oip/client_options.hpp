@@ -49,6 +49,12 @@ struct client_options {
   /// HTTP: the most connections kept open to the server for synchronous calls, and as many for
   /// asynchronous ones; calls beyond them wait for one.
   std::size_t max_connections = 16;
+  /// HTTP: TCP keepalive. A connection on which nothing has come for this long is probed by the
+  /// kernel, 3 probes this long over; a server that answers none is taken for gone, and the call
+  /// waiting on it ends `errc::unavailable`. So a host that vanishes without a word (powered off,
+  /// cut off) ends a call with no deadline within twice this long, rather than never. Zero: no
+  /// probes. (gRPC probes with keepalive pings: `keepalive_time`.)
+  std::chrono::seconds tcp_keepalive{30};
   /// gRPC: TLS, and keepalive pings every `keepalive_time` (zero: none) answered within
   /// `keepalive_timeout`, sent while calls are open, and also between them if
   /// `keepalive_without_calls` (a server must permit that: on gRPC's defaults, Triton's included,

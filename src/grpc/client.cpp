@@ -249,6 +249,22 @@ class callback_mark {
   const detail::client_state* outer_;
 };
 
+// The stream whose callback runs on this thread, if any: its end cannot come before that
+// callback returns.
+thread_local const void* calling_back_in_stream = nullptr;
+
+class stream_callback_mark {
+ public:
+  explicit stream_callback_mark(const void* stream) noexcept
+      : outer_{std::exchange(calling_back_in_stream, stream)} {}
+  stream_callback_mark(const stream_callback_mark&) = delete;
+  stream_callback_mark& operator=(const stream_callback_mark&) = delete;
+  ~stream_callback_mark() { calling_back_in_stream = outer_; }
+
+ private:
+  const void* outer_;
+};
+
 // Runs one of the caller's callbacks of `owner`'s calls.
 template <class Callback, class... Args>
 void call_back(const detail::client_state& owner, Callback& callback, Args&&... args) noexcept {
@@ -454,6 +470,11 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
   }
 
   status finish() {
+    if (calling_back_in_stream == this) {
+      return status{errc::failed_precondition,
+                    "a stream's finish was called in its own callback, where the stream's end "
+                    "cannot come: call it elsewhere, or let the stream go there"};
+    }
     std::unique_lock lock{mutex_};
     if (!refused_.ok()) return refused_;
     closing_ = true;
@@ -536,6 +557,7 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
     // The server echoes the request's id in its error too (Triton does, so that a client knows
     // which request failed).
     const std::string id = reply_.infer_response().id();
+    const stream_callback_mark mark{this};
     if (!reply_.error_message().empty()) {
       call_back(*owner_, on_response_, id, status{errc::internal, reply_.error_message()});
     } else {
@@ -555,7 +577,10 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
     }
     // A call that ends in an error (the server's status, a deadline) is the callback's last
     // result, as in Triton's clients, before `finish` returns it too.
-    if (tell) call_back(*owner_, on_response_, std::string_view{}, status_of(s));
+    if (tell) {
+      const stream_callback_mark mark{this};
+      call_back(*owner_, on_response_, std::string_view{}, status_of(s));
+    }
     const std::lock_guard lock{mutex_};
     finished_ = true;
     ended_.notify_all();
@@ -614,7 +639,18 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
 client::stream::stream(std::unique_ptr<detail::stream_state> state) : state_{std::move(state)} {}
 client::stream::stream(stream&&) noexcept = default;
 client::stream& client::stream::operator=(stream&&) noexcept = default;
-client::stream::~stream() = default;
+client::stream::~stream() {
+  // On a thread of grpc++'s that runs a callback (this stream's, whose end cannot come before it
+  // returns, or another call's), the end goes to a thread of its own, as a client's does.
+  if (state_ != nullptr && calling_back_for != nullptr) {
+    if (oip::detail::end_elsewhere([state = std::move(state_)]() mutable { state.reset(); })) {
+      return;
+    }
+    std::fputs("oip::grpc::client::stream: ended in a callback, with no thread to end it\n",
+               stderr);
+    std::abort();
+  }
+}
 
 status client::stream::send(std::string_view model, const inference_request& request,
                             std::optional<std::uint64_t> version) {

@@ -24,6 +24,8 @@
 #include <boost/beast/http.hpp>
 #include <fmt/format.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -39,6 +41,26 @@ using timer_type =
                                asio::wait_traits<std::chrono::steady_clock>, executor_type>;
 
 namespace {
+
+// A connection just opened: requests go out as written (no Nagle delay behind the last reply's
+// acknowledgement), and the kernel probes a silent server (`client_options::tcp_keepalive`).
+// Options the kernel refuses are left at its defaults: the call can go on without them.
+void set_up_connection(socket_type& socket, const client_options& options) {
+  beast::error_code ignored;
+  socket.set_option(tcp::no_delay{true}, ignored);
+  constexpr std::chrono::seconds::rep kernel_most = 32767;  // Linux's bound on both settings
+  const auto idle = static_cast<int>(
+      std::min<std::chrono::seconds::rep>(options.tcp_keepalive.count(), kernel_most));
+  if (idle <= 0) return;
+  constexpr int probes = 3;
+  const int interval = std::max(1, idle / probes);
+  const int fd = socket.native_handle();
+  const int on = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
+}
 
 // How long a call whose request could not be written whole waits for the rest of a reply that
 // the server sent before it closed: the reply came before the close, so it is there already.
@@ -303,8 +325,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
           }
           self->connecting_ = false;
           if (self->connect_timer_) self->connect_timer_->cancel();
-          beast::error_code ignored;
-          self->conn_->socket.set_option(tcp::no_delay{true}, ignored);
+          set_up_connection(self->conn_->socket, self->state_.options());
           self->write();
         });
   }
@@ -540,30 +561,41 @@ void client_state::forget_endpoints() {
 }
 
 result<tcp::resolver::results_type> client_state::resolve_until(time_point deadline) {
-  if (std::optional<tcp::resolver::results_type> known = known_endpoints()) return *known;
-  // The lookup runs on a thread of its own, which holds nothing of the client's (it may outlive
-  // it), and this thread waits for its answer no longer than `deadline`: getaddrinfo cannot be
-  // interrupted, and the I/O thread may be this one (a call made in a callback) or busy.
-  using answer_type = std::pair<beast::error_code, tcp::resolver::results_type>;
-  auto answer = std::make_shared<std::promise<answer_type>>();
-  std::future<answer_type> answered = answer->get_future();
-  try {
-    std::thread{[answer, host = address_.host, port = address_.port] {
-      asio::io_context own{1};
-      tcp::resolver resolver{own};
-      beast::error_code ec;
-      tcp::resolver::results_type found = resolver.resolve(host, port, ec);
-      answer->set_value({ec, std::move(found)});
-    }}.detach();
-  } catch (const std::system_error& e) {
-    return unavailable(fmt::format("cannot resolve '{}': {}", host_port_, e.what()));
+  std::shared_future<lookup_answer> lookup;
+  {
+    const std::lock_guard lock{endpoints_mutex_};
+    if (endpoints_) return *endpoints_;
+    // A lookup that has answered is not asked again: its addresses were forgotten (a connect to
+    // them failed), or it failed.
+    if (!lookup_.valid() ||
+        lookup_.wait_for(std::chrono::seconds{0}) == std::future_status::ready) {
+      // The lookup runs on a thread of its own, which holds nothing of the client's (it may
+      // outlive it), and this thread waits for its answer no longer than `deadline`:
+      // getaddrinfo cannot be interrupted, and the I/O thread may be this one (a call made in a
+      // callback) or busy.
+      auto answer = std::make_shared<std::promise<lookup_answer>>();
+      std::shared_future<lookup_answer> asked = answer->get_future().share();
+      try {
+        std::thread{[answer, host = address_.host, port = address_.port] {
+          asio::io_context own{1};
+          tcp::resolver resolver{own};
+          beast::error_code ec;
+          tcp::resolver::results_type found = resolver.resolve(host, port, ec);
+          answer->set_value({ec, std::move(found)});
+        }}.detach();
+      } catch (const std::system_error& e) {
+        return unavailable(fmt::format("cannot resolve '{}': {}", host_port_, e.what()));
+      }
+      lookup_ = std::move(asked);
+    }
+    lookup = lookup_;
   }
   if (deadline == time_point::max()) {
-    answered.wait();
-  } else if (answered.wait_until(deadline) != std::future_status::ready) {
+    lookup.wait();
+  } else if (lookup.wait_until(deadline) != std::future_status::ready) {
     return status{errc::deadline_exceeded, ""};
   }
-  auto [ec, found] = answered.get();
+  const auto& [ec, found] = lookup.get();
   if (ec) return unavailable(fmt::format("cannot resolve '{}': {}", host_port_, ec.message()));
   remember_endpoints(found);
   return found;
@@ -674,7 +706,7 @@ status client_state::connect_here(socket_type& socket,
       ec = beast::error_code{error, asio::error::get_system_category()};
     }
     if (!ec) {
-      socket.set_option(tcp::no_delay{true}, ignored);
+      set_up_connection(socket, options_);
       // With no deadline to keep, a read may block in the kernel: one system call where a poll
       // and a read would be two.
       if (options_.timeout.count() == 0) socket.non_blocking(false, ignored);

@@ -119,8 +119,13 @@ class client_state {
   shared_memory_registry regions_;
   std::atomic<bool> any_region_{false};
 
+  using lookup_answer =
+      std::pair<boost::system::error_code, boost::asio::ip::tcp::resolver::results_type>;
   std::mutex endpoints_mutex_;
   std::optional<boost::asio::ip::tcp::resolver::results_type> endpoints_;
+  // The synchronous calls' lookup under way, if any: the calls that need one wait for the same,
+  // so that a name server that does not answer holds one thread, not one per call.
+  std::shared_future<lookup_answer> lookup_;
 
   boost::asio::io_context io_{1};
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;

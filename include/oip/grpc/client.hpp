@@ -117,7 +117,8 @@ class OIP_EXPORT client {
   /// Opens a stream; `on_response` is called on one of grpc++'s threads, one response at a time
   /// (an exception from it is written to stderr, and the stream goes on). `finish` and the
   /// stream's destructor wait for the call's end, which cannot come while `on_response` runs:
-  /// neither is called from it.
+  /// `finish` called from it returns `errc::failed_precondition` at once, and a stream let go
+  /// there (or in any other callback of a client's) is cancelled and ends on a thread of its own.
   [[nodiscard]] stream open_stream(response_callback on_response);
   /// The same, each result given with the id of the request it answers, as the server echoes it
   /// in a response and in an error (empty for a request sent without one, and for the call's
