@@ -487,6 +487,30 @@ class gate final : public oip::model {
   oip::model_config config_;
 };
 
+// A sequence model that answers 1 and whose sequences idle out after 20 ms: what its release
+// does is the test's.
+class quickly_idle_sequences : public oip::model {
+ public:
+  explicit quickly_idle_sequences(std::string name) : config_{int32_model(std::move(name))} {
+    config_.sequence_batching = true;
+    config_.sequence.max_idle = 20ms;
+  }
+  [[nodiscard]] const oip::model_config& config() const noexcept override { return config_; }
+  void execute(oip::inference_call call) override {
+    *call.sequence()->state = std::int32_t{1};
+    call.finish(int32_output(1));
+  }
+
+ private:
+  oip::model_config config_;
+};
+
+oip::server_options with_model_control() {
+  oip::server_options options;
+  options.model_control = oip::model_control_mode::explicit_loading;
+  return options;
+}
+
 using reply_callback = std::function<void(oip::result<oip::inference_response>)>;
 
 void send(oip::inference_service& service, std::string_view model, std::int32_t value,
@@ -670,9 +694,7 @@ TEST_CASE("an unloaded sequence model hears of its sequences' end before it is d
   std::future<oip::inference_call> held = made->held.get_future();
   REQUIRE(models.add(std::move(made)).ok());
   oip::executor workers{oip::executor_options{2, 16}};
-  oip::server_options options;
-  options.model_control = oip::model_control_mode::explicit_loading;
-  oip::inference_service service{models, workers, options};
+  oip::inference_service service{models, workers, with_model_control()};
   for (const std::uint64_t id : {3, 4}) {
     REQUIRE(sum_or_minus_one(sum_of(
                 send(service, "remembering", 1, oip::sequence_flags{id, true, false}))) == 1);
@@ -773,9 +795,7 @@ TEST_CASE("a sequence's request that took its model before an unload starts no s
   oip::model_repository models;
   REQUIRE(models.add(std::make_shared<counting>("counting", seen)).ok());
   oip::executor workers{oip::executor_options{2, 16}};
-  oip::server_options options;
-  options.model_control = oip::model_control_mode::explicit_loading;
-  oip::inference_service service{models, workers, options};
+  oip::inference_service service{models, workers, with_model_control()};
   // The unload comes while the request holds its model: the service lets go of the model's
   // sequences before the request reaches them.
   const oip::result<oip::inference_response> refused =
@@ -796,9 +816,7 @@ TEST_CASE("a sequence's request that took its model before a reload goes on only
   auto loader = std::make_shared<handing_out>();
   models.set_loader(loader);
   oip::executor workers{oip::executor_options{2, 16}};
-  oip::server_options options;
-  options.model_control = oip::model_control_mode::explicit_loading;
-  oip::inference_service service{models, workers, options};
+  oip::inference_service service{models, workers, with_model_control()};
   oip::parameters reload;
   reload.set("config", std::string{"{}"});
 
@@ -838,18 +856,10 @@ TEST_CASE("a model's release_sequence that waits for an unload of its model is r
     std::mutex mutex;
     std::optional<oip::status> waited;
   };
-  class unloading_itself final : public oip::model {
+  class unloading_itself final : public quickly_idle_sequences {
    public:
     explicit unloading_itself(std::shared_ptr<journal> seen)
-        : config_{int32_model("unloading_itself")}, seen_{std::move(seen)} {
-      config_.sequence_batching = true;
-      config_.sequence.max_idle = 20ms;
-    }
-    [[nodiscard]] const oip::model_config& config() const noexcept override { return config_; }
-    void execute(oip::inference_call call) override {
-      *call.sequence()->state = std::int32_t{1};
-      call.finish(int32_output(1));
-    }
+        : quickly_idle_sequences{"unloading_itself"}, seen_{std::move(seen)} {}
     void release_sequence(const oip::sequence_id& /*id*/, std::any& /*state*/,
                           oip::sequence_release /*reason*/) override {
       oip::status outcome = seen_->service.load()->unload("unloading_itself");
@@ -858,16 +868,13 @@ TEST_CASE("a model's release_sequence that waits for an unload of its model is r
     }
 
    private:
-    oip::model_config config_;
     std::shared_ptr<journal> seen_;
   };
   auto seen = std::make_shared<journal>();
   oip::model_repository models;
   REQUIRE(models.add(std::make_shared<unloading_itself>(seen)).ok());
   oip::executor workers{oip::executor_options{2, 16}};
-  oip::server_options options;
-  options.model_control = oip::model_control_mode::explicit_loading;
-  oip::inference_service service{models, workers, options};
+  oip::inference_service service{models, workers, with_model_control()};
   seen->service = &service;
   REQUIRE(sum_or_minus_one(sum_of(
               send(service, "unloading_itself", 1, oip::sequence_flags{9, true, false}))) == 1);
@@ -895,21 +902,13 @@ TEST_CASE("a sequence manager let go of last on its own reaper ends there") {
     std::atomic<int> released_before_destroyed{-1};
     std::atomic<bool> answered{false};
   };
-  class retiring_itself final : public oip::model {
+  class retiring_itself final : public quickly_idle_sequences {
    public:
     explicit retiring_itself(std::shared_ptr<journal> seen)
-        : config_{int32_model("retiring_itself")}, seen_{std::move(seen)} {
-      config_.sequence_batching = true;
-      config_.sequence.max_idle = 20ms;
-    }
+        : quickly_idle_sequences{"retiring_itself"}, seen_{std::move(seen)} {}
     retiring_itself(const retiring_itself&) = delete;
     retiring_itself& operator=(const retiring_itself&) = delete;
     ~retiring_itself() override { seen_->released_before_destroyed = seen_->released.load(); }
-    [[nodiscard]] const oip::model_config& config() const noexcept override { return config_; }
-    void execute(oip::inference_call call) override {
-      *call.sequence()->state = std::int32_t{1};
-      call.finish(int32_output(1));
-    }
     void release_sequence(const oip::sequence_id& /*id*/, std::any& /*state*/,
                           oip::sequence_release /*reason*/) override {
       if (seen_->released++ != 0) return;
@@ -929,16 +928,13 @@ TEST_CASE("a sequence manager let go of last on its own reaper ends there") {
     }
 
    private:
-    oip::model_config config_;
     std::shared_ptr<journal> seen_;
   };
   auto seen = std::make_shared<journal>();
   oip::model_repository models;
   REQUIRE(models.add(std::make_shared<retiring_itself>(seen)).ok());
   oip::executor workers{oip::executor_options{2, 16}};
-  oip::server_options options;
-  options.model_control = oip::model_control_mode::explicit_loading;
-  oip::inference_service service{models, workers, options};
+  oip::inference_service service{models, workers, with_model_control()};
   seen->service = &service;
   // Two sequences, which the reaper most often finds idle in the same sweep: the second is
   // released by the manager's end, while the model is still held.
