@@ -376,16 +376,19 @@ TEST_CASE("a decoupled model's responses, one by one, over a gRPC stream") {
   oip::testing::check_repeat_stream(client);
 }
 
-TEST_CASE("a stream finished or let go in its own callback ends without waiting for itself") {
-  // Its end cannot come while its callback runs: `finish` there is refused at once, and the
-  // stream let go there ends on a thread of its own once the callback has returned.
+TEST_CASE(
+    "a stream finished, let go or replaced in its own callback ends without waiting for itself") {
+  // Its end cannot come while its callback runs: `finish` there is refused at once, and a stream
+  // let go there (destroyed, or assigned another) is cancelled and ends on a thread of its own.
   oip::grpc::client client{shared_server().grpc_address()};
-  for (const bool finish_there : {true, false}) {
-    CAPTURE(finish_there);
+  enum class way : std::uint8_t { finished_then_let_go, let_go, replaced };
+  for (const way how : {way::finished_then_let_go, way::let_go, way::replaced}) {
+    CAPTURE(static_cast<int>(how));
     for (int round = 0; round < 3; ++round) {
       struct holder {
         std::mutex mutex;
         std::optional<oip::grpc::client::stream> stream;
+        int results = 0;
       };
       auto held = std::make_shared<holder>();
       std::promise<std::pair<oip::status, oip::result<oip::inference_response>>> got;
@@ -394,27 +397,37 @@ TEST_CASE("a stream finished or let go in its own callback ends without waiting 
       {
         const std::lock_guard lock{held->mutex};  // the callback waits until the stream is held
         held->stream.emplace(client.open_stream(
-            [held, finish_there, &got](oip::result<oip::inference_response> r) mutable {
-              std::optional<oip::grpc::client::stream> mine;
+            [held, how, &got, &client](oip::result<oip::inference_response> r) mutable {
+              const std::lock_guard inner{held->mutex};
+              ++held->results;
+              if (!held->stream) return;  // a result after the stream was let go
               oip::status finished;
-              {
-                const std::lock_guard inner{held->mutex};
-                if (!held->stream) return;  // a later result, after the stream was let go
-                if (finish_there) finished = held->stream->finish();
-                mine = std::move(held->stream);
+              if (how == way::finished_then_let_go) finished = held->stream->finish();
+              if (how == way::replaced) {
+                *held->stream = client.open_stream([](oip::result<oip::inference_response>) {});
+              } else {
                 held->stream.reset();
               }
-              mine.reset();  // the stream's end, in its own callback
               got.set_value({std::move(finished), std::move(r)});
             }));
         REQUIRE(held->stream->send("simple", simple_request()).ok());
+        // Sent after the first has been answered, if at all: the stream is let go before.
+        REQUIRE(held->stream->send("simple", simple_request(3)).ok());
       }
       REQUIRE(outcome.wait_for(std::chrono::seconds{10}) == std::future_status::ready);
       auto [finished, reply] = outcome.get();
       check_simple(reply);
-      if (finish_there) {
+      if (how == way::finished_then_let_go) {
         CHECK(finished.code() == oip::errc::failed_precondition);
         CHECK(finished.message().find("in its own callback") != std::string::npos);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds{50});
+      const std::lock_guard lock{held->mutex};
+      CHECK(held->results == 1);  // nothing comes to a callback after its stream was let go
+      if (how == way::replaced) {
+        REQUIRE(held->stream.has_value());
+        CHECK(held->stream->send("simple", simple_request()).ok());
+        CHECK(held->stream->finish().ok());
       }
     }
   }

@@ -50,10 +50,12 @@ struct client_options {
   /// asynchronous ones; calls beyond them wait for one.
   std::size_t max_connections = 16;
   /// HTTP: TCP keepalive. A connection on which nothing has come for this long is probed by the
-  /// kernel, 3 probes this long over; a server that answers none is taken for gone, and the call
-  /// waiting on it ends `errc::unavailable`. So a host that vanishes without a word (powered off,
-  /// cut off) ends a call with no deadline within twice this long, rather than never. Zero: no
-  /// probes. (gRPC probes with keepalive pings: `keepalive_time`.)
+  /// kernel, a probe every third of it (a second at least); a server that leaves 3 in a row
+  /// unanswered is taken for gone, and the call waiting for its reply ends `errc::unavailable`. So
+  /// a host that vanishes without a word (powered off, cut off) ends a call with no deadline within
+  /// about twice this long, rather than never. (A request still being sent then is ended by the
+  /// kernel's retransmission limit instead, about 15 minutes on Linux's defaults.) Zero: no
+  /// probes. gRPC probes with keepalive pings: `keepalive_time`.
   std::chrono::seconds tcp_keepalive{30};
   /// gRPC: TLS, and keepalive pings every `keepalive_time` (zero: none) answered within
   /// `keepalive_timeout`, sent while calls are open, and also between them if

@@ -447,6 +447,21 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
     wait_for_end();
   }
 
+  // The stream let go on a callback's thread, where its end cannot be waited for (it is waited
+  // for elsewhere): the call is cancelled, and no callback of the caller's runs once this has
+  // returned, so what the callback refers to may go.
+  void let_go_here() {
+    std::unique_lock lock{mutex_};
+    let_go_ = true;
+    if (!finished_) {
+      cancelled_here_ = true;
+      context_.TryCancel();
+    }
+    // A callback of this stream's on another thread returns first; this stream's own, which may
+    // be the caller, is not waited for.
+    if (calling_back_in_stream != this) callback_done_.wait(lock, [this] { return !in_callback_; });
+  }
+
   [[nodiscard]] client_state& owner() noexcept { return *owner_; }
 
   // `placed`: where the request's outputs go in regions registered through the client, read
@@ -557,36 +572,48 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
     // The server echoes the request's id in its error too (Triton does, so that a client knows
     // which request failed).
     const std::string id = reply_.infer_response().id();
-    const stream_callback_mark mark{this};
     if (!reply_.error_message().empty()) {
-      call_back(*owner_, on_response_, id, status{errc::internal, reply_.error_message()});
+      tell(id, status{errc::internal, reply_.error_message()});
     } else {
-      call_back(
-          *owner_, on_response_, id,
-          decoded(*reply_.mutable_infer_response(), owner_->options().reply_bounds, placed.get()));
+      tell(id,
+           decoded(*reply_.mutable_infer_response(), owner_->options().reply_bounds, placed.get()));
     }
     StartRead(&reply_);
   }
 
   void OnDone(const ::grpc::Status& s) override {
-    bool tell = false;
+    bool told_of_end = false;
     {
       const std::lock_guard lock{mutex_};
       end_ = s;
-      tell = !s.ok() && !cancelled_here_;
+      told_of_end = !s.ok() && !cancelled_here_;
     }
     // A call that ends in an error (the server's status, a deadline) is the callback's last
     // result, as in Triton's clients, before `finish` returns it too.
-    if (tell) {
-      const stream_callback_mark mark{this};
-      call_back(*owner_, on_response_, std::string_view{}, status_of(s));
-    }
+    if (told_of_end) tell(std::string_view{}, status_of(s));
     const std::lock_guard lock{mutex_};
     finished_ = true;
     ended_.notify_all();
   }
 
  private:
+  // Runs the caller's callback, unless the stream was let go.
+  template <class Outcome>
+  void tell(std::string_view id, Outcome&& outcome) {
+    {
+      const std::lock_guard lock{mutex_};
+      if (let_go_) return;
+      in_callback_ = true;
+    }
+    {
+      const stream_callback_mark mark{this};
+      call_back(*owner_, on_response_, id, std::forward<Outcome>(outcome));
+    }
+    const std::lock_guard lock{mutex_};
+    in_callback_ = false;
+    callback_done_.notify_all();
+  }
+
   // Whether the hold is still to be removed (then it is this caller's to remove); under the lock.
   bool take_hold() {
     const bool had = held_;
@@ -629,6 +656,9 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
   std::map<std::string, std::deque<std::shared_ptr<shared_memory_outputs>>, std::less<>> placed_;
   bool read_ended_ = false;
   bool cancelled_here_ = false;
+  bool let_go_ = false;
+  bool in_callback_ = false;
+  std::condition_variable callback_done_;
   bool finished_ = false;
   ::grpc::Status end_;
   status refused_;  // why the call was never started
@@ -637,20 +667,37 @@ class stream_state final : public ::grpc::ClientBidiReactor<inference::ModelInfe
 }  // namespace detail
 
 client::stream::stream(std::unique_ptr<detail::stream_state> state) : state_{std::move(state)} {}
-client::stream::stream(stream&&) noexcept = default;
-client::stream& client::stream::operator=(stream&&) noexcept = default;
-client::stream::~stream() {
-  // On a thread of grpc++'s that runs a callback (this stream's, whose end cannot come before it
-  // returns, or another call's), the end goes to a thread of its own, as a client's does.
-  if (state_ != nullptr && calling_back_for != nullptr) {
-    if (oip::detail::end_elsewhere([state = std::move(state_)]() mutable { state.reset(); })) {
-      return;
-    }
-    std::fputs("oip::grpc::client::stream: ended in a callback, with no thread to end it\n",
-               stderr);
-    std::abort();
+namespace {
+
+// Ends a stream. On a thread of grpc++'s that runs a callback (the stream's own, whose end cannot
+// come before it returns, or another call's), the wait for the end and the last of the stream go
+// to a thread of their own, as a client's end does; the call is cancelled here.
+void let_go(std::unique_ptr<detail::stream_state>& state) {
+  if (state == nullptr) return;
+  if (calling_back_for == nullptr) {
+    state.reset();
+    return;
   }
+  state->let_go_here();
+  // Not moved into the thread's function: if no thread starts, that function is destroyed here,
+  // and the stream with it would wait here for ever.
+  detail::stream_state* const left = state.release();
+  if (oip::detail::end_elsewhere([left] { delete left; })) return;  // NOLINT(*-owning-memory)
+  std::fputs("oip::grpc::client::stream: ended in a callback, with no thread to end it\n", stderr);
+  std::abort();
 }
+
+}  // namespace
+
+client::stream::stream(stream&&) noexcept = default;
+client::stream& client::stream::operator=(stream&& other) noexcept {
+  if (this != &other) {
+    let_go(state_);
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+client::stream::~stream() { let_go(state_); }
 
 status client::stream::send(std::string_view model, const inference_request& request,
                             std::optional<std::uint64_t> version) {

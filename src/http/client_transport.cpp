@@ -558,17 +558,21 @@ void client_state::remember_endpoints(const tcp::resolver::results_type& found) 
 void client_state::forget_endpoints() {
   const std::lock_guard lock{endpoints_mutex_};
   endpoints_.reset();
+  lookup_ = {};
+  ++lookups_;
 }
 
 result<tcp::resolver::results_type> client_state::resolve_until(time_point deadline) {
   std::shared_future<lookup_answer> lookup;
+  std::uint64_t asked_as = 0;
   {
     const std::lock_guard lock{endpoints_mutex_};
     if (endpoints_) return *endpoints_;
-    // A lookup that has answered is not asked again: its addresses were forgotten (a connect to
-    // them failed), or it failed.
+    // A lookup that failed is asked again; one whose addresses were forgotten (a connect to them
+    // failed) is gone. One that answered after its callers stopped waiting is used.
     if (!lookup_.valid() ||
-        lookup_.wait_for(std::chrono::seconds{0}) == std::future_status::ready) {
+        (lookup_.wait_for(std::chrono::seconds{0}) == std::future_status::ready &&
+         lookup_.get().first)) {
       // The lookup runs on a thread of its own, which holds nothing of the client's (it may
       // outlive it), and this thread waits for its answer no longer than `deadline`:
       // getaddrinfo cannot be interrupted, and the I/O thread may be this one (a call made in a
@@ -587,8 +591,10 @@ result<tcp::resolver::results_type> client_state::resolve_until(time_point deadl
         return unavailable(fmt::format("cannot resolve '{}': {}", host_port_, e.what()));
       }
       lookup_ = std::move(asked);
+      ++lookups_;
     }
     lookup = lookup_;
+    asked_as = lookups_;
   }
   if (deadline == time_point::max()) {
     lookup.wait();
@@ -597,7 +603,9 @@ result<tcp::resolver::results_type> client_state::resolve_until(time_point deadl
   }
   const auto& [ec, found] = lookup.get();
   if (ec) return unavailable(fmt::format("cannot resolve '{}': {}", host_port_, ec.message()));
-  remember_endpoints(found);
+  const std::lock_guard lock{endpoints_mutex_};
+  // Not if they were forgotten meanwhile: a connect to them failed.
+  if (lookups_ == asked_as) endpoints_ = found;
   return found;
 }
 

@@ -14,8 +14,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <deque>
+#include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -126,6 +129,7 @@ class client_state {
   // The synchronous calls' lookup under way, if any: the calls that need one wait for the same,
   // so that a name server that does not answer holds one thread, not one per call.
   std::shared_future<lookup_answer> lookup_;
+  std::uint64_t lookups_ = 0;  // a count of lookups started and of addresses forgotten
 
   boost::asio::io_context io_{1};
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;

@@ -26,7 +26,7 @@ class ending_threads {
       std::thread{[this, end = std::move(end)]() mutable {
         end();
         {
-          End gone = std::move(end);  // what it holds goes before the count does
+          [[maybe_unused]] End gone = std::move(end);  // what it holds goes before the count
         }
         const std::lock_guard lock{mutex_};
         --running_;
