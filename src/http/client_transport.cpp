@@ -558,7 +558,10 @@ void client_state::remember_endpoints(const tcp::resolver::results_type& found) 
 void client_state::forget_endpoints() {
   const std::lock_guard lock{endpoints_mutex_};
   endpoints_.reset();
-  lookup_ = {};
+  // A lookup still under way stays: its answer is new, and the calls waiting share it.
+  if (lookup_.valid() && lookup_.wait_for(std::chrono::seconds{0}) == std::future_status::ready) {
+    lookup_ = {};
+  }
   ++lookups_;
 }
 

@@ -119,6 +119,9 @@ class OIP_EXPORT client {
   /// stream's destructor wait for the call's end, which cannot come while `on_response` runs:
   /// `finish` called from it returns `errc::failed_precondition` at once, and a stream let go
   /// there (or in any other callback of a client's) is cancelled and ends on a thread of its own.
+  /// Once a stream is let go in a callback its own callback is called no more: letting it go
+  /// waits for that callback if it runs on another thread, so it must not be let go while holding
+  /// a lock its callback takes, nor two streams each in the other's callback.
   [[nodiscard]] stream open_stream(response_callback on_response);
   /// The same, each result given with the id of the request it answers, as the server echoes it
   /// in a response and in an error (empty for a request sent without one, and for the call's
