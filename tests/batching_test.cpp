@@ -16,6 +16,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -25,8 +26,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// IN FP32 [-1] and TAG BYTES [1] per row → OUT = 2 × IN, TAG echoed; records each execution's
-// batch size, and can hold executions until released.
+// IN FP32 [-1] and TAG BYTES [1] per row → OUT = 2 × IN (times IN's parameter `scale`, if
+// given), TAG echoed; records each execution's batch size, and can hold executions until
+// released.
 class doubler : public oip::model {
  public:
   explicit doubler(oip::model_config::batching_settings settings, bool wrong_rows = false)
@@ -50,8 +52,10 @@ class doubler : public oip::model {
       batches.push_back(call.request().inputs[0].shape()[0]);
     }
     const oip::tensor& in = call.request().inputs[0];
+    const auto* scale = in.parameters().get<std::int64_t>("scale");
+    const float factor = 2.0F * static_cast<float>(scale != nullptr ? *scale : 1);
     std::vector<float> out(in.element_count());
-    for (std::size_t i = 0; i < out.size(); ++i) out[i] = 2 * in.at<float>(i);
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = factor * in.at<float>(i);
     oip::shape_type shape = in.shape();
     if (wrong_rows_) {  // one row too many
       shape[0] += 1;
@@ -112,7 +116,8 @@ struct service_fixture {
   // way round, TAG sent binary (what the model is asked is the same).
   std::future<oip::result<oip::inference_response>> send(
       int tag, std::int64_t rows, std::int64_t width, std::int64_t classes = 0,
-      bool reordered = false, std::optional<std::uint64_t> version = std::nullopt) {
+      bool reordered = false, std::optional<std::uint64_t> version = std::nullopt,
+      std::optional<std::int64_t> scale = std::nullopt) {
     oip::inference_request r;
     if (classes > 0) {
       r.outputs.push_back({"OUT", {}});
@@ -127,6 +132,7 @@ struct service_fixture {
     std::vector<float> values(static_cast<std::size_t>(rows * width));
     for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(tag * 1000 + i);
     r.inputs.push_back(*oip::tensor::from_values<float>("IN", {rows, width}, values));
+    if (scale) r.inputs.back().parameters().set("scale", *scale);
     std::vector<std::string> tags(static_cast<std::size_t>(rows));
     for (std::int64_t i = 0; i < rows; ++i) tags[i] = fmt_tag(tag, i);
     std::vector<std::string_view> views(tags.begin(), tags.end());
@@ -294,6 +300,39 @@ TEST_CASE("one model instance serving two versions batches each version's reques
   const std::lock_guard lock{f.model->mutex_};
   CHECK(f.model->batches.size() >= 2);  // never one batch of the three
   CHECK(std::find(f.model->batches.begin(), f.model->batches.end(), 6) == f.model->batches.end());
+}
+
+TEST_CASE("inputs whose parameters differ for the model batch apart; the model sees each one's") {
+  // A preferred batch of 4 rows would take both requests at once; their IN's `scale` differs, so
+  // each waits out the delay alone and runs with its own. A transport's parameter (how an
+  // output travels) keeps no requests apart: the classification case above.
+  service_fixture f{
+      std::make_shared<doubler>(oip::model_config::batching_settings{300ms, 1024, 1, {4}})};
+  auto once = f.send(1, 2, 2, 0, false, std::nullopt, 1);
+  auto thrice = f.send(2, 2, 2, 0, false, std::nullopt, 3);
+  for (auto [reply, tag, scale] : {std::tuple{&once, 1, 1}, std::tuple{&thrice, 2, 3}}) {
+    const oip::result<oip::inference_response> r = reply->get();
+    REQUIRE(r);
+    const oip::tensor& out = r->outputs.at(0);
+    for (std::size_t i = 0; i < out.element_count(); ++i) {
+      CHECK(out.at<float>(i) == static_cast<float>(2 * scale * (tag * 1000 + static_cast<int>(i))));
+    }
+  }
+  const std::lock_guard lock{f.model->mutex_};
+  CHECK(f.model->batches == std::vector<std::int64_t>{2, 2});
+}
+
+TEST_CASE("a queue delay past any deadline waits for a full batch") {
+  service_fixture f{std::make_shared<doubler>(
+      oip::model_config::batching_settings{std::chrono::microseconds::max(), 1024, 1, {4}})};
+  auto first = f.send(1, 2, 2);
+  std::this_thread::sleep_for(300ms);
+  CHECK(f.model->entered.load() == 0);  // waiting for a fuller batch, not run at once
+  auto second = f.send(2, 2, 2);
+  REQUIRE(first.get());
+  REQUIRE(second.get());
+  const std::lock_guard lock{f.model->mutex_};
+  CHECK(f.model->batches == std::vector<std::int64_t>{4});
 }
 
 TEST_CASE("the batch queue is bounded: a 503 when it is full") {

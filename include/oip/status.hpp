@@ -224,6 +224,7 @@ class [[nodiscard]] result {
 
 /// The answer to a request that met `std::bad_alloc`: a 503, since the server goes on and the
 /// request may pass later, whatever the transport. `what` says where ("reading the request body").
-[[nodiscard]] OIP_EXPORT status out_of_memory(std::string_view what);
+/// Never throws: without memory for the message, the message is "out of memory".
+[[nodiscard]] OIP_EXPORT status out_of_memory(std::string_view what) noexcept;
 
 }  // namespace oip

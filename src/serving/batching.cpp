@@ -6,6 +6,7 @@
 #include "serving/detail/validation.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <iterator>
 #include <new>
@@ -18,22 +19,54 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
+// Whether a tensor's parameter tells the transport how its bytes travel (binary or not, in which
+// shared-memory region), rather than telling the model anything.
+bool transport_parameter(std::string_view name) {
+  return name == parameter_names::binary_data || name == parameter_names::binary_data_size ||
+         name == parameter_names::shared_memory_region ||
+         name == parameter_names::shared_memory_offset ||
+         name == parameter_names::shared_memory_byte_size;
+}
+
+// Whether two tensors' parameters say the same to the model: every one but the transport's.
+bool same_for_the_model(const parameters& a, const parameters& b) {
+  const auto model_side = [](const parameters& p) {
+    return std::count_if(p.begin(), p.end(),
+                         [](const parameters::entry& e) { return !transport_parameter(e.first); });
+  };
+  if (model_side(a) != model_side(b)) return false;
+  return std::all_of(a.begin(), a.end(), [&](const parameters::entry& e) {
+    if (transport_parameter(e.first)) return true;
+    const parameter_value* other = b.find(e.first);
+    return other != nullptr && *other == e.second;
+  });
+}
+
+// The parameters of a merged input: the model's, as every request of the batch gave them.
+parameters model_side_of(const parameters& given) {
+  parameters out;
+  for (const auto& [name, value] : given) {
+    if (!transport_parameter(name)) out.append_unchecked(name, value);
+  }
+  return out;
+}
+
 // Whether two requests ask the model for the same outputs: the same names, in any order, each
-// with the same `classification` (a model on a GPU answers it there). How an output is sent back
-// (binary or not) is the transport's business and does not keep requests apart.
+// with the same parameters for the model (`classification` among them: a model on a GPU answers
+// it there). How an output is sent back is the transport's business and keeps no requests apart.
 bool same_outputs_asked(const std::vector<requested_output>& a,
                         const std::vector<requested_output>& b) {
   if (a.size() != b.size()) return false;
   return std::all_of(a.begin(), a.end(), [&](const requested_output& x) {
     return std::any_of(b.begin(), b.end(), [&](const requested_output& y) {
-      return y.name == x.name && y.classes_asked() == x.classes_asked();
+      return y.name == x.name && same_for_the_model(x.parameters, y.parameters);
     });
   });
 }
 
 // Whether two requests can run as one batch: the same inputs in the same order (names, datatypes,
-// dimensions past the batch dimension), the same parameters and the same outputs asked of the
-// model (it sees the batch's).
+// dimensions past the batch dimension, parameters for the model), the same parameters and the
+// same outputs asked of the model (it sees the batch's).
 bool batchable_together(const inference_request& a, const inference_request& b) {
   if (a.inputs.size() != b.inputs.size() || !(a.parameters == b.parameters) ||
       !same_outputs_asked(a.outputs, b.outputs)) {
@@ -43,7 +76,8 @@ bool batchable_together(const inference_request& a, const inference_request& b) 
     const tensor& x = a.inputs[i];
     const tensor& y = b.inputs[i];
     if (x.name() != y.name() || x.type() != y.type() || x.shape().size() != y.shape().size() ||
-        !std::equal(x.shape().begin() + 1, x.shape().end(), y.shape().begin() + 1)) {
+        !std::equal(x.shape().begin() + 1, x.shape().end(), y.shape().begin() + 1) ||
+        !same_for_the_model(x.parameters(), y.parameters())) {
       return false;
     }
   }
@@ -127,6 +161,7 @@ result<inference_request> merge(const std::vector<batch_item>& items) {
     result<tensor> input =
         tensor::make(first[i].name(), first[i].type(), std::move(shape), std::move(*joined));
     if (!input) return std::move(input).error();
+    input->parameters() = model_side_of(first[i].parameters());
     merged.inputs.push_back(std::move(*input));
   }
   return merged;
@@ -157,6 +192,10 @@ batch_queue::batch_queue(const model_config& config, run_function run, fail_func
       run_{std::move(run)},
       fail_{std::move(fail)} {
   settings_.instances = std::max<std::size_t>(settings_.instances, 1);
+  // A delay of about a year stands for any longer one ("wait for a full batch"): the deadline,
+  // a request's arrival plus the delay, must stay within the clock's range.
+  settings_.max_queue_delay =
+      std::min<std::chrono::microseconds>(settings_.max_queue_delay, std::chrono::hours{24 * 366});
 }
 
 status batch_queue::enqueue(batch_item item) {
@@ -222,7 +261,12 @@ void batch_queue::loop(const std::shared_ptr<batch_queue>& self) {
       const batch_item oldest = std::move(queue_.front());
       queue_.pop_front();
       lock.unlock();
-      fail_(oldest, out_of_memory("forming the batch"));
+      try {
+        fail_(oldest, out_of_memory("forming the batch"));
+      } catch (const std::bad_alloc&) {
+        // Not even the refusal could be sent: the request is left to its client's deadline or
+        // disconnect, and the queue goes on.
+      }
       lock.lock();
       continue;
     }

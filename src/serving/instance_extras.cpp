@@ -53,6 +53,7 @@ std::shared_ptr<batcher> instance_extras::batches_of(const model_lease& lease,
   const std::shared_ptr<model>& instance = lease.shared();
   std::vector<entry> pruned;  // destroyed after the lock
   const std::lock_guard lock{mutex_};
+  if (batching_stopped_) return nullptr;
   if (const entry* found = find(instance)) return found->batches;
   std::shared_ptr<batcher> made = make(instance->config());
   add(instance, entry{instance, nullptr, made}, pruned);
@@ -78,6 +79,7 @@ void instance_extras::stop_batching() {
   std::vector<std::shared_ptr<batcher>> stopping;
   {
     const std::lock_guard lock{mutex_};
+    batching_stopped_ = true;
     for (auto& [key, extras] : entries_) {
       if (extras.batches) stopping.push_back(std::move(extras.batches));
     }

@@ -45,7 +45,9 @@ class instance_extras {
   /// are done) before it is freed, and their states go before it does.
   void retire_sequences(const std::vector<std::shared_ptr<model>>& instances);
 
-  /// Stops every batch queue and waits for its thread.
+  /// Stops every batch queue, and waits for its thread unless a request that is being queued
+  /// still holds it (its thread is then joined when that request lets go). No queue is made
+  /// after it.
   void stop_batching();
 
   /// The sequences open on the lease's model, or none when it has no manager.
@@ -66,6 +68,7 @@ class instance_extras {
   std::mutex mutex_;
   std::map<const model*, entry> entries_;
   std::uint64_t retirements_ = 0;  // calls of `retire_sequences`
+  bool batching_stopped_ = false;  // by `stop_batching`: no batch queue is made after it
 };
 
 }  // namespace oip::detail
