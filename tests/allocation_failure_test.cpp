@@ -253,6 +253,20 @@ TEST_CASE("a merged batch whose outputs cannot be split back: each request a 503
   s.check_serving();
 }
 
+TEST_CASE("HTTP: a connection the server cannot get memory for is dropped; the next is served") {
+  // Its session cannot be made: that connection closes unanswered, and accepting goes on.
+  servers s;
+  const std::size_t failures = failed.load();
+  std::optional<http_reply> dropped;
+  {
+    const failing_allocations armed{1024};  // a session is larger
+    dropped = http_exchange(s.http_port, post("/v2/models/simple/infer", simple_body));
+  }
+  CHECK_FALSE(dropped.has_value());
+  CHECK(failed.load() > failures);
+  s.check_serving();
+}
+
 TEST_CASE("HTTP: a JSON body the parser cannot get memory for is a 503") {
   servers s;
   const std::string body = simple_body + std::string(std::size_t{1} << 20U, ' ');

@@ -714,6 +714,20 @@ TEST_CASE("each phase of a connection keeps its own time limit; a running model 
   CHECK(next->status == 200);
 }
 
+TEST_CASE("a HEAD request refused before it is read gets its error's headers, no body") {
+  // No Host: a 400 that closes the connection. A body after the headers would be read by the
+  // client as the start of another reply.
+  fixture f;
+  connection c{f.port};
+  c.expect_head_reply(true);
+  REQUIRE(c.send("HEAD /v2 HTTP/1.1\r\n\r\n"));
+  const std::optional<reply> refused = c.read_reply();
+  REQUIRE(refused.has_value());
+  CHECK(refused->status == 400);
+  CHECK(refused->has_header("Content-Length: "));  // the length of the body a GET would get
+  CHECK_FALSE(c.read_some().has_value());          // and then the end, no body
+}
+
 TEST_CASE("HEAD gets headers only; binary replies carry their header length") {
   fixture f;
   connection c{f.port};
@@ -1078,7 +1092,7 @@ TEST_CASE("a traced request carries the server's receive and send timestamps, in
                                           "HTTP_SEND_START", "HTTP_SEND_END"});
 }
 
-TEST_CASE("the memory budget: a body that would pass it is a 503 before it is read") {
+TEST_CASE("the memory budget: a body that would pass it is a 503 before it is read, a 413 alone") {
   constexpr std::size_t budget = std::size_t{256} << 10U;
   fixture f{std::size_t{1} << 20U, budget};
   const oip::memory_budget& memory = f.handler.service().memory();
@@ -1103,6 +1117,16 @@ TEST_CASE("the memory budget: a body that would pass it is a 503 before it is re
   CHECK(over->status == 503);
   CHECK(over->body.find("limit of 262144 bytes") != std::string::npos);
   CHECK(refused.closed_by_server());
+
+  // A body above the whole budget could never pass it: a 413, not a 503 that invites retries.
+  connection never{f.port};
+  REQUIRE(never.send("POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                     std::to_string(budget) + "\r\n\r\n"));
+  const std::optional<reply> too_large = never.read_reply();
+  REQUIRE(too_large.has_value());
+  CHECK(too_large->status == 413);
+  CHECK(too_large->body.find("262144 bytes that the server holds in flight at most") !=
+        std::string::npos);
 
   // A chunked body is refused as it grows past the budget.
   connection chunked{f.port};

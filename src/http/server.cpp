@@ -131,6 +131,8 @@ struct detail::server_state {
   }
 
   void accept();
+  // Accepts again after a pause: the process is short of descriptors or of memory.
+  void accept_after_pause();
   void on_session_end(session* s) {
     const std::lock_guard lock{mutex};
     sessions.erase(s);
@@ -299,7 +301,16 @@ class session : public std::enable_shared_from_this<session> {
     }
     // The body's bytes are the server's before they are read: one that does not fit in the
     // memory budget is refused now, without reading it.
-    held_ = server_->handler.service().memory().open();
+    memory_budget& budget = server_->handler.service().memory();
+    if (const auto length = parser_->content_length();
+        length && *length > budget.capacity() - std::min(budget.capacity(), body_padding)) {
+      // Not even alone would it fit: a 413, where a 503 would invite retries that cannot pass.
+      return fail(status{errc::payload_too_large,
+                         fmt::format("the request body is {} bytes, above the {} bytes that the "
+                                     "server holds in flight at most",
+                                     *length, budget.capacity())});
+    }
+    held_ = budget.open();
     if (const auto length = parser_->content_length()) {
       if (status room = held_.grow(static_cast<std::size_t>(*length) + body_padding); !room.ok()) {
         return fail(room);
@@ -646,7 +657,8 @@ class session : public std::enable_shared_from_this<session> {
   void fail(const status& error) {
     busy_ = true;
     keep_alive_ = false;
-    head_only_ = false;
+    // A reply to HEAD carries no body, an error's neither (RFC 9110, 9.3.2).
+    head_only_ = parser_ && parser_->method() == bhttp::verb::head;
     // The handler words it for the request's target, once the request line has been read (the
     // parser keeps the target it read even when a later field or the body's length failed).
     std::string_view target;
@@ -713,34 +725,41 @@ void detail::server_state::accept() {
   acceptor.async_accept(next.io, [self = this](beast::error_code ec, socket_type socket) {
     if (ec == net::error::operation_aborted || self->stopping.load()) return;
     if (ec && !out_of_resources(ec)) return self->accept();  // this connection's trouble only
-    if (ec) {
-      self->accept_pause.expires_after(accept_retry_pause);
-      self->accept_pause.async_wait([self](beast::error_code waited) {
-        if (!waited && !self->stopping.load()) self->accept();
-      });
-      return;
-    }
+    if (ec) return self->accept_after_pause();
     // Replies leave in one go: with Nagle's algorithm the last segment
     // of a large reply waited for the client's delayed ACK (40 ms).
     beast::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
-    // Made outside the lock: a session that ends, even in its
-    // constructor, takes the lock to leave the set.
-    auto s = std::make_shared<session>(std::move(socket), self);
-    bool admitted = false;
-    {
-      const std::lock_guard lock{self->mutex};
-      if (self->sessions.size() < self->options.max_connections) {
-        self->sessions.emplace(s.get(), s);
-        admitted = true;
+    try {
+      // Made outside the lock: a session that ends, even in its
+      // constructor, takes the lock to leave the set.
+      auto s = std::make_shared<session>(std::move(socket), self);
+      bool admitted = false;
+      {
+        const std::lock_guard lock{self->mutex};
+        if (self->sessions.size() < self->options.max_connections) {
+          self->sessions.emplace(s.get(), s);
+          admitted = true;
+        }
       }
-    }
-    if (admitted) {
-      s->start();
-    } else {
-      s->refuse_over_limit();
+      if (admitted) {
+        s->start();
+      } else {
+        s->refuse_over_limit();
+      }
+    } catch (const std::bad_alloc&) {
+      // No memory for this connection, which closes: the next is accepted after a pause, as
+      // when descriptors run out. Without this, no accept would wait any more.
+      return self->accept_after_pause();
     }
     self->accept();
+  });
+}
+
+void detail::server_state::accept_after_pause() {
+  accept_pause.expires_after(accept_retry_pause);
+  accept_pause.async_wait([self = this](beast::error_code waited) {
+    if (!waited && !self->stopping.load()) self->accept();
   });
 }
 
