@@ -19,11 +19,8 @@
 
 namespace oip::grpc {
 
-using detail::call_back;
 using detail::calling_back_for;
-using detail::decoded;
 using detail::placed_outputs;
-using detail::status_of;
 using detail::version_text;
 
 namespace {
