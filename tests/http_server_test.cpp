@@ -1092,6 +1092,61 @@ TEST_CASE("a traced request carries the server's receive and send timestamps, in
                                           "HTTP_SEND_START", "HTTP_SEND_END"});
 }
 
+TEST_CASE("a traced streamed reply carries its send timestamps, stamped once the request ended") {
+  // The stream's head goes out at the first response, while the model still runs: the trace is
+  // handed to the transport only when the request ends.
+  oip::testing::temporary_trace_file file;
+  oip::server_options options = fixture::options();
+  options.trace.file = file.path;
+  options.trace.level = oip::trace_level::timestamps;
+  options.trace.rate = 1;
+  oip::model_repository repository;
+  oip::model_config config;
+  config.name = "two_parts";
+  config.decoupled = true;
+  config.inputs = {{"N", oip::datatype::int32, {1}, {}}};
+  config.outputs = {{"I", oip::datatype::int32, {1}, {}}};
+  const auto part = [](std::int32_t i) {
+    return oip::model_output{
+        {*oip::tensor::from_values<std::int32_t>("I", {1}, std::span<const std::int32_t>(&i, 1))},
+        {}};
+  };
+  REQUIRE(repository
+              .add(oip::make_model(
+                  config,
+                  [&part](oip::inference_call& call) -> oip::result<oip::model_output> {
+                    if (oip::status sent = call.send(part(0)); !sent.ok()) {
+                      return sent;
+                    }
+                    std::this_thread::sleep_for(100ms);
+                    return part(1);
+                  }))
+              .ok());
+  oip::executor workers{{2, 64}};
+  oip::http_handler handler{repository, workers, options};
+  oip::http::server server{handler, fixture::http_options()};
+  const oip::result<std::uint16_t> port = server.start();
+  REQUIRE(port);
+  connection c{*port};
+  c.send(post("/v2/models/two_parts/generate_stream", R"({"N":2})"));
+  std::string stream;
+  while (stream.find("\r\n0\r\n\r\n") == std::string::npos) {
+    std::optional<std::string> more = c.read_some();
+    if (!more) break;
+    stream += *more;
+  }
+  CHECK(stream.find("HTTP/1.1 200") == 0);
+  std::vector<std::string> names;
+  for (int i = 0; i < 200 && names.size() < 10; ++i) {
+    names = oip::testing::timestamp_names(file.read(file.path));
+    if (names.size() < 10) std::this_thread::sleep_for(10ms);
+  }
+  CHECK(names == std::vector<std::string>{"HTTP_RECV_START", "HTTP_RECV_END", "REQUEST_START",
+                                          "QUEUE_START", "COMPUTE_START", "COMPUTE_END",
+                                          "REQUEST_END", "INFER_RESPONSE_COMPLETE",
+                                          "HTTP_SEND_START", "HTTP_SEND_END"});
+}
+
 TEST_CASE("the memory budget: a body that would pass it is a 503 before it is read, a 413 alone") {
   constexpr std::size_t budget = std::size_t{256} << 10U;
   fixture f{std::size_t{1} << 20U, budget};

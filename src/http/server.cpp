@@ -495,7 +495,13 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   void write_reply(http_response reply) {
-    if (trace_.sampled) trace_.sampled->stamp("HTTP_SEND_START");
+    // A streamed reply starts before its request ends, and its trace is handed over (`sampled`
+    // set, on the model's thread) only at that end: its sending's start is kept until then.
+    if (reply.stream) {
+      stream_sent_from_ = tracer::clock::now();
+    } else if (trace_.sampled) {
+      trace_.sampled->stamp("HTTP_SEND_START");
+    }
     reply_ = std::move(reply);
     if (server_->closing_connections()) keep_alive_ = false;  // the last reply on this connection
     header_.clear();  // keeps its capacity for the connection's next reply
@@ -587,6 +593,7 @@ class session : public std::enable_shared_from_this<session> {
 
   void on_write(beast::error_code ec) {
     if (trace_.sampled) {
+      if (reply_.stream) trace_.sampled->stamp("HTTP_SEND_START", stream_sent_from_);
       trace_.sampled->stamp("HTTP_SEND_END");
       trace_.sampled.reset();  // writes the trace
     }
@@ -701,7 +708,8 @@ class session : public std::enable_shared_from_this<session> {
   http_response reply_;
   std::string header_;
   tracer::clock::time_point header_read_;
-  transport_trace trace_;  // the request in flight's part in its trace
+  tracer::clock::time_point stream_sent_from_;  // a streamed reply's first write
+  transport_trace trace_;                       // the request in flight's part in its trace
   std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
   std::chrono::steady_clock::time_point armed_ = std::chrono::steady_clock::time_point::max();
   std::chrono::steady_clock::time_point transfer_began_;

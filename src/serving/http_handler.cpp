@@ -457,6 +457,8 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     void on_complete(const status& outcome) override {
       if (started) {
         if (!outcome.ok() && !broken) body->push(detail::server_sent_event(outcome.to_json()));
+        // The trace was handed over just before (it was not yet when the stream started).
+        if (trace != nullptr && trace->sampled) trace->sampled->stamp("INFER_RESPONSE_COMPLETE");
         return body->end();
       }
       http_response reply;
@@ -476,9 +478,9 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
     void start() {
       if (started) return;
       started = true;
-      http_response reply = detail::event_stream_head(body);
-      if (trace != nullptr && trace->sampled) trace->sampled->stamp("INFER_RESPONSE_COMPLETE");
-      done(std::move(reply));
+      // No trace stamp here: the request has not ended, so its trace is not handed over yet (it
+      // is written to `trace` on another thread when it ends; `on_complete` stamps it).
+      done(detail::event_stream_head(body));
     }
   };
 
