@@ -20,7 +20,7 @@ port = int(sys.argv[1])
 deadline = time.monotonic() + float(sys.argv[2])
 rng = random.Random(7)
 counts = {"slow_connections": 0, "malformed": 0, "malformed_4xx": 0, "closed_by_server": 0,
-          "reloads": 0, "over_budget": 0, "over_budget_503": 0, "violations": []}
+          "reloads": 0, "over_budget": 0, "over_budget_413": 0, "violations": []}
 # oip-serve's --max-inflight-bytes in scripts/soak; the body limit is above it.
 BUDGET = 64 << 20
 
@@ -81,14 +81,15 @@ def slow_connection():
 
 
 def over_budget():
-    """A body announced above the server's memory budget: a 503 before any of it is sent."""
+    """A body announced above the server's whole memory budget: a 413 (no retry could pass it)
+    before any of it is sent."""
     counts["over_budget"] += 1
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         s.sendall(f"POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\n"
                   f"Content-Length: {BUDGET + 1}\r\n\r\n".encode())
         reply = s.recv(4096)
-    if reply.startswith(b"HTTP/1.1 503"):
-        counts["over_budget_503"] += 1
+    if reply.startswith(b"HTTP/1.1 413"):
+        counts["over_budget_413"] += 1
     else:
         counts["violations"].append(f"over budget: {reply[:60]!r}")
 

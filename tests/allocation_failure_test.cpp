@@ -35,19 +35,42 @@ namespace {
 
 std::atomic<std::size_t> failing_from{0};  // 0: nothing fails
 std::atomic<std::size_t> failed{0};
+// Whether only the first allocation that meets `failing_from` fails (it then disarms itself).
+std::atomic<bool> failing_once{false};
 // The test's own thread, the client's side of each exchange, is spared.
 thread_local bool spared = false;
 
 void* allocate(std::size_t size, std::size_t alignment) noexcept {
   const std::size_t limit = failing_from.load(std::memory_order_relaxed);
   if (limit != 0 && size >= limit && !spared) {
-    failed.fetch_add(1);
-    return nullptr;
+    std::size_t armed = limit;
+    if (!failing_once.load(std::memory_order_relaxed) ||
+        failing_from.compare_exchange_strong(armed, 0)) {
+      failed.fetch_add(1);
+      return nullptr;
+    }
   }
   if (size == 0) size = 1;
   if (alignment <= alignof(std::max_align_t)) return std::malloc(size);
   return std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment);
 }
+
+// Arms one failure for the scope: the first allocation of `from` bytes or more, on any thread but
+// the test's.
+struct one_failing_allocation {
+  explicit one_failing_allocation(std::size_t from) {
+    spared = true;
+    failing_once = true;
+    failing_from = from;
+  }
+  one_failing_allocation(const one_failing_allocation&) = delete;
+  one_failing_allocation& operator=(const one_failing_allocation&) = delete;
+  ~one_failing_allocation() {
+    failing_from = 0;
+    failing_once = false;
+    spared = false;
+  }
+};
 
 // Arms the failure for the scope.
 struct failing_allocations {
@@ -259,7 +282,7 @@ TEST_CASE("HTTP: a connection the server cannot get memory for is dropped; the n
   const std::size_t failures = failed.load();
   std::optional<http_reply> dropped;
   {
-    const failing_allocations armed{1024};  // a session is larger
+    const one_failing_allocation armed{1024};  // the server's next, its session's (larger)
     dropped = http_exchange(s.http_port, post("/v2/models/simple/infer", simple_body));
   }
   CHECK_FALSE(dropped.has_value());

@@ -318,8 +318,23 @@ TEST_CASE("inputs whose parameters differ for the model batch apart; the model s
       CHECK(out.at<float>(i) == static_cast<float>(2 * scale * (tag * 1000 + static_cast<int>(i))));
     }
   }
+  {
+    const std::lock_guard lock{f.model->mutex_};
+    CHECK(f.model->batches == std::vector<std::int64_t>{2, 2});
+  }
+  // The same `scale` on both: one batch, whose merged input carries it.
+  auto first = f.send(3, 2, 2, 0, false, std::nullopt, 3);
+  auto second = f.send(4, 2, 2, 0, false, std::nullopt, 3);
+  for (auto [reply, tag] : {std::pair{&first, 3}, std::pair{&second, 4}}) {
+    const oip::result<oip::inference_response> r = reply->get();
+    REQUIRE(r);
+    const oip::tensor& out = r->outputs.at(0);
+    for (std::size_t i = 0; i < out.element_count(); ++i) {
+      CHECK(out.at<float>(i) == static_cast<float>(6 * (tag * 1000 + static_cast<int>(i))));
+    }
+  }
   const std::lock_guard lock{f.model->mutex_};
-  CHECK(f.model->batches == std::vector<std::int64_t>{2, 2});
+  CHECK(f.model->batches == std::vector<std::int64_t>{2, 2, 4});
 }
 
 TEST_CASE("a queue delay past any deadline waits for a full batch") {

@@ -75,8 +75,12 @@ class OIP_EXPORT http_body_stream {
   /// The handler's side: the parts waiting for the transport count against `waiting`'s budget
   /// until the transport takes them (it counts the part it writes itself).
   void count_against(memory_budget::lease waiting);
-  /// The handler's side: the body is complete once the parts pushed are written.
-  void end();
+  /// The handler's side: the body is complete once the parts pushed are written. `sampled`: the
+  /// request's trace, if it was sampled, for the transport to stamp its sending on: a streamed
+  /// reply starts before its request ends, and the trace is handed over only at that end.
+  void end(std::shared_ptr<open_trace> sampled = nullptr);
+  /// The transport's side, once the body has ended: the trace that `end` handed over, if any.
+  [[nodiscard]] std::shared_ptr<open_trace> take_trace();
   /// The parts pushed and not yet written.
   [[nodiscard]] response_backlog& backlog() noexcept { return backlog_; }
 
@@ -91,6 +95,7 @@ class OIP_EXPORT http_body_stream {
   bool ended_ = false;
   bool abandoned_ = false;
   bool part_out_ = false;  // a part is with the transport, not yet written
+  std::shared_ptr<open_trace> sampled_;
   response_backlog backlog_;
   memory_budget::lease waiting_bytes_;  // the parts in `parts_`
 };

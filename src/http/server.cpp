@@ -133,6 +133,8 @@ struct detail::server_state {
   void accept();
   // Accepts again after a pause: the process is short of descriptors or of memory.
   void accept_after_pause();
+  // One connection's accept, on `next`'s I/O thread; may throw std::bad_alloc.
+  void accept_one(io_loop& next);
   void on_session_end(session* s) {
     const std::lock_guard lock{mutex};
     sessions.erase(s);
@@ -592,11 +594,13 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   void on_write(beast::error_code ec) {
-    if (trace_.sampled) {
-      if (reply_.stream) trace_.sampled->stamp("HTTP_SEND_START", stream_sent_from_);
-      trace_.sampled->stamp("HTTP_SEND_END");
-      trace_.sampled.reset();  // writes the trace
-    }
+    // A streamed reply's trace comes with its body's end (none when it was abandoned); the
+    // session's own is not touched then, since the model's thread sets it when the request ends.
+    if (std::shared_ptr<open_trace> sampled =
+            reply_.stream ? reply_.stream->take_trace() : std::move(trace_.sampled)) {
+      if (reply_.stream) sampled->stamp("HTTP_SEND_START", stream_sent_from_);
+      sampled->stamp("HTTP_SEND_END");
+    }  // the last holder lets go: the trace is written
     busy_ = false;
     reply_ = {};
     held_.release();
@@ -730,6 +734,14 @@ class session : public std::enable_shared_from_this<session> {
 void detail::server_state::accept() {
   io_loop& next = *loops[next_loop];
   next_loop = (next_loop + 1) % loops.size();
+  try {
+    accept_one(next);
+  } catch (const std::bad_alloc&) {
+    accept_after_pause();  // no memory to wait for a connection: tried again after a pause
+  }
+}
+
+void detail::server_state::accept_one(io_loop& next) {
   acceptor.async_accept(next.io, [self = this](beast::error_code ec, socket_type socket) {
     if (ec == net::error::operation_aborted || self->stopping.load()) return;
     if (ec && !out_of_resources(ec)) return self->accept();  // this connection's trouble only

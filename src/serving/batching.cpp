@@ -140,6 +140,8 @@ result<inference_request> merge(const std::vector<batch_item>& items) {
   inference_request merged;
   merged.parameters = items.front().request->parameters;
   merged.outputs = items.front().request->outputs;
+  for (requested_output& output : merged.outputs)
+    output.parameters = model_side_of(output.parameters);
   const std::vector<tensor>& first = items.front().request->inputs;
   for (std::size_t i = 0; i < first.size(); ++i) {
     std::size_t bytes = 0;

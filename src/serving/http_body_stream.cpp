@@ -62,17 +62,23 @@ void http_body_stream::push(std::string part) {
   waiting(std::move(part));
 }
 
+std::shared_ptr<open_trace> http_body_stream::take_trace() {
+  const std::lock_guard lock{mutex_};
+  return std::move(sampled_);
+}
+
 void http_body_stream::count_against(memory_budget::lease waiting) {
   const std::lock_guard lock{mutex_};
   waiting.add(waiting_bytes_.bytes());
   waiting_bytes_ = std::move(waiting);
 }
 
-void http_body_stream::end() {
+void http_body_stream::end(std::shared_ptr<open_trace> sampled) {
   part_ready waiting;
   {
     const std::lock_guard lock{mutex_};
     ended_ = true;
+    sampled_ = std::move(sampled);
     waiting = std::move(waiting_);
   }
   if (waiting) waiting(std::nullopt);

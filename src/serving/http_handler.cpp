@@ -448,18 +448,22 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
       start();
       body->push(detail::server_sent_event(json ? *json : json.error().to_json()));
       if (!json) {
-        // The client learns why its stream ends here; the model's next send fails.
+        // The client learns why its stream ends here; the model's next send fails. The body
+        // ends with the request (`on_complete`): the connection takes no other request while
+        // this one may still hand over its trace.
         broken = true;
-        body->end();
         body->backlog().close();
       }
     }
     void on_complete(const status& outcome) override {
       if (started) {
         if (!outcome.ok() && !broken) body->push(detail::server_sent_event(outcome.to_json()));
-        // The trace was handed over just before (it was not yet when the stream started).
-        if (trace != nullptr && trace->sampled) trace->sampled->stamp("INFER_RESPONSE_COMPLETE");
-        return body->end();
+        // The trace was handed over just before, on this thread (it was not yet when the stream
+        // started); it goes to the transport with the body's end.
+        std::shared_ptr<open_trace> sampled =
+            trace != nullptr ? std::move(trace->sampled) : nullptr;
+        if (sampled) sampled->stamp("INFER_RESPONSE_COMPLETE");
+        return body->end(std::move(sampled));
       }
       http_response reply;
       if (!outcome.ok() && !admitted) {
