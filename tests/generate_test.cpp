@@ -7,9 +7,14 @@
 #include <oip/http_handler.hpp>
 #include <oip/in_process_client.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -262,4 +267,45 @@ TEST_CASE("a model's error in a stream is an event") {
   CHECK(r.status == 500);
   CHECK(r.header("Content-Type") == "text/event-stream; charset=utf-8");
   CHECK(r.body() == "data: {\"error\":\"the engine is down\"}\n\n");
+}
+
+TEST_CASE("a response a stream cannot carry ends it with its error and stops the model") {
+  // Replies here may be 64 bytes at most: the model's first response is too large to encode.
+  // The client gets the error as the stream's last event, and the model, which sends until it
+  // is stopped, is stopped.
+  oip::model_config config = text_model();
+  config.name = "chatty";
+  config.decoupled = true;
+  std::atomic<bool> stopped{false};
+  oip::model_repository repository;
+  REQUIRE(repository
+              .add(oip::make_model(
+                  config,
+                  [&stopped](oip::inference_call& call) -> oip::result<oip::model_output> {
+                    const std::string text(200, 'x');
+                    const std::string_view view{text};
+                    for (int i = 0; i < 1000 && !call.cancelled(); ++i) {  // 5 s at most
+                      (void)call.send(oip::model_output{
+                          {*oip::tensor::from_strings("text_output", {1},
+                                                      std::span<const std::string_view>{&view, 1})},
+                          {}});
+                      std::this_thread::sleep_for(std::chrono::milliseconds{5});
+                    }
+                    stopped = call.cancelled();
+                    return oip::status{oip::errc::unavailable, "stopped"};
+                  }))
+              .ok());
+  oip::executor workers{{2, 8}};
+  oip::server_options options;
+  options.bounds.max_response_bytes = 64;
+  oip::http_handler handler{repository, workers, options};
+  oip::in_process_client client{handler};
+  const auto began = std::chrono::steady_clock::now();
+  const oip::http_response r = client.send("POST", "/v2/models/chatty/generate_stream",
+                                           R"({"text_input":"hi","tokens":[1]})");
+  CHECK(std::chrono::steady_clock::now() - began < std::chrono::seconds{3});
+  CHECK(r.status == 200);  // the stream had begun: its error is its last event
+  CHECK(r.body().starts_with("data: {\"error\":"));
+  CHECK(r.body().find("\n\ndata: ") == std::string::npos);  // nothing after it
+  CHECK(stopped.load());
 }

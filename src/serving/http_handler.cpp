@@ -432,11 +432,12 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
   struct generate_stream_sink final : reply_sink {
     transport_trace* trace = nullptr;
     completion done;
+    cancellation cancel;        // the request's: a response that cannot be encoded stops it
     memory_budget::lease held;  // a decompressed body's bytes, until the request ends
     std::size_t max_json_bytes = 0;
     bool admitted = false;
     bool started = false;
-    bool broken = false;  // a response could not be encoded: the stream ended with its error
+    bool broken = false;  // a response could not be encoded: the stream carries its error
     std::shared_ptr<http_body_stream> body = std::make_shared<http_body_stream>();
 
     void on_admitted() override { admitted = true; }
@@ -448,11 +449,12 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
       start();
       body->push(detail::server_sent_event(json ? *json : json.error().to_json()));
       if (!json) {
-        // The client learns why its stream ends here; the model's next send fails. The body
-        // ends with the request (`on_complete`): the connection takes no other request while
-        // this one may still hand over its trace.
+        // The client learns why its stream ends here; the model is asked to stop, and its next
+        // send fails. The body ends with the request (`on_complete`): the connection takes no
+        // other request while this one may still hand over its trace.
         broken = true;
         body->backlog().close();
+        cancel.cancel();
       }
     }
     void on_complete(const status& outcome) override {
@@ -499,6 +501,7 @@ struct http_handler::state : std::enable_shared_from_this<http_handler::state> {
       events->body->count_against(service.memory().open());
       events->max_json_bytes = max_json_bytes;
       events->trace = request.trace;
+      events->cancel = cancel;
       events->done = std::move(done);
       held = &events->held;
       sink = std::move(events);
