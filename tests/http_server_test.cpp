@@ -1062,12 +1062,36 @@ TEST_CASE("past the grace period, stop cancels the requests still running") {
   CHECK(busy.closed_by_server());
 }
 
-TEST_CASE("a traced request carries the server's receive and send timestamps, in Triton's names") {
-  oip::testing::temporary_trace_file file;
+namespace {
+
+// The fixture's settings, every request's timestamps traced to `file`.
+oip::server_options tracing_every_request(const oip::testing::temporary_trace_file& file) {
   oip::server_options options = fixture::options();
   options.trace.file = file.path;
   options.trace.level = oip::trace_level::timestamps;
   options.trace.rate = 1;
+  return options;
+}
+
+// The one trace in `file` has every timestamp of a request served over HTTP, in Triton's names.
+// It is written once the reply has gone, which the client may see first.
+void check_traced_over_http(const oip::testing::temporary_trace_file& file) {
+  std::vector<std::string> names;
+  for (int i = 0; i < 200 && names.size() < 10; ++i) {
+    names = oip::testing::timestamp_names(file.read(file.path));
+    if (names.size() < 10) std::this_thread::sleep_for(10ms);
+  }
+  CHECK(names == std::vector<std::string>{"HTTP_RECV_START", "HTTP_RECV_END", "REQUEST_START",
+                                          "QUEUE_START", "COMPUTE_START", "COMPUTE_END",
+                                          "REQUEST_END", "INFER_RESPONSE_COMPLETE",
+                                          "HTTP_SEND_START", "HTTP_SEND_END"});
+}
+
+}  // namespace
+
+TEST_CASE("a traced request carries the server's receive and send timestamps, in Triton's names") {
+  oip::testing::temporary_trace_file file;
+  const oip::server_options options = tracing_every_request(file);
   oip::model_repository repository;
   REQUIRE(repository.add(oip::testing::make_simple()).ok());
   oip::executor workers{{2, 64}};
@@ -1080,26 +1104,14 @@ TEST_CASE("a traced request carries the server's receive and send timestamps, in
   const std::optional<reply> r = c.read_reply();
   REQUIRE(r.has_value());
   CHECK(r->status == 200);
-  // The trace is written once the reply has gone, which the client may see first.
-  std::vector<std::string> names;
-  for (int i = 0; i < 200 && names.size() < 10; ++i) {
-    names = oip::testing::timestamp_names(file.read(file.path));
-    if (names.size() < 10) std::this_thread::sleep_for(10ms);
-  }
-  CHECK(names == std::vector<std::string>{"HTTP_RECV_START", "HTTP_RECV_END", "REQUEST_START",
-                                          "QUEUE_START", "COMPUTE_START", "COMPUTE_END",
-                                          "REQUEST_END", "INFER_RESPONSE_COMPLETE",
-                                          "HTTP_SEND_START", "HTTP_SEND_END"});
+  check_traced_over_http(file);
 }
 
 TEST_CASE("a traced streamed reply carries its send timestamps, stamped once the request ended") {
   // The stream's head goes out at the first response, while the model still runs: the trace is
   // handed to the transport only when the request ends.
   oip::testing::temporary_trace_file file;
-  oip::server_options options = fixture::options();
-  options.trace.file = file.path;
-  options.trace.level = oip::trace_level::timestamps;
-  options.trace.rate = 1;
+  const oip::server_options options = tracing_every_request(file);
   oip::model_repository repository;
   oip::model_config config;
   config.name = "two_parts";
@@ -1136,15 +1148,7 @@ TEST_CASE("a traced streamed reply carries its send timestamps, stamped once the
     stream += *more;
   }
   CHECK(stream.find("HTTP/1.1 200") == 0);
-  std::vector<std::string> names;
-  for (int i = 0; i < 200 && names.size() < 10; ++i) {
-    names = oip::testing::timestamp_names(file.read(file.path));
-    if (names.size() < 10) std::this_thread::sleep_for(10ms);
-  }
-  CHECK(names == std::vector<std::string>{"HTTP_RECV_START", "HTTP_RECV_END", "REQUEST_START",
-                                          "QUEUE_START", "COMPUTE_START", "COMPUTE_END",
-                                          "REQUEST_END", "INFER_RESPONSE_COMPLETE",
-                                          "HTTP_SEND_START", "HTTP_SEND_END"});
+  check_traced_over_http(file);
 }
 
 TEST_CASE("the memory budget: a body that would pass it is a 503 before it is read, a 413 alone") {
