@@ -1326,7 +1326,9 @@ TEST_CASE("a message above the service's body limit is refused before it is read
   }
 }
 
-TEST_CASE("the memory budget: a message that would pass it is UNAVAILABLE, unary or streamed") {
+TEST_CASE(
+    "the memory budget: a message that would pass it is UNAVAILABLE, one above it all "
+    "RESOURCE_EXHAUSTED, unary or streamed") {
   oip::model_repository models;
   oip::executor workers{oip::executor_options{2, 64}};
   oip::server_options options;
@@ -1341,35 +1343,54 @@ TEST_CASE("the memory budget: a message that would pass it is UNAVAILABLE, unary
   auto stub = inference::GRPCInferenceService::NewStub(::grpc::CreateChannel(
       "127.0.0.1:" + std::to_string(*port), ::grpc::InsecureChannelCredentials()));
 
-  // The same request with 100 KiB of parameters: over the budget of 64 KiB.
+  // The same request with 100 KiB of parameters (over the whole budget of 64 KiB: no retry can
+  // pass it) and with 30 KiB (over what is left while 40 KiB are held elsewhere: a retry can).
   inference::ModelInferRequest small = simple_request(contents_form::raw);
-  inference::ModelInferRequest large = small;
-  (*large.mutable_parameters())["padding"].set_string_param(
-      std::string(std::size_t{100} << 10U, 'x'));
-  {
+  const auto padded = [&](std::size_t bytes) {
+    inference::ModelInferRequest request = small;
+    (*request.mutable_parameters())["padding"].set_string_param(std::string(bytes, 'x'));
+    return request;
+  };
+  const inference::ModelInferRequest too_large = padded(std::size_t{100} << 10U);
+  const inference::ModelInferRequest large = padded(std::size_t{30} << 10U);
+  const auto infer = [&](const inference::ModelInferRequest& request) {
     ::grpc::ClientContext context;
     inference::ModelInferResponse response;
-    const ::grpc::Status s = stub->ModelInfer(&context, large, &response);
+    return stub->ModelInfer(&context, request, &response);
+  };
+  {
+    const ::grpc::Status s = infer(too_large);
+    CHECK(s.error_code() == ::grpc::StatusCode::RESOURCE_EXHAUSTED);
+    CHECK(s.error_message().find("above the 65536 bytes that the server holds in flight at most") !=
+          std::string::npos);
+  }
+  oip::result<oip::memory_budget::lease> elsewhere = service.memory().reserve(40U << 10U);
+  REQUIRE(elsewhere);
+  {
+    const ::grpc::Status s = infer(large);
     CHECK(s.error_code() == ::grpc::StatusCode::UNAVAILABLE);
-    CHECK(s.error_message().find("limit of 65536 bytes") != std::string::npos);
+    CHECK(s.error_message().find("limit of 65536 bytes; try again later") != std::string::npos);
   }
+  CHECK(infer(small).ok());
   {
     ::grpc::ClientContext context;
-    inference::ModelInferResponse response;
-    CHECK(stub->ModelInfer(&context, small, &response).ok());
+    auto stream = stub->ModelStreamInfer(&context);
+    REQUIRE(stream->Write(too_large));
+    REQUIRE(stream->Write(large));
+    REQUIRE(stream->Write(small));
+    inference::ModelStreamInferResponse reply;
+    REQUIRE(stream->Read(&reply));
+    CHECK(reply.error_message().find("above the 65536 bytes") != std::string::npos);
+    REQUIRE(stream->Read(&reply));
+    CHECK(reply.error_message().find("try again later") != std::string::npos);
+    REQUIRE(stream->Read(&reply));
+    CHECK(reply.error_message().empty());
+    CHECK(reply.infer_response().model_name() == "simple");
+    stream->WritesDone();
+    CHECK(stream->Finish().ok());
   }
-  ::grpc::ClientContext context;
-  auto stream = stub->ModelStreamInfer(&context);
-  REQUIRE(stream->Write(large));
-  REQUIRE(stream->Write(small));
-  inference::ModelStreamInferResponse reply;
-  REQUIRE(stream->Read(&reply));
-  CHECK(reply.error_message().find("limit of 65536 bytes") != std::string::npos);
-  REQUIRE(stream->Read(&reply));
-  CHECK(reply.error_message().empty());
-  CHECK(reply.infer_response().model_name() == "simple");
-  stream->WritesDone();
-  CHECK(stream->Finish().ok());
+  elsewhere->release();
+  CHECK(infer(large).ok());
   CHECK(oip::testing::wait_until([&] { return service.memory().held() == 0; }));
 
   // With grpc's quota at its default, the budget, grpc itself refuses what passes it.
@@ -1380,7 +1401,7 @@ TEST_CASE("the memory budget: a message that would pass it is UNAVAILABLE, unary
       "127.0.0.1:" + std::to_string(*bounded_port), ::grpc::InsecureChannelCredentials()));
   ::grpc::ClientContext refused;
   inference::ModelInferResponse nothing;
-  CHECK(bounded_stub->ModelInfer(&refused, large, &nothing).error_code() ==
+  CHECK(bounded_stub->ModelInfer(&refused, too_large, &nothing).error_code() ==
         ::grpc::StatusCode::RESOURCE_EXHAUSTED);
 }
 

@@ -12,7 +12,9 @@
 #include <oip/memory_budget.hpp>
 #include <oip/model.hpp>
 
+#include <array>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -1187,14 +1189,16 @@ TEST_CASE("the memory budget: a body that would pass it is a 503 before it is re
   CHECK(too_large->body.find("262144 bytes that the server holds in flight at most") !=
         std::string::npos);
 
-  // A chunked body is refused as it grows past the budget.
+  // A chunked body is refused as it grows past the budget (a chunk of 100 KiB).
   connection chunked{f.port};
   REQUIRE(chunked.send(
       "POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-      "2\r\n{}\r\n"));
+      "19000\r\n" +
+      std::string(std::size_t{100} << 10U, ' ')));
   const std::optional<reply> grown = chunked.read_reply();
   REQUIRE(grown.has_value());
   CHECK(grown->status == 503);
+  CHECK(grown->body.find("limit of 262144 bytes; try again later") != std::string::npos);
 
   // A gzip body of 1 KB that would decompress to 100 KiB: its decompressed bytes count too.
   connection compressed{f.port};
@@ -1222,6 +1226,48 @@ TEST_CASE("the memory budget: a body that would pass it is a 503 before it is re
   const std::optional<reply> passes = after.read_reply();
   REQUIRE(passes.has_value());
   CHECK(passes->status == 200);
+  CHECK(oip::testing::wait_until([&] { return memory.held() == 0; }));
+
+  // With nothing else held, bodies that grow past the whole budget are 413s too: chunked, and
+  // decompressed.
+  connection chunked_past{f.port};
+  // One byte past the budget, and no more: the server has read all that was sent when it refuses.
+  static_assert(budget == 0x40000);
+  REQUIRE(chunked_past.send(
+      "POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "40001\r\n" +
+      std::string(budget + 1, ' ')));
+  const std::optional<reply> chunked_too_large = chunked_past.read_reply();
+  REQUIRE(chunked_too_large.has_value());
+  CHECK(chunked_too_large->status == 413);
+  CHECK(chunked_too_large->body.find("above the 262144 bytes") != std::string::npos);
+  connection inflating{f.port};
+  REQUIRE(inflating.send(post("/v2/models/simple/infer",
+                              oip::testing::gzip(simple_body + std::string(300 << 10, ' ')),
+                              "Content-Encoding: gzip\r\n")));
+  const std::optional<reply> inflated_too_large = inflating.read_reply();
+  REQUIRE(inflated_too_large.has_value());
+  CHECK(inflated_too_large->status == 413);
+  CHECK(inflated_too_large->body.find("above the 262144 bytes") != std::string::npos);
+  CHECK(oip::testing::wait_until([&] { return memory.held() == 0; }));
+
+  // A chunked body of 150 KiB beside 40 KiB held elsewhere fits, though the room its buffer
+  // would double to (256 KiB) does not: the buffer grows by what fits.
+  oip::result<oip::memory_budget::lease> elsewhere =
+      f.handler.service().memory().reserve(40U << 10U);
+  REQUIRE(elsewhere);
+  const std::string chunk = simple_body + std::string(std::size_t{150} << 10U, ' ');
+  std::array<char, 16> size_hex{};
+  const auto hex_end =
+      std::to_chars(size_hex.data(), size_hex.data() + size_hex.size(), chunk.size(), 16).ptr;
+  connection fitting{f.port};
+  REQUIRE(fitting.send(
+      "POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" +
+      std::string(size_hex.data(), hex_end) + "\r\n" + chunk + "\r\n0\r\n\r\n"));
+  const std::optional<reply> fitted = fitting.read_reply();
+  REQUIRE(fitted.has_value());
+  CHECK(fitted->status == 200);
+  elsewhere->release();
   CHECK(oip::testing::wait_until([&] { return memory.held() == 0; }));
 }
 

@@ -15,13 +15,14 @@ namespace oip {
 /// The bytes a server holds for requests and replies in flight, and their bound
 /// (`limits::max_inflight_bytes`). A transport reserves a request's bytes before it reads them
 /// (an HTTP body from its Content-Length, a chunked body as it grows, a gRPC message from its
-/// size) and counts its replies until they are written; what does not fit is answered 503.
+/// size) and counts its replies until they are written; what does not fit now is answered 503,
+/// and what could not fit even alone 413 (gRPC: `RESOURCE_EXHAUSTED`).
 ///
 /// Example:
 /// \code
 ///   oip::memory_budget budget{std::size_t{1} << 30};
 ///   oip::result<oip::memory_budget::lease> held = budget.reserve(content_length);
-///   if (!held) return held.error();  // 503: the server holds too much already
+///   if (!held) return held.error();  // 503: the server holds too much already (413: too large)
 ///   // ... read the body; the bytes are given back when `*held` is destroyed
 /// \endcode
 class OIP_EXPORT memory_budget {
@@ -42,8 +43,13 @@ class OIP_EXPORT memory_budget {
     lease& operator=(const lease&) = delete;
     ~lease() { release(); }
 
-    /// Takes `bytes` more, or a 503 (and nothing taken) where they do not fit.
+    /// Takes `bytes` more, or (with nothing taken) a 503 where they do not fit beside what the
+    /// other leases hold, a 413 (`payload_too_large`) where the lease would pass the whole bound.
     [[nodiscard]] status grow(std::size_t bytes);
+    /// Takes as many bytes more as fit, from `most` down to `least` (the excess over `least`
+    /// halved at each try), and says how many; or what `grow(least)` says where not even those
+    /// fit. For a buffer that grows geometrically: near the bound it still grows.
+    [[nodiscard]] result<std::size_t> grow_between(std::size_t least, std::size_t most);
     /// Takes `bytes` more even past the bound: for what the server holds already (a reply made
     /// of a model's outputs), so that what comes next is refused until it is written.
     void add(std::size_t bytes) noexcept;
@@ -63,7 +69,8 @@ class OIP_EXPORT memory_budget {
   /// refused).
   explicit memory_budget(std::size_t capacity);
 
-  /// A lease on `bytes`, or a 503 that says how much the server holds, where they do not fit.
+  /// A lease on `bytes`, or a 503 that says how much the server holds, where they do not fit now
+  /// (a 413 where they are above `capacity`).
   [[nodiscard]] result<lease> reserve(std::size_t bytes);
   /// An empty lease, to `grow` or `add` to as bytes arrive.
   [[nodiscard]] lease open();

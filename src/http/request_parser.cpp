@@ -2,6 +2,8 @@
 
 #include "http/request_parser.hpp"
 
+#include "core/detail/reserve_exactly.hpp"
+
 #include <algorithm>
 #include <new>
 #include <utility>
@@ -146,17 +148,18 @@ std::size_t request_parser::append_body(string_view body, error_code& ec) {
     const std::size_t doubled = body_room_ > limit / 2 ? limit : body_room_ * 2;
     const std::size_t room = std::min(std::max({needed, doubled, first_body_room}), limit);
     try {
-      if (status grown = held_.grow(room - body_room_); !grown.ok()) {
-        over_budget_ = std::move(grown);
+      result<std::size_t> grown = held_.grow_between(needed - body_room_, room - body_room_);
+      if (!grown) {
+        over_budget_ = std::move(grown).error();
         ec = not_enough_memory();
         return 0;
       }
-      body_room_ = room;
-      body_.reserve(room);
+      body_room_ += *grown;
+      oip::detail::reserve_exactly(body_, body_room_);
     } catch (const std::bad_alloc&) {
       return refuse_for_memory(ec);
     }
-    // The string may round its capacity up (to twice the last): what it holds is what counts.
+    // The string may round a small capacity up: what it holds is what counts.
     if (body_.capacity() > body_room_) {
       held_.add(body_.capacity() - body_room_);
       body_room_ = body_.capacity();

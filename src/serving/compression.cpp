@@ -1,5 +1,6 @@
 #include "serving/detail/compression.hpp"
 
+#include "core/detail/reserve_exactly.hpp"
 #include "serving/detail/ascii.hpp"
 
 #include <algorithm>
@@ -113,18 +114,24 @@ result<buffer> decompress(const buffer& body, content_coding coding, std::size_t
   memory_budget::lease& budget = held != nullptr ? *held : unbudgeted;
   const std::size_t held_before = budget.bytes();
   const bool budgeted = held != nullptr;
-  // The output's buffer, grown to `size` where the budget has room.
+  // The output's buffer, grown to `size`, or as close to it as the budget has room for (a step
+  // of `least_step` at least).
+  constexpr std::size_t least_step = 4096;
   std::string out;
   const auto grow = [&](std::size_t size) -> status {
     if (budgeted) {
-      if (status room = budget.grow(size - out.size()); !room.ok()) return room;
+      const std::size_t least = std::min(size - out.size(), least_step);
+      result<std::size_t> room = budget.grow_between(least, size - out.size());
+      if (!room) return std::move(room).error();
+      size = out.size() + *room;
+      reserve_exactly(out, size);
     }
     out.resize(size);
     return {};
   };
   // Grows geometrically up to the limit: memory follows the real output, not a claimed size.
-  if (status s =
-          grow(std::min<std::size_t>(std::max<std::size_t>(body.size() * 4, 4096), max_size + 1));
+  if (status s = grow(
+          std::min<std::size_t>(std::max<std::size_t>(body.size() * 4, least_step), max_size + 1));
       !s.ok()) {
     return s;
   }

@@ -1,5 +1,6 @@
 #include <oip/memory_budget.hpp>
 
+#include <algorithm>
 #include <limits>
 #include <utility>
 
@@ -24,18 +25,38 @@ memory_budget::lease& memory_budget::lease::operator=(lease&& other) noexcept {
 status memory_budget::lease::grow(std::size_t bytes) {
   if (bytes == 0) return {};
   if (!budget_) return status{errc::internal, "a memory lease with no budget"};
+  const std::size_t capacity = budget_->capacity;
+  if (bytes > capacity || bytes_ > capacity - bytes) {
+    // Not even alone would it fit: no retry can pass, so this is the client's request to shrink.
+    return status{
+        errc::payload_too_large,
+        fmt::format("the request needs {} bytes in flight, above the {} bytes that the "
+                    "server holds in flight at most",
+                    std::min(bytes, std::numeric_limits<std::size_t>::max() - bytes_) + bytes_,
+                    capacity)};
+  }
   std::size_t held = budget_->held.load(std::memory_order_relaxed);
   for (;;) {
-    if (bytes > budget_->capacity || held > budget_->capacity - bytes) {
+    if (held > capacity - bytes) {
       return status{errc::unavailable,
                     fmt::format("the server holds {} bytes of requests and replies in flight: {} "
                                 "more would pass its limit of {} bytes; try again later",
-                                held, bytes, budget_->capacity)};
+                                held, bytes, capacity)};
     }
     if (budget_->held.compare_exchange_weak(held, held + bytes, std::memory_order_relaxed)) break;
   }
   bytes_ += bytes;
   return {};
+}
+
+result<std::size_t> memory_budget::lease::grow_between(std::size_t least, std::size_t most) {
+  std::size_t take = std::max(least, most);
+  for (;;) {
+    status grown = grow(take);
+    if (grown.ok()) return take;
+    if (take <= least) return grown;
+    take = least + (take - least) / 2;
+  }
 }
 
 void memory_budget::lease::add(std::size_t bytes) noexcept {
