@@ -50,6 +50,8 @@ class doubler : public oip::model {
       std::unique_lock lock{mutex_};
       released_.wait(lock, [&] { return open_; });
       batches.push_back(call.request().inputs[0].shape()[0]);
+      first_tags.emplace_back(*call.request().inputs[1].strings().begin());
+      request_parameters.push_back(call.request().parameters);
     }
     const oip::tensor& in = call.request().inputs[0];
     const auto* scale = in.parameters().get<std::int64_t>("scale");
@@ -92,7 +94,9 @@ class doubler : public oip::model {
     released_.notify_all();
   }
 
-  std::vector<std::int64_t> batches;  // read after the requests finished
+  std::vector<std::int64_t> batches;                // read after the requests finished
+  std::vector<std::string> first_tags;              // each batch's first TAG, in the order they ran
+  std::vector<oip::parameters> request_parameters;  // each batch's
   std::mutex mutex_;
 
  private:
@@ -118,7 +122,7 @@ struct service_fixture {
       int tag, std::int64_t rows, std::int64_t width, std::int64_t classes = 0,
       bool reordered = false, std::optional<std::uint64_t> version = std::nullopt,
       std::optional<std::int64_t> scale = std::nullopt) {
-    oip::inference_request r;
+    oip::inference_request r = make_request(tag, rows, width);
     if (classes > 0) {
       r.outputs.push_back({"OUT", {}});
       r.outputs.back().parameters.set("classification", classes);
@@ -128,15 +132,33 @@ struct service_fixture {
         std::swap(r.outputs.front(), r.outputs.back());
       }
     }
+    if (scale) r.inputs.front().parameters().set("scale", *scale);
+    return submit(std::move(r), version);
+  }
+
+  // Sends request `tag` (rows × 2 values) with these request parameters.
+  std::future<oip::result<oip::inference_response>> send_with(int tag, std::int64_t rows,
+                                                              oip::parameters given) {
+    oip::inference_request r = make_request(tag, rows, 2);
+    r.parameters = std::move(given);
+    return submit(std::move(r));
+  }
+
+  static oip::inference_request make_request(int tag, std::int64_t rows, std::int64_t width) {
+    oip::inference_request r;
     r.id = std::to_string(tag);
     std::vector<float> values(static_cast<std::size_t>(rows * width));
     for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(tag * 1000 + i);
     r.inputs.push_back(*oip::tensor::from_values<float>("IN", {rows, width}, values));
-    if (scale) r.inputs.back().parameters().set("scale", *scale);
     std::vector<std::string> tags(static_cast<std::size_t>(rows));
     for (std::int64_t i = 0; i < rows; ++i) tags[i] = fmt_tag(tag, i);
     std::vector<std::string_view> views(tags.begin(), tags.end());
     r.inputs.push_back(*oip::tensor::from_strings("TAG", {rows, 1}, views));
+    return r;
+  }
+
+  std::future<oip::result<oip::inference_response>> submit(
+      oip::inference_request r, std::optional<std::uint64_t> version = std::nullopt) {
     auto promise = std::make_shared<std::promise<oip::result<oip::inference_response>>>();
     auto future = promise->get_future();
     service.infer({.model = "doubler", .version = version, .cancel = {}}, std::move(r),
@@ -350,6 +372,141 @@ TEST_CASE("a queue delay past any deadline waits for a full batch") {
   CHECK(f.model->batches == std::vector<std::int64_t>{4});
 }
 
+namespace {
+
+oip::parameters priority(std::int64_t level) {
+  oip::parameters p;
+  p.set("priority", level);
+  return p;
+}
+
+std::vector<std::string> first_tags(const service_fixture& f) {
+  const std::lock_guard lock{f.model->mutex_};
+  return f.model->first_tags;
+}
+
+}  // namespace
+
+TEST_CASE("priority levels: a request runs ahead of those queued at lower levels, in any batch") {
+  // Two levels, the default the lower one; 8 rows make a full batch, so each request runs alone.
+  service_fixture f{
+      std::make_shared<doubler>(oip::model_config::batching_settings{0ms, 1024, 1, {}, 2, 2})};
+  f.model->hold();
+  std::vector<std::future<oip::result<oip::inference_response>>> replies;
+  replies.push_back(f.send(1, 8, 2));
+  REQUIRE(oip::testing::wait_until([&] { return f.model->entered.load() == 1; }));
+  replies.push_back(f.send_with(2, 8, priority(2)));
+  replies.push_back(f.send_with(3, 8, {}));           // none: the default, 2
+  replies.push_back(f.send_with(4, 8, priority(1)));  // ahead of 2 and 3
+  replies.push_back(f.send_with(5, 8, priority(7)));  // above the levels: the default
+  replies.push_back(f.send_with(6, 8, priority(1)));  // behind 4, ahead of the rest
+  replies.push_back(f.send_with(7, 8, priority(0)));  // 0: the default
+  f.model->release();
+  for (auto& r : replies) REQUIRE(r.get());
+  CHECK(first_tags(f) == std::vector<std::string>{"request 1 row 0", "request 4 row 0",
+                                                  "request 6 row 0", "request 2 row 0",
+                                                  "request 3 row 0", "request 5 row 0",
+                                                  "request 7 row 0"});
+
+  // Requests of both levels that can run together do, the higher level's rows first, and each
+  // gets its own rows back.
+  f.model->hold();
+  auto running = f.send(10, 8, 2);
+  REQUIRE(oip::testing::wait_until([&] { return f.model->entered.load() == 8; }));
+  auto low = f.send_with(11, 2, priority(2));
+  auto high = f.send_with(12, 3, priority(1));
+  f.model->release();
+  REQUIRE(running.get());
+  const oip::result<oip::inference_response> low_reply = low.get();
+  const oip::result<oip::inference_response> high_reply = high.get();
+  REQUIRE(low_reply);
+  REQUIRE(high_reply);
+  service_fixture::check_own_rows(*low_reply, 11, 2, 2);
+  service_fixture::check_own_rows(*high_reply, 12, 3, 2);
+  CHECK(first_tags(f).back() == "request 12 row 0");
+  const std::lock_guard lock{f.model->mutex_};
+  CHECK(f.model->batches.back() == 5);
+}
+
+TEST_CASE("without priority levels, `priority` leaves requests in arrival order") {
+  service_fixture f{std::make_shared<doubler>(oip::model_config::batching_settings{0ms, 1024, 1})};
+  f.model->hold();
+  std::vector<std::future<oip::result<oip::inference_response>>> replies;
+  replies.push_back(f.send(1, 8, 2));
+  REQUIRE(oip::testing::wait_until([&] { return f.model->entered.load() == 1; }));
+  replies.push_back(f.send_with(2, 8, priority(2)));
+  replies.push_back(f.send_with(3, 8, priority(1)));
+  f.model->release();
+  for (auto& r : replies) REQUIRE(r.get());
+  CHECK(first_tags(f) ==
+        std::vector<std::string>{"request 1 row 0", "request 2 row 0", "request 3 row 0"});
+}
+
+TEST_CASE(
+    "requests that differ in how they are scheduled or sent batch together, apart from "
+    "the model's own parameters") {
+  service_fixture f{std::make_shared<doubler>(oip::model_config::batching_settings{0ms, 1024, 1})};
+  f.model->hold();
+  auto running = f.send(1, 8, 2);
+  REQUIRE(oip::testing::wait_until([&] { return f.model->entered.load() == 1; }));
+  oip::parameters timed;
+  timed.set("timeout", std::int64_t{10'000'000});
+  timed.set("priority", std::int64_t{1});
+  oip::parameters binary;
+  binary.set("binary_data_output", true);
+  oip::parameters for_the_model;
+  for_the_model.set("mode", std::string{"fast"});
+  auto a = f.send_with(2, 1, std::move(timed));
+  auto b = f.send_with(3, 1, std::move(binary));
+  auto c = f.send_with(4, 1, {});
+  auto d = f.send_with(5, 1, std::move(for_the_model));
+  f.model->release();
+  REQUIRE(running.get());
+  for (auto* reply : {&a, &b, &c, &d}) REQUIRE(reply->get());
+  const std::lock_guard lock{f.model->mutex_};
+  CHECK(f.model->batches == std::vector<std::int64_t>{8, 3, 1});
+  REQUIRE(f.model->request_parameters.size() == 3);
+  CHECK(f.model->request_parameters[1].empty());  // the server's parameters stay the server's
+  CHECK(f.model->request_parameters[2].contains("mode"));
+}
+
+TEST_CASE("a default priority level outside the levels is refused when the model is added") {
+  for (const std::uint64_t wrong : {std::uint64_t{0}, std::uint64_t{3}}) {
+    oip::model_repository models;
+    const oip::status added = models.add(std::make_shared<doubler>(
+        oip::model_config::batching_settings{0ms, 1024, 1, {}, 2, wrong}));
+    CHECK(added.http_status() == 400);
+    CHECK(added.message() == "model 'doubler': default priority level must be in range [1, 2]");
+  }
+}
+
+TEST_CASE("a request whose timeout passed while it waited leaves the queue: it makes no batch") {
+  // A preferred size of 2 rows and a long delay: one row alone waits.
+  service_fixture f{
+      std::make_shared<doubler>(oip::model_config::batching_settings{10s, 1024, 1, {2}})};
+  f.model->hold();
+  auto running = f.send(1, 8, 2);
+  REQUIRE(oip::testing::wait_until([&] { return f.model->entered.load() == 1; }));
+  oip::parameters short_timeout;
+  short_timeout.set("timeout", std::int64_t{1000});  // µs
+  auto expired = f.send_with(2, 1, std::move(short_timeout));
+  auto waiting = f.send_with(3, 1, {});
+  std::this_thread::sleep_for(20ms);
+  f.model->release();
+  REQUIRE(running.get());
+  const oip::result<oip::inference_response> refused = expired.get();
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().http_status() == 503);
+  CHECK(refused.error().message() == "the request's timeout expired before the model ran");
+  // The expired request's row does not make request 3's batch the preferred size.
+  CHECK(waiting.wait_for(300ms) == std::future_status::timeout);
+  auto partner = f.send_with(4, 1, {});
+  REQUIRE(waiting.get());
+  REQUIRE(partner.get());
+  const std::lock_guard lock{f.model->mutex_};
+  CHECK(f.model->batches == std::vector<std::int64_t>{8, 2});
+}
+
 TEST_CASE("the batch queue is bounded: a 503 when it is full") {
   service_fixture f{std::make_shared<doubler>(oip::model_config::batching_settings{0ms, 2, 1})};
   f.model->hold();
@@ -388,7 +545,8 @@ TEST_CASE("the configuration route shows the batcher, where perf_analyzer looks 
   const oip::http_response reply = handler.handle({"GET", "/v2/models/doubler/config", {}, {}});
   CHECK(reply.status == 200);
   CHECK(reply.body().find(R"("dynamic_batching":{"preferred_batch_size":[],)"
-                          R"("max_queue_delay_microseconds":2000,"preserve_ordering":false})") !=
+                          R"("max_queue_delay_microseconds":2000,"preserve_ordering":false,)"
+                          R"("priority_levels":0,"default_priority_level":0})") !=
         std::string::npos);
 
   service_fixture preferring{
@@ -397,4 +555,11 @@ TEST_CASE("the configuration route shows the batcher, where perf_analyzer looks 
   CHECK(shows.handle({"GET", "/v2/models/doubler/config", {}, {}})
             .body()
             .find(R"("preferred_batch_size":[4,8],)") != std::string::npos);
+
+  service_fixture prioritizing{
+      std::make_shared<doubler>(oip::model_config::batching_settings{2ms, 16, 1, {}, 3, 2})};
+  oip::http_handler levels{prioritizing.service};
+  CHECK(levels.handle({"GET", "/v2/models/doubler/config", {}, {}})
+            .body()
+            .find(R"("priority_levels":3,"default_priority_level":2})") != std::string::npos);
 }

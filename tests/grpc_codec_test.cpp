@@ -8,6 +8,7 @@
 #include <oip/shared_memory.hpp>
 
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -739,4 +740,24 @@ TEST_CASE(
   one.max_elements = 1;
   CHECK_FALSE(read_from_wire(serialized(message), one));
   CHECK(oip::grpc::decode_request(message, one).error().code() == oip::errc::payload_too_large);
+}
+
+TEST_CASE("a model's dynamic batching, its priority levels among it, in its gRPC configuration") {
+  oip::model_config config;
+  config.name = "batched";
+  config.max_batch_size = 8;
+  config.dynamic_batching = true;
+  config.batching.max_queue_delay = std::chrono::microseconds{250};
+  config.batching.preferred_batch_sizes = {4, 8};
+  config.batching.priority_levels = 3;
+  config.batching.default_priority_level = 2;
+  inference::ModelConfig message;
+  oip::grpc::encode_model_config(config, message);
+  REQUIRE(message.has_dynamic_batching());
+  const inference::ModelDynamicBatching& batching = message.dynamic_batching();
+  CHECK(batching.max_queue_delay_microseconds() == 250);
+  REQUIRE(batching.preferred_batch_size_size() == 2);
+  CHECK(batching.preferred_batch_size(1) == 8);
+  CHECK(batching.priority_levels() == 3);
+  CHECK(batching.default_priority_level() == 2);
 }

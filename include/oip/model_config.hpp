@@ -75,6 +75,13 @@ struct model_config {
     /// once; otherwise the batcher waits up to `max_queue_delay` for a fuller batch. Empty: only
     /// `max_batch_size` makes a batch run before the delay.
     std::vector<std::uint64_t> preferred_batch_sizes = {};
+    /// Priority levels, as Triton's `priority_levels`: 0, requests are batched in arrival order;
+    /// N, a request whose `priority` parameter is 1 to N waits behind the queued requests of its
+    /// level and above only (1 is the highest), and one that gives 0, none or a number above N
+    /// is at `default_priority_level`. Batches are formed in that order.
+    std::uint64_t priority_levels = 0;
+    /// The level of a request that names none: 1 to `priority_levels` where those are set.
+    std::uint64_t default_priority_level = 0;
   } batching;
   /// The CUDA devices the model runs on, for Triton's `instance_group` in its configuration
   /// (`KIND_GPU` with these `gpus`; empty: `KIND_CPU`; `count` is `batching.instances`).

@@ -294,9 +294,10 @@ std::string encode_model_config(const model_config& config) {
   } else if (config.dynamic_batching) {
     out += fmt::format(
         R"(,"dynamic_batching":{{"preferred_batch_size":[{}],"max_queue_delay_microseconds":{},)"
-        R"("preserve_ordering":false}})",
+        R"("preserve_ordering":false,"priority_levels":{},"default_priority_level":{}}})",
         fmt::join(config.batching.preferred_batch_sizes, ","),
-        config.batching.max_queue_delay.count());
+        config.batching.max_queue_delay.count(), config.batching.priority_levels,
+        config.batching.default_priority_level);
   }
   return out + "}";
 }

@@ -709,6 +709,8 @@ void encode_model_config(const model_config& config, inference::ModelConfig& out
     for (const std::uint64_t size : config.batching.preferred_batch_sizes) {
       batching->add_preferred_batch_size(static_cast<std::int32_t>(size));
     }
+    batching->set_priority_levels(config.batching.priority_levels);
+    batching->set_default_priority_level(config.batching.default_priority_level);
   }
 }
 

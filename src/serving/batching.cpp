@@ -28,25 +28,34 @@ bool transport_parameter(std::string_view name) {
          name == parameter_names::shared_memory_byte_size;
 }
 
-// Whether two tensors' parameters say the same to the model: every one but the transport's.
-bool same_for_the_model(const parameters& a, const parameters& b) {
-  const auto model_side = [](const parameters& p) {
+// Whether a request's parameter is the server's (how it is scheduled, how its reply travels)
+// rather than the model's: requests that differ only there batch together.
+bool server_parameter(std::string_view name) {
+  return name == "priority" || name == "timeout" || name == parameter_names::binary_data_output;
+}
+
+using parameter_filter = bool (*)(std::string_view);
+
+// Whether two sets of parameters say the same to the model: every one but those `skipped`.
+bool same_for_the_model(const parameters& a, const parameters& b, parameter_filter skipped) {
+  const auto model_side = [skipped](const parameters& p) {
     return std::count_if(p.begin(), p.end(),
-                         [](const parameters::entry& e) { return !transport_parameter(e.first); });
+                         [skipped](const parameters::entry& e) { return !skipped(e.first); });
   };
   if (model_side(a) != model_side(b)) return false;
   return std::all_of(a.begin(), a.end(), [&](const parameters::entry& e) {
-    if (transport_parameter(e.first)) return true;
+    if (skipped(e.first)) return true;
     const parameter_value* other = b.find(e.first);
     return other != nullptr && *other == e.second;
   });
 }
 
-// The parameters of a merged input: the model's, as every request of the batch gave them.
-parameters model_side_of(const parameters& given) {
+// The parameters of a merged request or tensor: the model's, as every request of the batch gave
+// them.
+parameters model_side_of(const parameters& given, parameter_filter skipped) {
   parameters out;
   for (const auto& [name, value] : given) {
-    if (!transport_parameter(name)) out.append_unchecked(name, value);
+    if (!skipped(name)) out.append_unchecked(name, value);
   }
   return out;
 }
@@ -59,16 +68,18 @@ bool same_outputs_asked(const std::vector<requested_output>& a,
   if (a.size() != b.size()) return false;
   return std::all_of(a.begin(), a.end(), [&](const requested_output& x) {
     return std::any_of(b.begin(), b.end(), [&](const requested_output& y) {
-      return y.name == x.name && same_for_the_model(x.parameters, y.parameters);
+      return y.name == x.name &&
+             same_for_the_model(x.parameters, y.parameters, transport_parameter);
     });
   });
 }
 
 // Whether two requests can run as one batch: the same inputs in the same order (names, datatypes,
-// dimensions past the batch dimension, parameters for the model), the same parameters and the
-// same outputs asked of the model (it sees the batch's).
+// dimensions past the batch dimension, parameters for the model), the same parameters for the
+// model and the same outputs asked of the model (it sees the batch's).
 bool batchable_together(const inference_request& a, const inference_request& b) {
-  if (a.inputs.size() != b.inputs.size() || !(a.parameters == b.parameters) ||
+  if (a.inputs.size() != b.inputs.size() ||
+      !same_for_the_model(a.parameters, b.parameters, server_parameter) ||
       !same_outputs_asked(a.outputs, b.outputs)) {
     return false;
   }
@@ -77,7 +88,7 @@ bool batchable_together(const inference_request& a, const inference_request& b) 
     const tensor& y = b.inputs[i];
     if (x.name() != y.name() || x.type() != y.type() || x.shape().size() != y.shape().size() ||
         !std::equal(x.shape().begin() + 1, x.shape().end(), y.shape().begin() + 1) ||
-        !same_for_the_model(x.parameters(), y.parameters())) {
+        !same_for_the_model(x.parameters(), y.parameters(), transport_parameter)) {
       return false;
     }
   }
@@ -136,12 +147,22 @@ status split_rows(const tensor& t, const std::vector<batch_item>& items, std::ui
 
 }  // namespace
 
+std::uint64_t priority_level(const model_config& config, const parameters& request) {
+  const std::uint64_t levels = config.batching.priority_levels;
+  if (levels == 0) return 0;
+  std::uint64_t asked = 0;  // a negative priority was refused before the request got here
+  if (const auto* given = request.get<std::uint64_t>("priority")) asked = *given;
+  if (const auto* given = request.get<std::int64_t>("priority"); given != nullptr && *given > 0)
+    asked = static_cast<std::uint64_t>(*given);
+  return asked == 0 || asked > levels ? config.batching.default_priority_level : asked;
+}
+
 result<inference_request> merge(const std::vector<batch_item>& items) {
   inference_request merged;
-  merged.parameters = items.front().request->parameters;
+  merged.parameters = model_side_of(items.front().request->parameters, server_parameter);
   merged.outputs = items.front().request->outputs;
   for (requested_output& output : merged.outputs)
-    output.parameters = model_side_of(output.parameters);
+    output.parameters = model_side_of(output.parameters, transport_parameter);
   const std::vector<tensor>& first = items.front().request->inputs;
   for (std::size_t i = 0; i < first.size(); ++i) {
     std::size_t bytes = 0;
@@ -163,7 +184,7 @@ result<inference_request> merge(const std::vector<batch_item>& items) {
     result<tensor> input =
         tensor::make(first[i].name(), first[i].type(), std::move(shape), std::move(*joined));
     if (!input) return std::move(input).error();
-    input->parameters() = model_side_of(first[i].parameters());
+    input->parameters() = model_side_of(first[i].parameters(), transport_parameter);
     merged.inputs.push_back(std::move(*input));
   }
   return merged;
@@ -212,7 +233,13 @@ status batch_queue::enqueue(batch_item item) {
                     fmt::format("the batch queue of model '{}' is full ({} requests waiting)",
                                 model_name_, queue_.size())};
     }
-    queue_.push_back(std::move(item));
+    // Behind the requests of its level and above, ahead of those below.
+    auto at = queue_.end();
+    while (at != queue_.begin() &&
+           std::prev(at)->pending->priority_level > item.pending->priority_level) {
+      --at;
+    }
+    queue_.insert(at, std::move(item));
   }
   wake_.notify_one();
   return {};
@@ -248,8 +275,22 @@ void batch_queue::loop(const std::shared_ptr<batch_queue>& self) {
       wake_.wait(lock);
       continue;
     }
-    const auto [count, can_grow] = next_batch();
-    const clock::time_point deadline = queue_.front().pending->queued + settings_.max_queue_delay;
+    std::vector<batch_item> cancelled;
+    try {
+      cancelled = take_cancelled();
+    } catch (const std::bad_alloc&) {
+      // They stay queued, to be dropped when their batch runs.
+    }
+    if (!cancelled.empty()) {
+      lock.unlock();
+      for (const batch_item& item : cancelled) {
+        fail_(item, status{errc::unavailable, "the request was cancelled before it ran"});
+      }
+      lock.lock();
+      continue;
+    }
+    const auto [count, can_grow, oldest] = next_batch();
+    const clock::time_point deadline = oldest + settings_.max_queue_delay;
     if (can_grow && clock::now() < deadline) {
       wake_.wait_until(lock, deadline);
       continue;
@@ -258,13 +299,13 @@ void batch_queue::loop(const std::shared_ptr<batch_queue>& self) {
     try {
       batch.reserve(count);
     } catch (const std::bad_alloc&) {
-      // No memory to form the batch (this thread must not end on it): its oldest request is
+      // No memory to form the batch (this thread must not end on it): its first request is
       // refused, and the queue goes on.
-      const batch_item oldest = std::move(queue_.front());
+      const batch_item first = std::move(queue_.front());
       queue_.pop_front();
       lock.unlock();
       try {
-        fail_(oldest, out_of_memory("forming the batch"));
+        fail_(first, out_of_memory("forming the batch"));
       } catch (const std::bad_alloc&) {
         // Not even the refusal could be sent: the request is left to its client's deadline or
         // disconnect, and the queue goes on.
@@ -282,9 +323,29 @@ void batch_queue::loop(const std::shared_ptr<batch_queue>& self) {
   }
 }
 
-std::pair<std::size_t, bool> batch_queue::next_batch() const {
+std::vector<batch_item> batch_queue::take_cancelled() {
+  std::vector<batch_item> cancelled;
+  const auto is_cancelled = [](const batch_item& item) { return item.pending->cancel.cancelled(); };
+  auto first = std::find_if(queue_.begin(), queue_.end(), is_cancelled);
+  if (first == queue_.end()) return cancelled;
+  cancelled.reserve(static_cast<std::size_t>(std::count_if(first, queue_.end(), is_cancelled)));
+  // The rest keep their order.
+  auto kept = first;
+  for (auto it = first; it != queue_.end(); ++it) {
+    if (is_cancelled(*it)) {
+      cancelled.push_back(std::move(*it));
+    } else {
+      *kept++ = std::move(*it);
+    }
+  }
+  queue_.erase(kept, queue_.end());
+  return cancelled;
+}
+
+batch_queue::candidate batch_queue::next_batch() const {
   std::uint64_t rows = 0;
   std::size_t count = 0;
+  clock::time_point oldest = queue_.front().pending->queued;
   std::size_t preferred = 0;  // requests in the largest prefix of a preferred size
   const auto is_preferred = [&](std::uint64_t n) {
     return std::find(settings_.preferred_batch_sizes.begin(), settings_.preferred_batch_sizes.end(),
@@ -301,10 +362,11 @@ std::pair<std::size_t, bool> batch_queue::next_batch() const {
     }
     rows += item.pending->batch;
     ++count;
+    oldest = std::min(oldest, item.pending->queued);
     if (is_preferred(rows)) preferred = count;
   }
-  if (preferred > 0) return {preferred, false};
-  return {count, can_grow && rows < max_rows_};
+  if (preferred > 0) return {preferred, false, oldest};
+  return {count, can_grow && rows < max_rows_, oldest};
 }
 
 batcher::batcher(std::shared_ptr<batch_queue> queue)

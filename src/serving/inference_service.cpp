@@ -43,9 +43,9 @@ std::uint64_t nanoseconds_between(clock::time_point from, clock::time_point to) 
       std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count());
 }
 
-// Triton's request-level scheduling parameters: `timeout` (microseconds, an int64) is applied;
-// `priority` (an integer) is accepted and ignored, since requests are served in arrival order.
-// Names Triton reserves are refused.
+// Triton's request-level scheduling parameters: `timeout` (microseconds, an int64) and `priority`
+// (a non-negative integer; it orders the batch queue of a model with priority levels, and is
+// ignored elsewhere, as in Triton). Names Triton reserves are refused.
 status check_scheduling_parameters(const parameters& params) {
   const parameter_value* timeout = params.find("timeout");
   if (timeout != nullptr && !std::holds_alternative<std::int64_t>(*timeout)) {
@@ -292,8 +292,10 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     };
   }
 
-  // A request that a batch queue will not run (its model stopped batching, or the server).
+  // A request that a batch queue will not run (cancelled while it waited, its model stopped
+  // batching, or the server).
   static void refuse_queued(const batch_item& item, const status& why) {
+    if (item.pending->cancel.cancelled()) return fail_cancelled(item.pending);
     fail(item.pending, why, failure_reason::rejected);
   }
 
@@ -371,6 +373,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     pending->destinations = std::move(*destinations);
     pending->cancel = std::move(cancel);
     pending->batch = detail::batch_size(config, request);
+    pending->priority_level = detail::priority_level(config, request.parameters);
     pending->received = received;
     pending->queued = clock::now();
     pending->trace = trace;

@@ -156,6 +156,14 @@ status check_registrable(const std::shared_ptr<model>& m, std::uint64_t version)
                               "sequence batching or none",
                               c.name)};
   }
+  if (const model_config& c = m->config();
+      c.dynamic_batching && c.batching.priority_levels > 0 &&
+      (c.batching.default_priority_level == 0 ||
+       c.batching.default_priority_level > c.batching.priority_levels)) {
+    return status{errc::invalid_argument,
+                  fmt::format("model '{}': default priority level must be in range [1, {}]", c.name,
+                              c.batching.priority_levels)};
+  }
   if (const model_config& c = m->config(); c.sequence_batching) {
     // A zero idle time would drop every sequence between two requests (Triton makes it 1 s);
     // zero sequences or waiting requests would refuse every request.

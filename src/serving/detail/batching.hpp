@@ -7,8 +7,10 @@
 
 #include <oip/infer.hpp>
 #include <oip/model.hpp>
+#include <oip/parameters.hpp>
 #include <oip/status.hpp>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -38,15 +40,23 @@ result<inference_request> merge(const std::vector<batch_item>& items);
 result<std::vector<model_output>> split(model_output&& batch, const std::vector<batch_item>& items,
                                         std::string_view model_name);
 
-// One model's batch queue. A thread forms batches: the longest run of compatible requests at the
-// front of the queue, up to `max_batch_size` rows, once an instance is free and either the batch
-// is full, the next request cannot join it, or the oldest has waited `max_queue_delay`. `run`
-// takes each batch and must call `finished` once it completed. The thread holds the queue, so
-// the queue outlives its `batcher` handle for as long as the thread still runs.
+// A request's priority level among its model's (`model_config::batching_settings`): 0 where the
+// model has none; else its `priority` parameter where that is 1 to `priority_levels`, and
+// `default_priority_level` for any other value or none.
+[[nodiscard]] std::uint64_t priority_level(const model_config& config, const parameters& request);
+
+// One model's batch queue, in order of priority level, then arrival. A thread forms batches: the
+// longest run of compatible requests at the front of the queue, up to `max_batch_size` rows,
+// once an instance is free and either the batch is full, the next request cannot join it, or
+// its oldest request has waited `max_queue_delay`. Requests cancelled while they wait (their
+// timeout passed, their client gone) leave the queue before a batch is formed. `run` takes each
+// batch and must call `finished` once it completed. The thread holds the queue, so the queue
+// outlives its `batcher` handle for as long as the thread still runs.
 class batch_queue {
  public:
   using run_function =
       std::function<void(const std::shared_ptr<batch_queue>&, std::vector<batch_item>)>;
+  // Answers a request the queue lets go unrun: `why`, or its cancellation where it was cancelled.
   using fail_function = std::function<void(const batch_item&, const status&)>;
 
   batch_queue(const model_config& config, run_function run, fail_function fail);
@@ -59,9 +69,16 @@ class batch_queue {
   void loop(const std::shared_ptr<batch_queue>& self);
 
  private:
-  // How many requests at the front can run together, and whether the batch can still grow. The
-  // largest prefix whose rows make a preferred batch size runs at once.
-  [[nodiscard]] std::pair<std::size_t, bool> next_batch() const;
+  // The batch the front of the queue makes now.
+  struct candidate {
+    std::size_t count = 0;                         // requests
+    bool can_grow = false;                         // whether more requests could still join it
+    std::chrono::steady_clock::time_point oldest;  // its oldest request's arrival in the queue
+  };
+  // The largest prefix whose rows make a preferred batch size runs at once.
+  [[nodiscard]] candidate next_batch() const;
+  // Takes the cancelled requests out of the queue.
+  [[nodiscard]] std::vector<batch_item> take_cancelled();
 
   const std::string model_name_;
   const std::uint64_t max_rows_;

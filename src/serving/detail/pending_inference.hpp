@@ -36,6 +36,7 @@ struct pending_inference {
   std::vector<shared_memory_destination> destinations;  // of its outputs in shared memory
   cancellation cancel;
   std::uint64_t batch = 1;
+  std::uint64_t priority_level = 0;  // in its model's batch queue (batching.hpp)
   // Counted in its model's pending requests from when it is queued until it runs or fails.
   std::atomic<bool> counted_pending{false};
   using clock = std::chrono::steady_clock;
