@@ -388,14 +388,16 @@ std::vector<std::string> first_tags(const service_fixture& f) {
 }  // namespace
 
 TEST_CASE("priority levels: a request runs ahead of those queued at lower levels, in any batch") {
-  // Two levels, the default the lower one; 8 rows make a full batch, so each request runs alone.
+  // Three levels, the default the middle one; 8 rows make a full batch, so each request runs
+  // alone.
   service_fixture f{
-      std::make_shared<doubler>(oip::model_config::batching_settings{0ms, 1024, 1, {}, 2, 2})};
+      std::make_shared<doubler>(oip::model_config::batching_settings{0ms, 1024, 1, {}, 3, 2})};
   f.model->hold();
   std::vector<std::future<oip::result<oip::inference_response>>> replies;
   replies.push_back(f.send(1, 8, 2));
   REQUIRE(oip::testing::wait_until([&] { return f.model->entered.load() == 1; }));
   replies.push_back(f.send_with(2, 8, priority(2)));
+  replies.push_back(f.send_with(8, 8, priority(3)));  // the lowest: behind all that follow
   replies.push_back(f.send_with(3, 8, {}));           // none: the default, 2
   replies.push_back(f.send_with(4, 8, priority(1)));  // ahead of 2 and 3
   replies.push_back(f.send_with(5, 8, priority(7)));  // above the levels: the default
@@ -406,14 +408,14 @@ TEST_CASE("priority levels: a request runs ahead of those queued at lower levels
   CHECK(first_tags(f) == std::vector<std::string>{"request 1 row 0", "request 4 row 0",
                                                   "request 6 row 0", "request 2 row 0",
                                                   "request 3 row 0", "request 5 row 0",
-                                                  "request 7 row 0"});
+                                                  "request 7 row 0", "request 8 row 0"});
 
   // Requests of both levels that can run together do, the higher level's rows first, and each
   // gets its own rows back.
   f.model->hold();
   auto running = f.send(10, 8, 2);
-  REQUIRE(oip::testing::wait_until([&] { return f.model->entered.load() == 8; }));
-  auto low = f.send_with(11, 2, priority(2));
+  REQUIRE(oip::testing::wait_until([&] { return f.model->entered.load() == 9; }));
+  auto low = f.send_with(11, 2, priority(3));
   auto high = f.send_with(12, 3, priority(1));
   f.model->release();
   REQUIRE(running.get());
@@ -505,6 +507,30 @@ TEST_CASE("a request whose timeout passed while it waited leaves the queue: it m
   REQUIRE(partner.get());
   const std::lock_guard lock{f.model->mutex_};
   CHECK(f.model->batches == std::vector<std::int64_t>{8, 2});
+}
+
+TEST_CASE(
+    "a request whose timeout passes while it waits is answered then, not when a batch forms") {
+  service_fixture f{std::make_shared<doubler>(oip::model_config::batching_settings{10s, 1024, 1})};
+  oip::parameters timeout;
+  timeout.set("timeout", std::int64_t{100'000});  // µs
+  const auto expires_in_time = [&](std::future<oip::result<oip::inference_response>>& reply) {
+    REQUIRE(reply.wait_for(5s) == std::future_status::ready);  // not the 10 s delay
+    const oip::result<oip::inference_response> refused = reply.get();
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().message() == "the request's timeout expired before the model ran");
+  };
+  // Alone, its batch would wait 10 s for more.
+  auto lone = f.send_with(1, 1, timeout);
+  expires_in_time(lone);
+  // Behind a batch that holds the only instance.
+  f.model->hold();
+  auto running = f.send(2, 8, 2);
+  REQUIRE(oip::testing::wait_until([&] { return f.model->entered.load() == 1; }));
+  auto behind = f.send_with(3, 1, timeout);
+  expires_in_time(behind);
+  f.model->release();
+  REQUIRE(running.get());
 }
 
 TEST_CASE("the batch queue is bounded: a 503 when it is full") {

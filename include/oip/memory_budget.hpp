@@ -57,6 +57,8 @@ class OIP_EXPORT memory_budget {
     void shrink_to(std::size_t bytes) noexcept;
     void release() noexcept { shrink_to(0); }
     [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
+    /// The bound of the budget it is a share of (0 for a lease of none).
+    [[nodiscard]] std::size_t capacity() const noexcept;
 
    private:
     friend class memory_budget;

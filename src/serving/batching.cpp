@@ -17,8 +17,6 @@ namespace oip::detail {
 
 namespace {
 
-using clock = std::chrono::steady_clock;
-
 // Whether a tensor's parameter tells the transport how its bytes travel (binary or not, in which
 // shared-memory region), rather than telling the model anything.
 bool transport_parameter(std::string_view name) {
@@ -271,7 +269,7 @@ void batch_queue::stop() {
 void batch_queue::loop(const std::shared_ptr<batch_queue>& self) {
   std::unique_lock lock{mutex_};
   while (!stopping_) {
-    if (queue_.empty() || running_ >= settings_.instances) {
+    if (queue_.empty()) {
       wake_.wait(lock);
       continue;
     }
@@ -279,20 +277,28 @@ void batch_queue::loop(const std::shared_ptr<batch_queue>& self) {
     try {
       cancelled = take_cancelled();
     } catch (const std::bad_alloc&) {
-      // They stay queued, to be dropped when their batch runs.
+      // Nothing was taken: they stay queued, to be left out when their batch starts.
     }
     if (!cancelled.empty()) {
       lock.unlock();
       for (const batch_item& item : cancelled) {
-        fail_(item, status{errc::unavailable, "the request was cancelled before it ran"});
+        // The service answers it as cancelled by its client or its timeout.
+        refuse(item, [] { return status{errc::unavailable, "the request was cancelled"}; });
       }
+      cancelled.clear();
       lock.lock();
+      continue;
+    }
+    // Woken by a request's deadline too, so that it is answered then, not when a batch forms.
+    const clock::time_point next_deadline = earliest_deadline();
+    if (running_ >= settings_.instances) {
+      wake_.wait_until(lock, next_deadline);
       continue;
     }
     const auto [count, can_grow, oldest] = next_batch();
     const clock::time_point deadline = oldest + settings_.max_queue_delay;
     if (can_grow && clock::now() < deadline) {
-      wake_.wait_until(lock, deadline);
+      wake_.wait_until(lock, std::min(deadline, next_deadline));
       continue;
     }
     std::vector<batch_item> batch;
@@ -304,12 +310,7 @@ void batch_queue::loop(const std::shared_ptr<batch_queue>& self) {
       const batch_item first = std::move(queue_.front());
       queue_.pop_front();
       lock.unlock();
-      try {
-        fail_(first, out_of_memory("forming the batch"));
-      } catch (const std::bad_alloc&) {
-        // Not even the refusal could be sent: the request is left to its client's deadline or
-        // disconnect, and the queue goes on.
-      }
+      refuse(first, [] { return out_of_memory("forming the batch"); });
       lock.lock();
       continue;
     }
@@ -324,22 +325,47 @@ void batch_queue::loop(const std::shared_ptr<batch_queue>& self) {
 }
 
 std::vector<batch_item> batch_queue::take_cancelled() {
+  // Each request's state is read once (a deadline may pass meanwhile), and every allocation is
+  // made before a request moves, so that a failed one leaves the queue as it was.
+  std::vector<char> is_cancelled(queue_.size());
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < queue_.size(); ++i) {
+    is_cancelled[i] = queue_[i].pending->cancel.cancelled() ? 1 : 0;
+    count += static_cast<std::size_t>(is_cancelled[i]);
+  }
   std::vector<batch_item> cancelled;
-  const auto is_cancelled = [](const batch_item& item) { return item.pending->cancel.cancelled(); };
-  auto first = std::find_if(queue_.begin(), queue_.end(), is_cancelled);
-  if (first == queue_.end()) return cancelled;
-  cancelled.reserve(static_cast<std::size_t>(std::count_if(first, queue_.end(), is_cancelled)));
-  // The rest keep their order.
-  auto kept = first;
-  for (auto it = first; it != queue_.end(); ++it) {
-    if (is_cancelled(*it)) {
-      cancelled.push_back(std::move(*it));
+  if (count == 0) return cancelled;
+  cancelled.reserve(count);
+  std::size_t kept = 0;  // the rest keep their order
+  for (std::size_t i = 0; i < queue_.size(); ++i) {
+    if (is_cancelled[i] != 0) {
+      cancelled.push_back(std::move(queue_[i]));
     } else {
-      *kept++ = std::move(*it);
+      if (kept != i) queue_[kept] = std::move(queue_[i]);
+      ++kept;
     }
   }
-  queue_.erase(kept, queue_.end());
+  queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(kept), queue_.end());
   return cancelled;
+}
+
+batch_queue::clock::time_point batch_queue::earliest_deadline() const {
+  clock::time_point earliest = clock::time_point::max();
+  for (const batch_item& item : queue_) {
+    if (const auto deadline = item.pending->cancel.deadline()) {
+      earliest = std::min(earliest, *deadline);
+    }
+  }
+  return earliest;
+}
+
+void batch_queue::refuse(const batch_item& item, status (*why)()) noexcept {
+  try {
+    fail_(item, why());
+  } catch (const std::bad_alloc&) {
+    // Not even the refusal could be sent: the request is left to its client's deadline or
+    // disconnect, and the queue goes on.
+  }
 }
 
 batch_queue::candidate batch_queue::next_batch() const {

@@ -115,12 +115,20 @@ result<buffer> decompress(const buffer& body, content_coding coding, std::size_t
   const std::size_t held_before = budget.bytes();
   const bool budgeted = held != nullptr;
   // The output's buffer, grown to `size`, or as close to it as the budget has room for (a step
-  // of `least_step` at least).
-  constexpr std::size_t least_step = 4096;
+  // of `least_step` at least, so that near the bound it is not copied for every few bytes).
+  constexpr std::size_t least_step = std::size_t{64} << 10U;
   std::string out;
   const auto grow = [&](std::size_t size) -> status {
     if (budgeted) {
       const std::size_t least = std::min(size - out.size(), least_step);
+      // With the compressed body, which the transport holds for the same request: past the
+      // whole budget together, no retry could pass.
+      if (body.size() + out.size() + least > budget.capacity()) {
+        return status{errc::payload_too_large,
+                      fmt::format("the decompressed request body needs more than the {} bytes "
+                                  "that the server holds in flight at most",
+                                  budget.capacity())};
+      }
       result<std::size_t> room = budget.grow_between(least, size - out.size());
       if (!room) return std::move(room).error();
       size = out.size() + *room;

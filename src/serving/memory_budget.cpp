@@ -49,6 +49,10 @@ status memory_budget::lease::grow(std::size_t bytes) {
   return {};
 }
 
+std::size_t memory_budget::lease::capacity() const noexcept {
+  return budget_ ? budget_->capacity : 0;
+}
+
 result<std::size_t> memory_budget::lease::grow_between(std::size_t least, std::size_t most) {
   std::size_t take = std::max(least, most);
   for (;;) {

@@ -69,16 +69,22 @@ class batch_queue {
   void loop(const std::shared_ptr<batch_queue>& self);
 
  private:
+  using clock = std::chrono::steady_clock;
   // The batch the front of the queue makes now.
   struct candidate {
-    std::size_t count = 0;                         // requests
-    bool can_grow = false;                         // whether more requests could still join it
-    std::chrono::steady_clock::time_point oldest;  // its oldest request's arrival in the queue
+    std::size_t count = 0;     // requests
+    bool can_grow = false;     // whether more requests could still join it
+    clock::time_point oldest;  // its oldest request's arrival in the queue
   };
   // The largest prefix whose rows make a preferred batch size runs at once.
   [[nodiscard]] candidate next_batch() const;
-  // Takes the cancelled requests out of the queue.
+  // Takes the cancelled requests out of the queue (none where it throws).
   [[nodiscard]] std::vector<batch_item> take_cancelled();
+  // The earliest deadline of a queued request (`time_point::max()` for none).
+  [[nodiscard]] clock::time_point earliest_deadline() const;
+  // `fail_` for a request the queue lets go, with the status `why` makes. The thread goes on if
+  // even that fails for want of memory.
+  void refuse(const batch_item& item, status (*why)()) noexcept;
 
   const std::string model_name_;
   const std::uint64_t max_rows_;
