@@ -325,15 +325,19 @@ void batch_queue::loop(const std::shared_ptr<batch_queue>& self) {
 }
 
 std::vector<batch_item> batch_queue::take_cancelled() {
-  // Each request's state is read once (a deadline may pass meanwhile), and every allocation is
-  // made before a request moves, so that a failed one leaves the queue as it was.
+  std::vector<batch_item> cancelled;
+  const auto is_cancelled_now = [](const batch_item& item) {
+    return item.pending->cancel.cancelled();
+  };
+  if (std::none_of(queue_.begin(), queue_.end(), is_cancelled_now)) return cancelled;
+  // Each request's state is read once more and kept (a deadline may pass meanwhile), and every
+  // allocation is made before a request moves, so that a failed one leaves the queue as it was.
   std::vector<char> is_cancelled(queue_.size());
   std::size_t count = 0;
   for (std::size_t i = 0; i < queue_.size(); ++i) {
     is_cancelled[i] = queue_[i].pending->cancel.cancelled() ? 1 : 0;
     count += static_cast<std::size_t>(is_cancelled[i]);
   }
-  std::vector<batch_item> cancelled;
   if (count == 0) return cancelled;
   cancelled.reserve(count);
   std::size_t kept = 0;  // the rest keep their order
