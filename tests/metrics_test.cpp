@@ -2,12 +2,15 @@
 // histogram, escaped labels, host gauges, and the /metrics route.
 
 #include "served.hpp"
+#include "serving/detail/system_usage.hpp"
 #include "serving_support.hpp"
 
 #include <oip/http_handler.hpp>
 #include <oip/metrics.hpp>
 
 #include <atomic>
+#include <chrono>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -164,4 +167,58 @@ TEST_CASE("failures are counted by Triton's reasons; queued requests are pending
   CHECK(series("nv_inference_request_failure", "OTHER") == 1);
   CHECK(series("nv_inference_pending_request_count") == 0);
   CHECK(service.statistics("waiter", {})->at(0).fail.count == 5);
+}
+
+TEST_CASE("the machine's CPU and memory, as Triton's CPU metrics read them from /proc") {
+  const std::optional<oip::detail::memory_usage> memory = oip::detail::parse_meminfo(
+      "MemTotalish:     1 kB\nMemTotal:       16384 kB\nMemFree:  100 kB\n"
+      "MemAvailable:    4096 kB\n");
+  REQUIRE(memory);
+  CHECK(memory->total_bytes == 16384 * 1024);
+  CHECK(memory->used_bytes == (16384 - 4096) * 1024);
+  CHECK_FALSE(oip::detail::parse_meminfo("MemTotal: 16384 kB\n"));
+  CHECK_FALSE(oip::detail::parse_meminfo("MemTotal: kB\nMemAvailable: 1 kB\n"));
+
+  // user nice system idle iowait irq softirq steal guest guest_nice
+  const std::optional<oip::detail::cpu_times> times =
+      oip::detail::parse_cpu_times("cpu  100 20 30 400 50 6 7 8 9 10\ncpu0 1 2 3 4 5 6 7 8 9 10\n");
+  REQUIRE(times);
+  CHECK(times->busy == (100 + 20 + 30 + 6 + 7 + 8));
+  CHECK(times->total == (100 + 20 + 30 + 6 + 7 + 8 + 400 + 50));
+  CHECK_FALSE(oip::detail::parse_cpu_times("cpu  100 20 30 400\n"));
+  CHECK_FALSE(oip::detail::parse_cpu_times("cpu0 1 2 3 4 5 6 7 8\n"));
+
+  // A core kept busy shows in the share between two samples.
+  oip::detail::cpu_utilization sampler{std::chrono::milliseconds{100}};
+  CHECK(sampler.read() == 0);  // one sample: no interval yet
+  std::atomic<bool> spin{true};
+  std::thread busy{[&] {
+    while (spin.load(std::memory_order_relaxed)) {
+    }
+  }};
+  std::this_thread::sleep_for(std::chrono::milliseconds{300});
+  const double share = sampler.read();
+  const double again = sampler.read();  // within the interval: the same reading
+  spin = false;
+  busy.join();
+  CHECK(share > 0);
+  CHECK(share <= 1);
+  CHECK(again == share);
+
+  // The exposition: the machine's memory as /proc/meminfo gives it.
+  oip::testing::served s{{oip::testing::make_simple()}};
+  const std::string text = "\n" + oip::prometheus_text(s.service);
+  std::ifstream meminfo{"/proc/meminfo"};
+  std::string field;
+  std::uint64_t kib = 0;
+  while (meminfo >> field && field != "MemTotal:") meminfo.ignore(256, '\n');
+  REQUIRE(static_cast<bool>(meminfo >> kib));
+  CHECK(value_of(text, "nv_cpu_memory_total_bytes") == static_cast<double>(kib * 1024));
+  const double used = value_of(text, "nv_cpu_memory_used_bytes");
+  CHECK(used > 0);
+  CHECK(used <= static_cast<double>(kib * 1024));
+  const double utilization = value_of(text, "nv_cpu_utilization");
+  CHECK(utilization >= 0);
+  CHECK(utilization <= 1);
+  CHECK(text.find("# TYPE nv_cpu_utilization gauge\n") != std::string::npos);
 }

@@ -33,7 +33,10 @@ struct metric_gauge {
 /// `nv_inference_queue_duration_us`, `nv_inference_compute_{input,infer,output}_duration_us`
 /// (counters), `nv_inference_pending_request_count` (a gauge),
 /// `oip_inference_request_duration_seconds` (a histogram of successful requests' latency),
-/// `oip_sequences_active` (sequence models); then the `extra` gauges.
+/// `oip_sequences_active` (sequence models); the machine's `nv_cpu_utilization` (the CPUs' busy
+/// share between the last two samples, taken at scrapes at least 2 s apart: 0 at the first),
+/// `nv_cpu_memory_total_bytes` and `nv_cpu_memory_used_bytes` (total less available), read from
+/// /proc as Triton reads them; then the `extra` gauges.
 ///
 /// Example:
 /// \code

@@ -1,9 +1,12 @@
+#include "serving/detail/system_usage.hpp"
+
 #include <oip/inference_service.hpp>
 #include <oip/metrics.hpp>
 #include <oip/repository.hpp>
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -158,6 +161,18 @@ std::string prometheus_text(const inference_service& service,
     if (!s.active_sequences) continue;
     fmt::format_to(std::back_inserter(out), "oip_sequences_active{{{}}} {}\n", model_labels(s),
                    *s.active_sequences);
+  }
+
+  // The machine's, as Triton reports them (its `--allow-cpu-metrics`, on by default); left out
+  // where /proc does not say.
+  family(out, "nv_cpu_utilization", "gauge", "CPU utilization rate [0.0 - 1.0]");
+  fmt::format_to(std::back_inserter(out), "nv_cpu_utilization {}\n",
+                 detail::machine_cpu_utilization().read());
+  if (const std::optional<detail::memory_usage> memory = detail::read_memory_usage()) {
+    family(out, "nv_cpu_memory_total_bytes", "gauge", "CPU total memory (RAM), in bytes");
+    fmt::format_to(std::back_inserter(out), "nv_cpu_memory_total_bytes {}\n", memory->total_bytes);
+    family(out, "nv_cpu_memory_used_bytes", "gauge", "CPU used memory (RAM), in bytes");
+    fmt::format_to(std::back_inserter(out), "nv_cpu_memory_used_bytes {}\n", memory->used_bytes);
   }
 
   for (const metric_gauge& gauge : extra) {

@@ -253,6 +253,16 @@ def prometheus_metrics(client):
                  'model="simple",version="1",le="+Inf"') == success
     assert "# TYPE nv_inference_queue_duration_us counter" in text
     assert value("oip_sequences_active", 'model="simple_sequence",version="1"') >= 0
+
+    def machine(name):
+        match = re.search(r"^" + name + r" (\S+)$", text, re.M)
+        assert match, f"{name} missing:\n{text[-2000:]}"
+        return float(match.group(1))
+    assert 0 <= machine("nv_cpu_utilization") <= 1
+    with open("/proc/meminfo") as meminfo:
+        total = next(int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:")) * 1024
+    assert machine("nv_cpu_memory_total_bytes") == total
+    assert 0 < machine("nv_cpu_memory_used_bytes") <= total
     try:
         urllib.request.urlopen(oip_serve_runner.metrics_url.replace("/metrics", "/v2"), timeout=10)
         raise AssertionError("the metrics port serves the protocol too")
