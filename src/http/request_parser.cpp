@@ -148,10 +148,9 @@ std::size_t request_parser::append_body(string_view body, error_code& ec) {
     const std::size_t doubled = body_room_ > limit / 2 ? limit : body_room_ * 2;
     const std::size_t room = std::min(std::max({needed, doubled, first_body_room}), limit);
     try {
-      // At least 64 KiB more (or all the room): near the bound the body is not copied again for
-      // every few bytes.
-      const std::size_t least = std::max(needed, std::min(room, body_room_ + first_body_room));
-      result<std::size_t> grown = held_.grow_between(least - body_room_, room - body_room_);
+      // Near the bound each step still takes at least half of what the budget has free, so the
+      // body is copied a few times more at most, not once for every few bytes.
+      result<std::size_t> grown = held_.grow_between(needed - body_room_, room - body_room_);
       if (!grown) {
         over_budget_ = std::move(grown).error();
         ec = not_enough_memory();

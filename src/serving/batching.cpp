@@ -277,7 +277,19 @@ void batch_queue::loop(const std::shared_ptr<batch_queue>& self) {
     try {
       cancelled = take_cancelled();
     } catch (const std::bad_alloc&) {
-      // Nothing was taken: they stay queued, to be left out when their batch starts.
+      // No memory for the list (nothing was taken): one at a time, which needs none, or the
+      // deadlines below, already past, would wake this thread at once for ever.
+      const auto first = std::find_if(queue_.begin(), queue_.end(), [](const batch_item& item) {
+        return item.pending->cancel.cancelled();
+      });
+      if (first != queue_.end()) {
+        const batch_item one = std::move(*first);
+        queue_.erase(first);
+        lock.unlock();
+        refuse(one, [] { return status{errc::unavailable, "the request was cancelled"}; });
+        lock.lock();
+        continue;
+      }
     }
     if (!cancelled.empty()) {
       lock.unlock();
@@ -289,8 +301,10 @@ void batch_queue::loop(const std::shared_ptr<batch_queue>& self) {
       lock.lock();
       continue;
     }
-    // Woken by a request's deadline too, so that it is answered then, not when a batch forms.
-    const clock::time_point next_deadline = earliest_deadline();
+    // Woken by a request's deadline too, so that it is answered then, not when a batch forms
+    // (within a day: a wait to the clock's far end is one some C++ libraries get wrong).
+    const clock::time_point next_deadline =
+        std::min(earliest_deadline(), clock::now() + std::chrono::hours{24});
     if (running_ >= settings_.instances) {
       wake_.wait_until(lock, next_deadline);
       continue;

@@ -114,22 +114,24 @@ result<buffer> decompress(const buffer& body, content_coding coding, std::size_t
   memory_budget::lease& budget = held != nullptr ? *held : unbudgeted;
   const std::size_t held_before = budget.bytes();
   const bool budgeted = held != nullptr;
-  // The output's buffer, grown to `size`, or as close to it as the budget has room for (a step
-  // of `least_step` at least, so that near the bound it is not copied for every few bytes).
-  constexpr std::size_t least_step = std::size_t{64} << 10U;
+  // The output's buffer, grown to `size`, or as close to it as the budget has room for: near the
+  // bound each step still takes at least half of what is free, so the buffer is copied a few
+  // times more at most.
+  constexpr std::size_t first_size = 4096;
   std::string out;
   const auto grow = [&](std::size_t size) -> status {
     if (budgeted) {
-      const std::size_t least = std::min(size - out.size(), least_step);
-      // With the compressed body, which the transport holds for the same request: past the
-      // whole budget together, no retry could pass.
-      if (body.size() + out.size() + least > budget.capacity()) {
+      // With the compressed body, which the transport holds for the same request (with a few
+      // bytes of its own, within `slack`): a body that fills the whole budget together with it
+      // and needs more could pass no retry.
+      constexpr std::size_t slack = 4096;
+      if (body.size() + out.size() + slack >= budget.capacity()) {
         return status{errc::payload_too_large,
                       fmt::format("the decompressed request body needs more than the {} bytes "
                                   "that the server holds in flight at most",
                                   budget.capacity())};
       }
-      result<std::size_t> room = budget.grow_between(least, size - out.size());
+      result<std::size_t> room = budget.grow_between(1, size - out.size());
       if (!room) return std::move(room).error();
       size = out.size() + *room;
       reserve_exactly(out, size);
@@ -139,7 +141,7 @@ result<buffer> decompress(const buffer& body, content_coding coding, std::size_t
   };
   // Grows geometrically up to the limit: memory follows the real output, not a claimed size.
   if (status s = grow(
-          std::min<std::size_t>(std::max<std::size_t>(body.size() * 4, least_step), max_size + 1));
+          std::min<std::size_t>(std::max<std::size_t>(body.size() * 4, first_size), max_size + 1));
       !s.ok()) {
     return s;
   }

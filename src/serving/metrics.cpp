@@ -165,9 +165,10 @@ std::string prometheus_text(const inference_service& service,
 
   // The machine's, as Triton reports them (its `--allow-cpu-metrics`, on by default); left out
   // where /proc does not say.
-  family(out, "nv_cpu_utilization", "gauge", "CPU utilization rate [0.0 - 1.0]");
-  fmt::format_to(std::back_inserter(out), "nv_cpu_utilization {}\n",
-                 detail::machine_cpu_utilization().read());
+  if (const std::optional<double> utilization = detail::machine_cpu_utilization().read()) {
+    family(out, "nv_cpu_utilization", "gauge", "CPU utilization rate [0.0 - 1.0]");
+    fmt::format_to(std::back_inserter(out), "nv_cpu_utilization {}\n", *utilization);
+  }
   if (const std::optional<detail::memory_usage> memory = detail::read_memory_usage()) {
     family(out, "nv_cpu_memory_total_bytes", "gauge", "CPU total memory (RAM), in bytes");
     fmt::format_to(std::back_inserter(out), "nv_cpu_memory_total_bytes {}\n", memory->total_bytes);

@@ -84,12 +84,12 @@ std::optional<cpu_times> read_cpu_times() {
   return text ? parse_cpu_times(*text) : std::nullopt;
 }
 
-double cpu_utilization::read() {
+std::optional<double> cpu_utilization::read() {
   const std::lock_guard lock{mutex_};
   const clock::time_point now = clock::now();
   if (last_ && now - sampled_ < interval_) return value_;
   const std::optional<cpu_times> sample = read_cpu_times();
-  if (!sample) return value_;
+  if (!sample) return last_ ? std::optional<double>{value_} : std::nullopt;
   if (last_ && sample->total > last_->total && sample->busy >= last_->busy) {
     const auto busy = static_cast<double>(sample->busy - last_->busy);
     value_ = std::min(1.0, busy / static_cast<double>(sample->total - last_->total));

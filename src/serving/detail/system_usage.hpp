@@ -35,14 +35,14 @@ struct cpu_times {
 
 // The share of the CPUs' time spent busy, over an interval of at least `interval`: a reading
 // takes a new sample once the last is that old, and gives the share between the last two (0
-// until there are two). Readers between samples see the same value, however often they come.
-// Thread-safe.
+// until there are two; none while /proc/stat has never been read). Readers between samples see
+// the same value, however often they come. Thread-safe.
 class cpu_utilization {
  public:
   using clock = std::chrono::steady_clock;
   explicit cpu_utilization(clock::duration interval) : interval_{interval} {}
 
-  [[nodiscard]] double read();
+  [[nodiscard]] std::optional<double> read();
 
  private:
   const clock::duration interval_;
