@@ -472,6 +472,16 @@ TEST_CASE(
   CHECK(f.model->request_parameters[2].contains("mode"));
 }
 
+TEST_CASE("a batch queue bound of 0, Triton's \"no bound\", is refused when the model is added") {
+  oip::model_repository models;
+  const oip::status added =
+      models.add(std::make_shared<doubler>(oip::model_config::batching_settings{0ms, 0, 1}));
+  CHECK(added.http_status() == 400);
+  CHECK(added.message().find("a max_queue_size of 0 would refuse every request") !=
+        std::string::npos);
+  CHECK(models.index().empty());
+}
+
 TEST_CASE("a default priority level outside the levels is refused when the model is added") {
   for (const std::uint64_t wrong : {std::uint64_t{0}, std::uint64_t{3}}) {
     oip::model_repository models;

@@ -65,8 +65,8 @@ struct model_config {
   struct batching_settings {
     /// How long the oldest queued request may wait for others before its batch runs anyway.
     std::chrono::microseconds max_queue_delay{100};
-    /// Requests waiting in the queue; one more is a 503. A bound is always kept: 0 refuses every
-    /// request, where Triton's 0 means no bound.
+    /// Requests waiting in the queue; one more is a 503. A bound is always kept: where Triton's 0
+    /// means no bound, here it is refused when the model is added.
     std::size_t max_queue_size = 1024;
     /// Batches of this model running at once (Triton's instance count).
     std::size_t instances = 1;

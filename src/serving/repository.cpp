@@ -156,6 +156,13 @@ status check_registrable(const std::shared_ptr<model>& m, std::uint64_t version)
                               "sequence batching or none",
                               c.name)};
   }
+  if (const model_config& c = m->config(); c.dynamic_batching && c.batching.max_queue_size == 0) {
+    return status{errc::invalid_argument,
+                  fmt::format("model '{}': a max_queue_size of 0 would refuse every request (this "
+                              "server always bounds the batch queue, where Triton's 0 means no "
+                              "bound); give a positive bound",
+                              c.name)};
+  }
   if (const model_config& c = m->config();
       c.dynamic_batching && c.batching.priority_levels > 0 &&
       (c.batching.default_priority_level == 0 ||
