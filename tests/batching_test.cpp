@@ -509,7 +509,7 @@ TEST_CASE("a request whose timeout passed while it waited leaves the queue: it m
   const oip::result<oip::inference_response> refused = expired.get();
   REQUIRE_FALSE(refused);
   CHECK(refused.error().http_status() == 503);
-  CHECK(refused.error().message() == "the request's timeout expired before the model ran");
+  CHECK(refused.error().message() == "Request timeout expired");
   // The expired request's row does not make request 3's batch the preferred size.
   CHECK(waiting.wait_for(300ms) == std::future_status::timeout);
   auto partner = f.send_with(4, 1, {});
@@ -528,7 +528,7 @@ TEST_CASE(
     REQUIRE(reply.wait_for(5s) == std::future_status::ready);  // not the 10 s delay
     const oip::result<oip::inference_response> refused = reply.get();
     REQUIRE_FALSE(refused);
-    CHECK(refused.error().message() == "the request's timeout expired before the model ran");
+    CHECK(refused.error().message() == "Request timeout expired");
   };
   // Alone, its batch would wait 10 s for more.
   auto lone = f.send_with(1, 1, timeout);
@@ -543,6 +543,140 @@ TEST_CASE(
   REQUIRE(running.get());
 }
 
+namespace {
+
+oip::parameters timeout_us(std::int64_t microseconds) {
+  oip::parameters p;
+  p.set("timeout", microseconds);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("a queue policy that rejects: a request waiting past its level's timeout gets a 503") {
+  // Two levels: the first times out after 100 ms, the second has no timeout.
+  oip::model_config::batching_settings settings{10s, 1024, 1, {}, 2, 2};
+  settings.priority_queue_policy = {{1, {.default_timeout = 100ms}}};
+  service_fixture f{std::make_shared<doubler>(settings)};
+  f.model->hold();
+  auto running = f.send(1, 8, 2);
+  REQUIRE(oip::testing::wait_until([&] { return f.model->entered.load() == 1; }));
+  auto urgent = f.send_with(2, 8, priority(1));
+  auto patient = f.send_with(3, 8, priority(2));
+  // Answered when its timeout passes, while the only instance is still busy.
+  REQUIRE(urgent.wait_for(5s) == std::future_status::ready);
+  const oip::result<oip::inference_response> refused = urgent.get();
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().http_status() == 503);
+  CHECK(refused.error().message() == "Request timeout expired");  // Triton's words
+  CHECK(patient.wait_for(200ms) == std::future_status::timeout);
+  f.model->release();
+  REQUIRE(running.get());
+  REQUIRE(patient.get());
+  CHECK(first_tags(f) == std::vector<std::string>{"request 1 row 0", "request 3 row 0"});
+}
+
+TEST_CASE(
+    "a queue policy that delays: a request past its timeout runs after the rest of its level") {
+  // One level whose policy delays after 10 s, or after a request's own shorter timeout.
+  oip::model_config::batching_settings settings{0ms, 1024, 1};
+  settings.default_queue_policy = {oip::queue_policy::timeout_action::delay, 10s, true, 0};
+  service_fixture f{std::make_shared<doubler>(settings)};
+  f.model->hold();
+  std::vector<std::future<oip::result<oip::inference_response>>> replies;
+  replies.push_back(f.send(1, 8, 2));
+  REQUIRE(oip::testing::wait_until([&] { return f.model->entered.load() == 1; }));
+  replies.push_back(f.send_with(2, 8, timeout_us(1000)));  // delayed after 1 ms
+  replies.push_back(f.send_with(3, 8, {}));
+  std::this_thread::sleep_for(50ms);
+  replies.push_back(f.send_with(4, 8, timeout_us(20'000'000)));  // longer than the default: 10 s
+  replies.push_back(f.send_with(5, 8, {}));
+  f.model->release();
+  // The request whose timeout passed is not refused: the policy delays it.
+  for (auto& r : replies) REQUIRE(r.get());
+  CHECK(first_tags(f) == std::vector<std::string>{"request 1 row 0", "request 3 row 0",
+                                                  "request 4 row 0", "request 5 row 0",
+                                                  "request 2 row 0"});
+
+  // Without the override, a request's timeout does nothing under this policy.
+  settings.default_queue_policy.allow_timeout_override = false;
+  service_fixture g{std::make_shared<doubler>(settings)};
+  g.model->hold();
+  auto running = g.send(1, 8, 2);
+  REQUIRE(oip::testing::wait_until([&] { return g.model->entered.load() == 1; }));
+  auto timed = g.send_with(2, 8, timeout_us(1000));
+  auto next = g.send_with(3, 8, {});
+  std::this_thread::sleep_for(50ms);
+  g.model->release();
+  REQUIRE(running.get());
+  REQUIRE(timed.get());
+  REQUIRE(next.get());
+  CHECK(first_tags(g) ==
+        std::vector<std::string>{"request 1 row 0", "request 2 row 0", "request 3 row 0"});
+}
+
+TEST_CASE("a level's delayed requests stay ahead of lower levels") {
+  oip::model_config::batching_settings settings{0ms, 1024, 1, {}, 2, 2};
+  settings.priority_queue_policy = {{1, {oip::queue_policy::timeout_action::delay, 1ms, false, 0}}};
+  service_fixture f{std::make_shared<doubler>(settings)};
+  f.model->hold();
+  std::vector<std::future<oip::result<oip::inference_response>>> replies;
+  replies.push_back(f.send(1, 8, 2));
+  REQUIRE(oip::testing::wait_until([&] { return f.model->entered.load() == 1; }));
+  replies.push_back(f.send_with(2, 8, priority(2)));
+  replies.push_back(f.send_with(3, 8, priority(1)));  // delayed after 1 ms
+  std::this_thread::sleep_for(50ms);
+  replies.push_back(f.send_with(4, 8, priority(1)));
+  f.model->release();
+  for (auto& r : replies) REQUIRE(r.get());
+  CHECK(first_tags(f) == std::vector<std::string>{"request 1 row 0", "request 4 row 0",
+                                                  "request 3 row 0", "request 2 row 0"});
+}
+
+TEST_CASE("a level's queue bound: one more request at that level is a 503, others still queue") {
+  oip::model_config::batching_settings settings{0ms, 1024, 1, {}, 2, 2};
+  settings.priority_queue_policy = {{1, {.max_queue_size = 1}}};
+  service_fixture f{std::make_shared<doubler>(settings)};
+  f.model->hold();
+  auto running = f.send(1, 8, 2);
+  REQUIRE(oip::testing::wait_until([&] { return f.model->entered.load() == 1; }));
+  auto first = f.send_with(2, 8, priority(1));
+  const oip::result<oip::inference_response> refused = f.send_with(3, 8, priority(1)).get();
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().http_status() == 503);
+  CHECK(refused.error().message() ==
+        "Exceeds maximum queue size: the batch queue of model 'doubler' is full at priority "
+        "level 1 (1 requests waiting)");
+  auto lower = f.send_with(4, 8, priority(2));
+  auto lower_too = f.send_with(5, 8, priority(2));
+  f.model->release();
+  REQUIRE(running.get());
+  REQUIRE(first.get());
+  REQUIRE(lower.get());
+  REQUIRE(lower_too.get());
+}
+
+TEST_CASE("queue policies for levels the model does not have are refused when it is added") {
+  const auto add = [](std::uint64_t levels,
+                      std::vector<std::pair<std::uint64_t, oip::queue_policy>> policies) {
+    oip::model_config::batching_settings settings{0ms, 1024, 1, {}, levels, levels > 0 ? 1U : 0U};
+    settings.priority_queue_policy = std::move(policies);
+    oip::model_repository models;
+    return models.add(std::make_shared<doubler>(settings));
+  };
+  for (const std::uint64_t wrong : {std::uint64_t{0}, std::uint64_t{3}}) {
+    const oip::status added = add(2, {{1, {}}, {wrong, {}}});
+    CHECK(added.http_status() == 400);
+    CHECK(added.message() ==
+          "model 'doubler': priority queue policy must have priority level in range [1, 2]");
+  }
+  CHECK(add(0, {{1, {}}}).message() ==
+        "model 'doubler': priority queue policy must have priority level in range [1, 0]");
+  CHECK(add(2, {{2, {}}, {2, {}}}).message() ==
+        "model 'doubler': priority level 2 has two queue policies");
+  CHECK(add(2, {{2, {}}, {1, {}}}).ok());
+}
+
 TEST_CASE("the batch queue is bounded: a 503 when it is full") {
   service_fixture f{std::make_shared<doubler>(oip::model_config::batching_settings{0ms, 2, 1})};
   f.model->hold();
@@ -555,7 +689,8 @@ TEST_CASE("the batch queue is bounded: a 503 when it is full") {
   REQUIRE_FALSE(refused);
   CHECK(refused.error().http_status() == 503);
   CHECK(refused.error().message() ==
-        "the batch queue of model 'doubler' is full (2 requests waiting)");
+        "Exceeds maximum queue size: the batch queue of model 'doubler' is full (2 requests "
+        "waiting)");
   f.model->release();
   CHECK(running.get());
   CHECK(queued_a.get());
@@ -582,7 +717,10 @@ TEST_CASE("the configuration route shows the batcher, where perf_analyzer looks 
   CHECK(reply.status == 200);
   CHECK(reply.body().find(R"("dynamic_batching":{"preferred_batch_size":[],)"
                           R"("max_queue_delay_microseconds":2000,"preserve_ordering":false,)"
-                          R"("priority_levels":0,"default_priority_level":0})") !=
+                          R"("priority_levels":0,"default_priority_level":0,)"
+                          R"("default_queue_policy":{"timeout_action":"REJECT",)"
+                          R"("default_timeout_microseconds":0,"allow_timeout_override":false,)"
+                          R"("max_queue_size":0},"priority_queue_policy":{}})") !=
         std::string::npos);
 
   service_fixture preferring{
@@ -597,5 +735,20 @@ TEST_CASE("the configuration route shows the batcher, where perf_analyzer looks 
   oip::http_handler levels{prioritizing.service};
   CHECK(levels.handle({"GET", "/v2/models/doubler/config", {}, {}})
             .body()
-            .find(R"("priority_levels":3,"default_priority_level":2})") != std::string::npos);
+            .find(R"("priority_levels":3,"default_priority_level":2,)") != std::string::npos);
+
+  oip::model_config::batching_settings with_policies{2ms, 16, 1, {}, 3, 2};
+  with_policies.default_queue_policy = {oip::queue_policy::timeout_action::delay, 5ms, true, 7};
+  with_policies.priority_queue_policy = {{3, {.max_queue_size = 2}}, {1, {.default_timeout = 1ms}}};
+  service_fixture policing{std::make_shared<doubler>(with_policies)};
+  oip::http_handler policies{policing.service};
+  CHECK(policies.handle({"GET", "/v2/models/doubler/config", {}, {}})
+            .body()
+            .find(R"("default_queue_policy":{"timeout_action":"DELAY",)"
+                  R"("default_timeout_microseconds":5000,"allow_timeout_override":true,)"
+                  R"("max_queue_size":7},"priority_queue_policy":{)"
+                  R"("3":{"timeout_action":"REJECT","default_timeout_microseconds":0,)"
+                  R"("allow_timeout_override":false,"max_queue_size":2},)"
+                  R"("1":{"timeout_action":"REJECT","default_timeout_microseconds":1000,)"
+                  R"("allow_timeout_override":false,"max_queue_size":0}}})") != std::string::npos);
 }

@@ -751,6 +751,9 @@ TEST_CASE("a model's dynamic batching, its priority levels among it, in its gRPC
   config.batching.preferred_batch_sizes = {4, 8};
   config.batching.priority_levels = 3;
   config.batching.default_priority_level = 2;
+  config.batching.default_queue_policy = {oip::queue_policy::timeout_action::delay,
+                                          std::chrono::microseconds{900}, true, 5};
+  config.batching.priority_queue_policy = {{1, {.max_queue_size = std::size_t{1} << 40}}};
   inference::ModelConfig message;
   oip::grpc::encode_model_config(config, message);
   REQUIRE(message.has_dynamic_batching());
@@ -760,4 +763,13 @@ TEST_CASE("a model's dynamic batching, its priority levels among it, in its gRPC
   CHECK(batching.preferred_batch_size(1) == 8);
   CHECK(batching.priority_levels() == 3);
   CHECK(batching.default_priority_level() == 2);
+  const inference::ModelQueuePolicy& by_default = batching.default_queue_policy();
+  CHECK(by_default.timeout_action() == inference::ModelQueuePolicy::DELAY);
+  CHECK(by_default.default_timeout_microseconds() == 900);
+  CHECK(by_default.allow_timeout_override());
+  CHECK(by_default.max_queue_size() == 5);
+  REQUIRE(batching.priority_queue_policy().size() == 1);
+  const inference::ModelQueuePolicy& first = batching.priority_queue_policy().at(1);
+  CHECK(first.timeout_action() == inference::ModelQueuePolicy::REJECT);
+  CHECK(first.max_queue_size() == 0xFFFFFFFFU);  // the most the field holds
 }

@@ -40,6 +40,30 @@ struct sequence_config {
   std::string correlation_input;
 };
 
+/// What one priority level of a batch queue does with a request that waits too long, and how
+/// many requests it holds: Triton's `ModelQueuePolicy` (`model_config::batching_settings`).
+struct queue_policy {
+  enum class timeout_action : std::uint8_t {
+    /// Answer the request 503 (gRPC UNAVAILABLE), "Request timeout expired".
+    reject,
+    /// Keep it, behind every request of its level that has not timed out; it still runs.
+    delay,
+  };
+  timeout_action on_timeout = timeout_action::reject;
+  /// How long a request may wait in the queue; zero: no limit.
+  std::chrono::microseconds default_timeout{0};
+  /// Under `delay`, a request's `timeout` parameter shortens `default_timeout` for that request
+  /// (never lengthens it, and, as in Triton, does nothing where `default_timeout` is zero); it is
+  /// otherwise ignored there. Under `reject` it makes no difference: a request's `timeout` is its
+  /// deadline wherever it is, in this server (Triton's batcher heeds it only with this set).
+  bool allow_timeout_override = false;
+  /// Requests of the level waiting at once; one more is a 503. Zero: only the queue's own bound,
+  /// `batching_settings::max_queue_size`.
+  std::size_t max_queue_size = 0;
+
+  friend bool operator==(const queue_policy&, const queue_policy&) = default;
+};
+
 /// What a model is: the metadata that clients see and the rules that requests are checked against.
 ///
 /// Input and output shapes are given without the batch dimension, as in a Triton model
@@ -82,6 +106,12 @@ struct model_config {
     std::uint64_t priority_levels = 0;
     /// The level of a request that names none: 1 to `priority_levels` where those are set.
     std::uint64_t default_priority_level = 0;
+    /// The queue policy of a level without one of its own in `priority_queue_policy` (of the
+    /// whole queue, without priority levels), as Triton's `default_queue_policy`.
+    queue_policy default_queue_policy = {};
+    /// Levels' own policies (Triton's `priority_queue_policy`): each level 1 to
+    /// `priority_levels` at most once, in any order.
+    std::vector<std::pair<std::uint64_t, queue_policy>> priority_queue_policy = {};
   } batching;
   /// The CUDA devices the model runs on, for Triton's `instance_group` in its configuration
   /// (`KIND_GPU` with these `gpus`; empty: `KIND_CPU`; `count` is `batching.instances`).

@@ -292,12 +292,26 @@ std::string encode_model_config(const model_config& config) {
         R"("state":[],"iterative_sequence":false}})",
         config.sequence.max_idle.count(), controls);
   } else if (config.dynamic_batching) {
+    // Triton's ModelQueuePolicy; the map's keys are strings, as protobuf's JSON writes them.
+    const auto policy = [](const queue_policy& p) {
+      return fmt::format(R"({{"timeout_action":"{}","default_timeout_microseconds":{},)"
+                         R"("allow_timeout_override":{},"max_queue_size":{}}})",
+                         p.on_timeout == queue_policy::timeout_action::delay ? "DELAY" : "REJECT",
+                         p.default_timeout.count(), p.allow_timeout_override, p.max_queue_size);
+    };
+    std::string levels;
+    for (const auto& [level, p] : config.batching.priority_queue_policy) {
+      if (!levels.empty()) levels += ',';
+      levels += fmt::format(R"("{}":{})", level, policy(p));
+    }
     out += fmt::format(
         R"(,"dynamic_batching":{{"preferred_batch_size":[{}],"max_queue_delay_microseconds":{},)"
-        R"("preserve_ordering":false,"priority_levels":{},"default_priority_level":{}}})",
+        R"("preserve_ordering":false,"priority_levels":{},"default_priority_level":{},)"
+        R"("default_queue_policy":{},"priority_queue_policy":{{{}}}}})",
         fmt::join(config.batching.preferred_batch_sizes, ","),
         config.batching.max_queue_delay.count(), config.batching.priority_levels,
-        config.batching.default_priority_level);
+        config.batching.default_priority_level, policy(config.batching.default_queue_policy),
+        levels);
   }
   return out + "}";
 }

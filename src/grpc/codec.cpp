@@ -6,6 +6,7 @@
 #include <oip/json.hpp>
 #include <oip/tensor.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <limits>
@@ -711,6 +712,21 @@ void encode_model_config(const model_config& config, inference::ModelConfig& out
     }
     batching->set_priority_levels(config.batching.priority_levels);
     batching->set_default_priority_level(config.batching.default_priority_level);
+    const auto policy = [](const queue_policy& p, inference::ModelQueuePolicy& message) {
+      message.set_timeout_action(p.on_timeout == queue_policy::timeout_action::delay
+                                     ? inference::ModelQueuePolicy::DELAY
+                                     : inference::ModelQueuePolicy::REJECT);
+      message.set_default_timeout_microseconds(
+          static_cast<std::uint64_t>(p.default_timeout.count()));
+      message.set_allow_timeout_override(p.allow_timeout_override);
+      // A bound past the field's 32 bits is shown as the largest it holds.
+      message.set_max_queue_size(static_cast<std::uint32_t>(
+          std::min<std::size_t>(p.max_queue_size, std::numeric_limits<std::uint32_t>::max())));
+    };
+    policy(config.batching.default_queue_policy, *batching->mutable_default_queue_policy());
+    for (const auto& [level, p] : config.batching.priority_queue_policy) {
+      policy(p, (*batching->mutable_priority_queue_policy())[level]);
+    }
   }
 }
 

@@ -155,6 +155,14 @@ std::uint64_t priority_level(const model_config& config, const parameters& reque
   return asked == 0 || asked > levels ? config.batching.default_priority_level : asked;
 }
 
+const queue_policy& queue_policy_of(const model_config::batching_settings& settings,
+                                    std::uint64_t level) {
+  for (const auto& [policy_level, policy] : settings.priority_queue_policy) {
+    if (policy_level == level) return policy;
+  }
+  return settings.default_queue_policy;
+}
+
 result<inference_request> merge(const std::vector<batch_item>& items) {
   inference_request merged;
   merged.parameters = model_side_of(items.front().request->parameters, server_parameter);
@@ -215,8 +223,14 @@ batch_queue::batch_queue(const model_config& config, run_function run, fail_func
   settings_.instances = std::max<std::size_t>(settings_.instances, 1);
   // A delay of about a year stands for any longer one ("wait for a full batch"): the deadline,
   // a request's arrival plus the delay, must stay within the clock's range.
-  settings_.max_queue_delay =
-      std::min<std::chrono::microseconds>(settings_.max_queue_delay, std::chrono::hours{24 * 366});
+  constexpr std::chrono::microseconds about_a_year = std::chrono::hours{24 * 366};
+  settings_.max_queue_delay = std::min(settings_.max_queue_delay, about_a_year);
+  // The same for a queue timeout: it stands for any longer one.
+  settings_.default_queue_policy.default_timeout =
+      std::min(settings_.default_queue_policy.default_timeout, about_a_year);
+  for (auto& [level, policy] : settings_.priority_queue_policy) {
+    policy.default_timeout = std::min(policy.default_timeout, about_a_year);
+  }
 }
 
 status batch_queue::enqueue(batch_item item) {
@@ -226,18 +240,43 @@ status batch_queue::enqueue(batch_item item) {
       return status{errc::unavailable,
                     fmt::format("model '{}' is no longer taking requests", model_name_)};
     }
+    // Triton's words lead: its clients look for them.
     if (queue_.size() >= settings_.max_queue_size) {
       return status{errc::unavailable,
-                    fmt::format("the batch queue of model '{}' is full ({} requests waiting)",
+                    fmt::format("Exceeds maximum queue size: the batch queue of model '{}' is "
+                                "full ({} requests waiting)",
                                 model_name_, queue_.size())};
     }
-    // Behind the requests of its level and above, ahead of those below.
+    const std::uint64_t level = item.pending->priority_level;
+    const queue_policy& policy = queue_policy_of(settings_, level);
+    if (policy.max_queue_size > 0) {
+      const auto at_level = static_cast<std::size_t>(std::count_if(
+          queue_.begin(), queue_.end(),
+          [level](const waiting& w) { return w.item.pending->priority_level == level; }));
+      if (at_level >= policy.max_queue_size) {
+        return status{errc::unavailable,
+                      fmt::format("Exceeds maximum queue size: the batch queue of model '{}' is "
+                                  "full at priority level {} ({} requests waiting)",
+                                  model_name_, level, at_level)};
+      }
+    }
+    waiting entry{.item = std::move(item), .on_timeout = policy.on_timeout};
+    std::chrono::microseconds timeout = policy.default_timeout;
+    if (const auto* asked = entry.item.request->parameters.get<std::int64_t>("timeout");
+        asked != nullptr && policy.allow_timeout_override && *asked > 0 &&
+        std::chrono::microseconds{*asked} < timeout) {
+      timeout = std::chrono::microseconds{*asked};
+    }
+    if (timeout.count() > 0) entry.times_out = entry.item.pending->queued + timeout;
+    // Behind the requests of its level and above, ahead of those below and of its level's
+    // delayed ones.
     auto at = queue_.end();
     while (at != queue_.begin() &&
-           std::prev(at)->pending->priority_level > item.pending->priority_level) {
+           (std::prev(at)->item.pending->priority_level > level ||
+            (std::prev(at)->item.pending->priority_level == level && std::prev(at)->delayed))) {
       --at;
     }
-    queue_.insert(at, std::move(item));
+    queue_.insert(at, std::move(entry));
   }
   wake_.notify_one();
   return {};
@@ -252,15 +291,15 @@ void batch_queue::finished() {
 }
 
 void batch_queue::stop() {
-  std::deque<batch_item> left;
+  std::deque<waiting> left;
   {
     const std::lock_guard lock{mutex_};
     stopping_ = true;
     left.swap(queue_);
   }
   wake_.notify_all();
-  for (const batch_item& item : left) {
-    fail_(item,
+  for (const waiting& w : left) {
+    fail_(w.item,
           status{errc::unavailable,
                  fmt::format("model '{}' stopped batching before the request ran", model_name_)});
   }
@@ -273,31 +312,31 @@ void batch_queue::loop(const std::shared_ptr<batch_queue>& self) {
       wake_.wait(lock);
       continue;
     }
-    std::vector<batch_item> cancelled;
+    const clock::time_point now = clock::now();
+    delay_timed_out(now);
+    std::vector<leaving> left;
     try {
-      cancelled = take_cancelled();
+      left = take_leaving(now);
     } catch (const std::bad_alloc&) {
       // No memory for the list (nothing was taken): one at a time, which needs none, or the
       // deadlines below, already past, would wake this thread at once for ever.
-      const auto first = std::find_if(queue_.begin(), queue_.end(), [](const batch_item& item) {
-        return item.pending->cancel.cancelled();
+      const auto first = std::find_if(queue_.begin(), queue_.end(), [now](const waiting& w) {
+        return leaves_because(w, now) != nullptr;
       });
       if (first != queue_.end()) {
-        const batch_item one = std::move(*first);
+        status (*const why)() = leaves_because(*first, now);
+        const batch_item one = std::move(first->item);
         queue_.erase(first);
         lock.unlock();
-        refuse(one, [] { return status{errc::unavailable, "the request was cancelled"}; });
+        refuse(one, why);
         lock.lock();
         continue;
       }
     }
-    if (!cancelled.empty()) {
+    if (!left.empty()) {
       lock.unlock();
-      for (const batch_item& item : cancelled) {
-        // The service answers it as cancelled by its client or its timeout.
-        refuse(item, [] { return status{errc::unavailable, "the request was cancelled"}; });
-      }
-      cancelled.clear();
+      for (const leaving& one : left) refuse(one.item, one.why);
+      left.clear();
       lock.lock();
       continue;
     }
@@ -321,7 +360,7 @@ void batch_queue::loop(const std::shared_ptr<batch_queue>& self) {
     } catch (const std::bad_alloc&) {
       // No memory to form the batch (this thread must not end on it): its first request is
       // refused, and the queue goes on.
-      const batch_item first = std::move(queue_.front());
+      const batch_item first = std::move(queue_.front().item);
       queue_.pop_front();
       lock.unlock();
       refuse(first, [] { return out_of_memory("forming the batch"); });
@@ -329,7 +368,7 @@ void batch_queue::loop(const std::shared_ptr<batch_queue>& self) {
       continue;
     }
     const auto end = queue_.begin() + static_cast<std::ptrdiff_t>(count);
-    std::move(queue_.begin(), end, std::back_inserter(batch));
+    for (auto it = queue_.begin(); it != end; ++it) batch.push_back(std::move(it->item));
     queue_.erase(queue_.begin(), end);
     ++running_;
     lock.unlock();
@@ -338,39 +377,73 @@ void batch_queue::loop(const std::shared_ptr<batch_queue>& self) {
   }
 }
 
-std::vector<batch_item> batch_queue::take_cancelled() {
-  std::vector<batch_item> cancelled;
-  const auto is_cancelled_now = [](const batch_item& item) {
-    return item.pending->cancel.cancelled();
-  };
-  if (std::none_of(queue_.begin(), queue_.end(), is_cancelled_now)) return cancelled;
+void batch_queue::delay_timed_out(clock::time_point now) {
+  std::size_t i = 0;
+  while (i < queue_.size()) {
+    waiting& w = queue_[i];
+    if (w.on_timeout != queue_policy::timeout_action::delay || w.times_out > now) {
+      ++i;
+      continue;
+    }
+    w.delayed = true;
+    w.times_out = clock::time_point::max();
+    // To the end of its level: behind its level's delayed ones, which were delayed before it.
+    const std::uint64_t level = w.item.pending->priority_level;
+    const auto from = queue_.begin() + static_cast<std::ptrdiff_t>(i);
+    const auto level_end = std::find_if(from, queue_.end(), [level](const waiting& other) {
+      return other.item.pending->priority_level > level;
+    });
+    std::rotate(from, from + 1, level_end);
+    // The request now at `i` came after it: it is looked at next.
+    if (from + 1 == level_end) ++i;
+  }
+}
+
+status (*batch_queue::leaves_because(const waiting& w, clock::time_point now))() {
+  // The service answers a cancelled one as cancelled by its client or its timeout.
+  if (w.item.pending->cancel.cancelled()) {
+    return [] { return status{errc::unavailable, "the request was cancelled"}; };
+  }
+  if (w.on_timeout == queue_policy::timeout_action::reject && w.times_out <= now) {
+    return [] { return status{errc::unavailable, "Request timeout expired"}; };  // Triton's
+  }
+  return nullptr;
+}
+
+std::vector<batch_queue::leaving> batch_queue::take_leaving(clock::time_point now) {
+  std::vector<leaving> left;
+  if (std::none_of(queue_.begin(), queue_.end(),
+                   [now](const waiting& w) { return leaves_because(w, now) != nullptr; })) {
+    return left;
+  }
   // Each request's state is read once more and kept (a deadline may pass meanwhile), and every
   // allocation is made before a request moves, so that a failed one leaves the queue as it was.
-  std::vector<char> is_cancelled(queue_.size());
+  std::vector<status (*)()> why(queue_.size());
   std::size_t count = 0;
   for (std::size_t i = 0; i < queue_.size(); ++i) {
-    is_cancelled[i] = queue_[i].pending->cancel.cancelled() ? 1 : 0;
-    count += static_cast<std::size_t>(is_cancelled[i]);
+    why[i] = leaves_because(queue_[i], now);
+    count += why[i] != nullptr ? 1 : 0;
   }
-  if (count == 0) return cancelled;
-  cancelled.reserve(count);
+  if (count == 0) return left;
+  left.reserve(count);
   std::size_t kept = 0;  // the rest keep their order
   for (std::size_t i = 0; i < queue_.size(); ++i) {
-    if (is_cancelled[i] != 0) {
-      cancelled.push_back(std::move(queue_[i]));
+    if (why[i] != nullptr) {
+      left.push_back({std::move(queue_[i].item), why[i]});
     } else {
       if (kept != i) queue_[kept] = std::move(queue_[i]);
       ++kept;
     }
   }
   queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(kept), queue_.end());
-  return cancelled;
+  return left;
 }
 
 batch_queue::clock::time_point batch_queue::earliest_deadline() const {
   clock::time_point earliest = clock::time_point::max();
-  for (const batch_item& item : queue_) {
-    if (const auto deadline = item.pending->cancel.deadline()) {
+  for (const waiting& w : queue_) {
+    earliest = std::min(earliest, w.times_out);
+    if (const auto deadline = w.item.pending->cancel.deadline()) {
       earliest = std::min(earliest, *deadline);
     }
   }
@@ -389,17 +462,19 @@ void batch_queue::refuse(const batch_item& item, status (*why)()) noexcept {
 batch_queue::candidate batch_queue::next_batch() const {
   std::uint64_t rows = 0;
   std::size_t count = 0;
-  clock::time_point oldest = queue_.front().pending->queued;
+  const batch_item& front = queue_.front().item;
+  clock::time_point oldest = front.pending->queued;
   std::size_t preferred = 0;  // requests in the largest prefix of a preferred size
   const auto is_preferred = [&](std::uint64_t n) {
     return std::find(settings_.preferred_batch_sizes.begin(), settings_.preferred_batch_sizes.end(),
                      n) != settings_.preferred_batch_sizes.end();
   };
   bool can_grow = true;
-  for (const batch_item& item : queue_) {
+  for (const waiting& w : queue_) {
+    const batch_item& item = w.item;
     // One instance may serve two versions of a model: their requests are not one batch.
-    if ((count > 0 && (item.pending->lease.version() != queue_.front().pending->lease.version() ||
-                       !batchable_together(*queue_.front().request, *item.request))) ||
+    if ((count > 0 && (item.pending->lease.version() != front.pending->lease.version() ||
+                       !batchable_together(*front.request, *item.request))) ||
         rows + item.pending->batch > max_rows_) {
       can_grow = false;
       break;

@@ -355,8 +355,14 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     result<sequence_flags> flags =
         read_sequence_flags(request.parameters, options.bounds.max_string_id_length);
     if (!flags) return refuse(flags.error());
+    const std::uint64_t priority_level = detail::priority_level(config, request.parameters);
+    // Where the batch queue's policy delays a request past its timeout, the `timeout` parameter
+    // is that policy's to apply, as in Triton: it does not end the request.
+    const bool queue_delays =
+        batched && detail::queue_policy_of(config.batching, priority_level).on_timeout ==
+                       queue_policy::timeout_action::delay;
     if (const auto* timeout = request.parameters.get<std::int64_t>("timeout");
-        timeout != nullptr && *timeout > 0) {
+        timeout != nullptr && *timeout > 0 && !queue_delays) {
       // A timeout past what the clock can count (about 292 years) is no deadline at all.
       const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
           clock::time_point::max() - received);
@@ -373,7 +379,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
     pending->destinations = std::move(*destinations);
     pending->cancel = std::move(cancel);
     pending->batch = detail::batch_size(config, request);
-    pending->priority_level = detail::priority_level(config, request.parameters);
+    pending->priority_level = priority_level;
     pending->received = received;
     pending->queued = clock::now();
     pending->trace = trace;
@@ -577,7 +583,7 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
       return fail(pending, status{errc::unavailable, "the request was cancelled by the client"},
                   failure_reason::canceled);
     }
-    fail(pending, status{errc::unavailable, "the request's timeout expired before the model ran"},
+    fail(pending, status{errc::unavailable, "Request timeout expired"},  // Triton's words
          failure_reason::rejected);
   }
 

@@ -171,6 +171,22 @@ status check_registrable(const std::shared_ptr<model>& m, std::uint64_t version)
                   fmt::format("model '{}': default priority level must be in range [1, {}]", c.name,
                               c.batching.priority_levels)};
   }
+  if (const model_config& c = m->config(); c.dynamic_batching) {
+    const auto& policies = c.batching.priority_queue_policy;
+    for (auto it = policies.begin(); it != policies.end(); ++it) {
+      if (it->first == 0 || it->first > c.batching.priority_levels) {
+        return status{errc::invalid_argument,
+                      fmt::format("model '{}': priority queue policy must have priority level in "
+                                  "range [1, {}]",
+                                  c.name, c.batching.priority_levels)};
+      }
+      if (std::any_of(policies.begin(), it, [&](const auto& p) { return p.first == it->first; })) {
+        return status{
+            errc::invalid_argument,
+            fmt::format("model '{}': priority level {} has two queue policies", c.name, it->first)};
+      }
+    }
+  }
   if (const model_config& c = m->config(); c.sequence_batching) {
     // A zero idle time would drop every sequence between two requests (Triton makes it 1 s);
     // zero sequences or waiting requests would refuse every request.

@@ -45,11 +45,19 @@ result<std::vector<model_output>> split(model_output&& batch, const std::vector<
 // `default_priority_level` for any other value or none.
 [[nodiscard]] std::uint64_t priority_level(const model_config& config, const parameters& request);
 
-// One model's batch queue, in order of priority level, then arrival. A thread forms batches: the
+// The queue policy of a priority level of the model's batch queue: the level's own where
+// `priority_queue_policy` gives one, else `default_queue_policy`.
+[[nodiscard]] const queue_policy& queue_policy_of(const model_config::batching_settings& settings,
+                                                  std::uint64_t level);
+
+// One model's batch queue, in order of priority level, then arrival; within a level, the
+// requests that waited past their queue policy's timeout and were delayed come last, in the order
+// they were delayed. A thread forms batches: the
 // longest run of compatible requests at the front of the queue, up to `max_batch_size` rows,
 // once an instance is free and either the batch is full, the next request cannot join it, or
 // its oldest request has waited `max_queue_delay`. Requests cancelled while they wait (their
-// timeout passed, their client gone) leave the queue before a batch is formed. `run` takes each
+// timeout passed, their client gone), and those past their policy's timeout where it rejects
+// them, leave the queue before a batch is formed. `run` takes each
 // batch and must call `finished` once it completed. The thread holds the queue, so the queue
 // outlives its `batcher` handle for as long as the thread still runs.
 class batch_queue {
@@ -70,6 +78,18 @@ class batch_queue {
 
  private:
   using clock = std::chrono::steady_clock;
+  // A request in the queue.
+  struct waiting {
+    batch_item item;
+    queue_policy::timeout_action on_timeout = queue_policy::timeout_action::reject;
+    clock::time_point times_out = clock::time_point::max();  // by its queue policy
+    bool delayed = false;
+  };
+  // A request that leaves the queue unrun, and the status it is refused with.
+  struct leaving {
+    batch_item item;
+    status (*why)() = nullptr;
+  };
   // The batch the front of the queue makes now.
   struct candidate {
     std::size_t count = 0;     // requests
@@ -78,9 +98,15 @@ class batch_queue {
   };
   // The largest prefix whose rows make a preferred batch size runs at once.
   [[nodiscard]] candidate next_batch() const;
-  // Takes the cancelled requests out of the queue (none where it throws).
-  [[nodiscard]] std::vector<batch_item> take_cancelled();
-  // The earliest deadline of a queued request (`time_point::max()` for none).
+  // Moves the requests past their timeout under a policy that delays them behind the rest of
+  // their level (no allocation).
+  void delay_timed_out(clock::time_point now);
+  // Why a request leaves the queue now, or null where it stays.
+  [[nodiscard]] static status (*leaves_because(const waiting& w, clock::time_point now))();
+  // Takes the requests that leave out of the queue (none where it throws).
+  [[nodiscard]] std::vector<leaving> take_leaving(clock::time_point now);
+  // The earliest moment a queued request's deadline or queue timeout passes (`time_point::max()`
+  // for none).
   [[nodiscard]] clock::time_point earliest_deadline() const;
   // `fail_` for a request the queue lets go, with the status `why` makes. The thread goes on if
   // even that fails for want of memory.
@@ -93,7 +119,7 @@ class batch_queue {
   const fail_function fail_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<batch_item> queue_;
+  std::deque<waiting> queue_;
   std::size_t running_ = 0;
   bool stopping_ = false;
 };
