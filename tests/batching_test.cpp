@@ -617,14 +617,17 @@ TEST_CASE(
 
 TEST_CASE("a level's delayed requests stay ahead of lower levels") {
   oip::model_config::batching_settings settings{0ms, 1024, 1, {}, 2, 2};
-  settings.priority_queue_policy = {{1, {oip::queue_policy::timeout_action::delay, 1ms, false, 0}}};
+  // Only request 3 times out: by its own timeout, shorter than the level's.
+  settings.priority_queue_policy = {{1, {oip::queue_policy::timeout_action::delay, 10s, true, 0}}};
   service_fixture f{std::make_shared<doubler>(settings)};
   f.model->hold();
   std::vector<std::future<oip::result<oip::inference_response>>> replies;
   replies.push_back(f.send(1, 8, 2));
   REQUIRE(oip::testing::wait_until([&] { return f.model->entered.load() == 1; }));
   replies.push_back(f.send_with(2, 8, priority(2)));
-  replies.push_back(f.send_with(3, 8, priority(1)));  // delayed after 1 ms
+  oip::parameters short_timeout = priority(1);
+  short_timeout.set("timeout", std::int64_t{1000});
+  replies.push_back(f.send_with(3, 8, std::move(short_timeout)));  // delayed after 1 ms
   std::this_thread::sleep_for(50ms);
   replies.push_back(f.send_with(4, 8, priority(1)));
   f.model->release();
@@ -675,6 +678,8 @@ TEST_CASE("queue policies for levels the model does not have are refused when it
   CHECK(add(2, {{2, {}}, {2, {}}}).message() ==
         "model 'doubler': priority level 2 has two queue policies");
   CHECK(add(2, {{2, {}}, {1, {}}}).ok());
+  CHECK(add(2, {{2, {.default_timeout = -1us}}}).message() ==
+        "model 'doubler': a queue policy's default timeout cannot be negative");
 }
 
 TEST_CASE("the batch queue is bounded: a 503 when it is full") {

@@ -6,6 +6,10 @@
 
 #include <oip/json.hpp>
 
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -294,10 +298,13 @@ std::string encode_model_config(const model_config& config) {
   } else if (config.dynamic_batching) {
     // Triton's ModelQueuePolicy; the map's keys are strings, as protobuf's JSON writes them.
     const auto policy = [](const queue_policy& p) {
-      return fmt::format(R"({{"timeout_action":"{}","default_timeout_microseconds":{},)"
-                         R"("allow_timeout_override":{},"max_queue_size":{}}})",
-                         p.on_timeout == queue_policy::timeout_action::delay ? "DELAY" : "REJECT",
-                         p.default_timeout.count(), p.allow_timeout_override, p.max_queue_size);
+      return fmt::format(
+          R"({{"timeout_action":"{}","default_timeout_microseconds":{},)"
+          R"("allow_timeout_override":{},"max_queue_size":{}}})",
+          p.on_timeout == queue_policy::timeout_action::delay ? "DELAY" : "REJECT",
+          p.default_timeout.count(), p.allow_timeout_override,
+          // As Triton's field holds it, and the gRPC route shows it.
+          std::min<std::size_t>(p.max_queue_size, std::numeric_limits<std::uint32_t>::max()));
     };
     std::string levels;
     for (const auto& [level, p] : config.batching.priority_queue_policy) {

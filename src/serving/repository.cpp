@@ -172,6 +172,19 @@ status check_registrable(const std::shared_ptr<model>& m, std::uint64_t version)
                               c.batching.priority_levels)};
   }
   if (const model_config& c = m->config(); c.dynamic_batching) {
+    const auto negative_timeout = [](const queue_policy& p) {
+      return p.default_timeout.count() < 0;
+    };
+    if (negative_timeout(c.batching.default_queue_policy) ||
+        std::any_of(c.batching.priority_queue_policy.begin(),
+                    c.batching.priority_queue_policy.end(),
+                    [&](const auto& p) { return negative_timeout(p.second); })) {
+      return status{
+          errc::invalid_argument,
+          fmt::format("model '{}': a queue policy's default timeout cannot be negative", c.name)};
+    }
+    // Where the model has no levels, Triton ignores the levels' policies; a policy that can never
+    // apply is refused here instead.
     const auto& policies = c.batching.priority_queue_policy;
     for (auto it = policies.begin(); it != policies.end(); ++it) {
       if (it->first == 0 || it->first > c.batching.priority_levels) {

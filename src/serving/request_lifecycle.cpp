@@ -307,9 +307,9 @@ void inference_service::state::admit(model_lease lease, inference_request reques
   const std::uint64_t priority_level = detail::priority_level(config, request.parameters);
   // Where the batch queue's policy delays a request past its timeout, the `timeout` parameter
   // is that policy's to apply, as in Triton: it does not end the request.
-  const bool queue_delays =
-      batched && detail::queue_policy_of(config.batching, priority_level).on_timeout ==
-                     queue_policy::timeout_action::delay;
+  const bool queue_delays = batched && !config.sequence_batching &&
+                            detail::queue_policy_of(config.batching, priority_level).on_timeout ==
+                                queue_policy::timeout_action::delay;
   if (const auto* timeout = request.parameters.get<std::int64_t>("timeout");
       timeout != nullptr && *timeout > 0 && !queue_delays) {
     // A timeout past what the clock can count (about 292 years) is no deadline at all.
