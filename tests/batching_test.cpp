@@ -682,6 +682,63 @@ TEST_CASE("queue policies for levels the model does not have are refused when it
         "model 'doubler': a queue policy's default timeout cannot be negative");
 }
 
+TEST_CASE("a sequence model's request keeps its timeout as a deadline under a delaying policy") {
+  // Its requests go to the sequence manager, never to a batch queue whose policy could apply.
+  oip::model_config config;
+  config.name = "sequenced";
+  config.max_batch_size = 4;
+  config.inputs = {{"IN", oip::datatype::fp32, {1}, {}}};
+  config.outputs = {{"OUT", oip::datatype::fp32, {1}, {}}};
+  config.sequence_batching = true;
+  config.dynamic_batching = true;
+  config.batching.default_queue_policy = {oip::queue_policy::timeout_action::delay, 10s, true, 0};
+  std::promise<void> gate;
+  std::shared_future<void> open = gate.get_future().share();
+  std::atomic<int> entered{0};
+  oip::model_repository models;
+  REQUIRE(models
+              .add(oip::make_model(
+                  config,
+                  [&, open](const oip::inference_request& r) -> oip::result<oip::model_output> {
+                    entered.fetch_add(1);
+                    open.wait();
+                    oip::model_output out;
+                    out.outputs.push_back(*oip::tensor::make(
+                        "OUT", r.inputs[0].type(), r.inputs[0].shape(), r.inputs[0].data()));
+                    return out;
+                  }))
+              .ok());
+  oip::executor workers{oip::executor_options{2, 64}};
+  oip::inference_service service{models, workers};
+  const auto send = [&](oip::parameters p) {
+    oip::inference_request r;
+    r.inputs.push_back(*oip::tensor::from_values<float>("IN", {1, 1}, std::vector<float>{1.0F}));
+    r.parameters = std::move(p);
+    auto promise = std::make_shared<std::promise<oip::result<oip::inference_response>>>();
+    auto future = promise->get_future();
+    service.infer({.model = "sequenced", .version = std::nullopt, .cancel = {}}, std::move(r),
+                  oip::reply_to([promise](oip::result<oip::inference_response> response) {
+                    promise->set_value(std::move(response));
+                  }));
+    return future;
+  };
+  oip::parameters first;
+  first.set("sequence_id", std::int64_t{7});
+  first.set("sequence_start", true);
+  auto running = send(std::move(first));
+  REQUIRE(oip::testing::wait_until([&] { return entered.load() == 1; }));
+  oip::parameters second;
+  second.set("sequence_id", std::int64_t{7});
+  second.set("timeout", std::int64_t{1000});
+  auto behind = send(std::move(second));
+  std::this_thread::sleep_for(50ms);
+  gate.set_value();
+  REQUIRE(running.get());
+  const oip::result<oip::inference_response> refused = behind.get();
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message() == "Request timeout expired");
+}
+
 TEST_CASE("the batch queue is bounded: a 503 when it is full") {
   service_fixture f{std::make_shared<doubler>(oip::model_config::batching_settings{0ms, 2, 1})};
   f.model->hold();

@@ -262,9 +262,10 @@ status batch_queue::enqueue(batch_item item) {
     }
     waiting entry{.item = std::move(item), .on_timeout = policy.on_timeout};
     std::chrono::microseconds timeout = policy.default_timeout;
-    if (const auto* asked = entry.item.request->parameters.get<std::int64_t>("timeout");
-        asked != nullptr && policy.allow_timeout_override && *asked > 0 &&
-        std::chrono::microseconds{*asked} < timeout) {
+    const auto* asked = policy.allow_timeout_override && timeout.count() > 0
+                            ? entry.item.request->parameters.get<std::int64_t>("timeout")
+                            : nullptr;
+    if (asked != nullptr && *asked > 0 && std::chrono::microseconds{*asked} < timeout) {
       timeout = std::chrono::microseconds{*asked};
     }
     if (timeout.count() > 0) entry.times_out = entry.item.pending->queued + timeout;
