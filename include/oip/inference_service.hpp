@@ -80,6 +80,10 @@ struct server_options {
   /// Off by default: a load builds a model (its weights read, its memory taken) and an unload
   /// stops one, so allow clients to only where they are trusted with that.
   model_control_mode model_control = model_control_mode::none;
+  /// The bytes that Triton's response cache may hold (as Triton's `--cache-config local,size=`):
+  /// the responses of models with `model_config::response_cache`, and the requests they answer,
+  /// least recently used first out. Zero (the default): no cache.
+  std::size_t response_cache_bytes = 0;
 };
 
 /// Every operation of the protocol, once, whatever the transport. A transport reads bytes, calls

@@ -139,6 +139,13 @@ struct model_config {
   /// `generate` when it gives exactly one response); HTTP `/infer` and gRPC `ModelInfer` refuse
   /// them. Not with `dynamic_batching`: a batch's responses could not be told apart.
   bool decoupled = false;
+  /// Triton's response cache (`response_cache { enable: true }`): with the server's cache on
+  /// (`server_options::response_cache_bytes`), a request the same as one the model answered
+  /// before, in every input's bytes, shape and datatype, every parameter and the outputs asked, is
+  /// answered with a copy of that response, and the model does not run. For models whose outputs
+  /// depend on their inputs alone. Not with `sequence_batching` or `decoupled`. Requests that put
+  /// outputs in shared memory, read inputs in device memory or are traced are not cached.
+  bool response_cache = false;
   /// Run `execute` on the thread that received the request (a transport's I/O thread, or the
   /// host's thread that called the handler) instead of handing it to an executor worker. The
   /// hand-off wakes a sleeping worker: with oip-serve's `simple` it was 31 of the 40 µs that a

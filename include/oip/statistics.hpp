@@ -89,6 +89,10 @@ class OIP_EXPORT model_statistics {
     std::uint64_t inference_count = 0;    ///< inferences, counting each batch row
     std::uint64_t execution_count = 0;    ///< model executions
     duration success, fail, queue, compute_input, compute_infer, compute_output;
+    /// Requests answered from the response cache (the time to find and copy the response), and
+    /// those it missed whose responses it then took (the time to look and to insert), as
+    /// Triton's `cache_hit` and `cache_miss`.
+    duration cache_hit, cache_miss;
     /// Failures by `failure_reason`; they add up to `fail.count`.
     std::array<std::uint64_t, failure_reason_count> failures{};
     /// Successful requests by latency (from arrival to reply): one count per bucket of
@@ -110,6 +114,14 @@ class OIP_EXPORT model_statistics {
   /// (milliseconds since the epoch).
   void add_success(const request_durations& took, std::uint64_t rows,
                    std::uint64_t now_ms) noexcept;
+  /// Records one request answered from the response cache: `total_ns` from its arrival to its
+  /// reply, `queue_ns` until the lookup, `lookup_ns` for it. As in Triton, a success that counts
+  /// no inference and no execution.
+  void add_cache_hit(std::uint64_t total_ns, std::uint64_t queue_ns, std::uint64_t lookup_ns,
+                     std::uint64_t now_ms) noexcept;
+  /// Records one request that the response cache missed and whose response it then took:
+  /// `nanoseconds` to look and to insert.
+  void add_cache_miss(std::uint64_t nanoseconds) noexcept;
   /// Records one execution of `batch_size` rows.
   void add_execution(std::uint64_t batch_size, const batch_durations& took);
   /// Records a request's first response, `nanoseconds` after its arrival.

@@ -275,11 +275,11 @@ std::string encode_model_config(const model_config& config) {
       R"({{"name":{},"platform":{},"backend":{},"max_batch_size":{},"input":{},"output":{},)"
       R"("version_policy":{{"latest":{{"num_versions":1}}}},)"
       R"("instance_group":[{{"name":{},"kind":"{}","count":{},"gpus":[{}]}}],)"
-      R"("model_transaction_policy":{{"decoupled":{}}})",
+      R"("model_transaction_policy":{{"decoupled":{}}},"response_cache":{{"enable":{}}})",
       quoted(config.name), quoted(config.platform), quoted(config.platform), config.max_batch_size,
       tensors(config.inputs), tensors(config.outputs), quoted(config.name),
       config.gpus.empty() ? "KIND_CPU" : "KIND_GPU", config.batching.instances,
-      fmt::join(config.gpus, ","), config.decoupled);
+      fmt::join(config.gpus, ","), config.decoupled, config.response_cache);
   // Triton's config has one scheduler: sequence batching wins over dynamic batching.
   if (config.sequence_batching) {
     std::string controls;
@@ -348,11 +348,12 @@ std::string encode_model_statistics(const statistics_snapshot& s) {
       R"({{"name":{},"version":"{}","last_inference":{},"inference_count":{},)"
       R"("execution_count":{},"inference_stats":{{"success":{},"fail":{},"queue":{},)"
       R"("compute_input":{},"compute_infer":{},"compute_output":{},)"
-      R"("cache_hit":{{"count":0,"ns":0}},"cache_miss":{{"count":0,"ns":0}}}},"batch_stats":[{}],)"
+      R"("cache_hit":{},"cache_miss":{}}},"batch_stats":[{}],)"
       R"("response_stats":{{{}}}}})",
       quoted(s.name), s.version, s.last_inference_ms, s.inference_count, s.execution_count,
       duration(s.success), duration(s.fail), duration(s.queue), duration(s.compute_input),
-      duration(s.compute_infer), duration(s.compute_output), batches, responses);
+      duration(s.compute_infer), duration(s.compute_output), duration(s.cache_hit),
+      duration(s.cache_miss), batches, responses);
 }
 
 }  // namespace

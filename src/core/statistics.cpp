@@ -33,6 +33,32 @@ void model_statistics::add_success(const request_durations& took, std::uint64_t 
   figures_.last_inference_ms = std::max(figures_.last_inference_ms, now_ms);
 }
 
+void model_statistics::add_cache_hit(std::uint64_t total_ns, std::uint64_t queue_ns,
+                                     std::uint64_t lookup_ns, std::uint64_t now_ms) noexcept {
+  std::size_t bucket = 0;
+  while (bucket < latency_bounds_us.size() && total_ns > latency_bounds_us[bucket] * 1000) {
+    ++bucket;
+  }
+  std::size_t first = 0;
+  while (first < first_response_bounds_ms.size() &&
+         total_ns > first_response_bounds_ms[first] * 1'000'000) {
+    ++first;
+  }
+  const std::lock_guard lock{mutex_};
+  figures_.first_response_buckets[first] += 1;
+  figures_.first_response.add(total_ns);
+  figures_.queue.add(queue_ns);
+  figures_.cache_hit.add(lookup_ns);
+  figures_.latency_buckets[bucket] += 1;
+  figures_.success.add(total_ns);
+  figures_.last_inference_ms = std::max(figures_.last_inference_ms, now_ms);
+}
+
+void model_statistics::add_cache_miss(std::uint64_t nanoseconds) noexcept {
+  const std::lock_guard lock{mutex_};
+  figures_.cache_miss.add(nanoseconds);
+}
+
 void model_statistics::add_execution(std::uint64_t batch_size, const batch_durations& took) {
   const std::lock_guard lock{mutex_};
   batch_durations& sum = figures_.batches[batch_size];

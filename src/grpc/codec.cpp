@@ -669,6 +669,7 @@ void encode_model_config(const model_config& config, inference::ModelConfig& out
   group->set_count(static_cast<std::int32_t>(config.batching.instances));
   for (const int gpu : config.gpus) group->add_gpus(gpu);
   out.mutable_model_transaction_policy()->set_decoupled(config.decoupled);
+  out.mutable_response_cache()->set_enable(config.response_cache);
   for (const tensor_metadata& t : config.inputs) {
     inference::ModelInput* input = out.add_input();
     input->set_name(t.name);
@@ -748,8 +749,8 @@ void encode_statistics(const statistics_snapshot& s, inference::ModelStatistics&
   duration(s.compute_input, stats->mutable_compute_input());
   duration(s.compute_infer, stats->mutable_compute_infer());
   duration(s.compute_output, stats->mutable_compute_output());
-  stats->mutable_cache_hit();
-  stats->mutable_cache_miss();
+  duration(s.cache_hit, stats->mutable_cache_hit());
+  duration(s.cache_miss, stats->mutable_cache_miss());
   for (const auto& [size, took] : s.batches) {
     inference::InferBatchStatistics* batch = out.add_batch_stats();
     batch->set_batch_size(size);

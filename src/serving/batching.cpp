@@ -3,6 +3,7 @@
 
 #include "serving/detail/batching.hpp"
 
+#include "serving/detail/parameter_roles.hpp"
 #include "serving/detail/validation.hpp"
 
 #include <algorithm>
@@ -16,21 +17,6 @@
 namespace oip::detail {
 
 namespace {
-
-// Whether a tensor's parameter tells the transport how its bytes travel (binary or not, in which
-// shared-memory region), rather than telling the model anything.
-bool transport_parameter(std::string_view name) {
-  return name == parameter_names::binary_data || name == parameter_names::binary_data_size ||
-         name == parameter_names::shared_memory_region ||
-         name == parameter_names::shared_memory_offset ||
-         name == parameter_names::shared_memory_byte_size;
-}
-
-// Whether a request's parameter is the server's (how it is scheduled, how its reply travels)
-// rather than the model's: requests that differ only there batch together.
-bool server_parameter(std::string_view name) {
-  return name == "priority" || name == "timeout" || name == parameter_names::binary_data_output;
-}
 
 using parameter_filter = bool (*)(std::string_view);
 

@@ -156,6 +156,13 @@ status check_registrable(const std::shared_ptr<model>& m, std::uint64_t version)
                               "sequence batching or none",
                               c.name)};
   }
+  if (const model_config& c = m->config();
+      c.response_cache && (c.decoupled || c.sequence_batching)) {
+    return status{errc::invalid_argument,
+                  fmt::format("model '{}': the response cache is not offered for a {} model (its "
+                              "responses depend on more than the request)",
+                              c.name, c.decoupled ? "decoupled" : "sequence")};
+  }
   if (const model_config& c = m->config(); c.dynamic_batching && c.batching.max_queue_size == 0) {
     return status{errc::invalid_argument,
                   fmt::format("model '{}': a max_queue_size of 0 would refuse every request (this "

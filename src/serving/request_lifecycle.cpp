@@ -193,6 +193,9 @@ inference_service::state::state(model_repository& r, executor& w, server_options
               }},
       memory{inflight_bound(options.bounds)} {
   if (options.version.empty()) options.version = std::string{oip::version_string};
+  if (options.response_cache_bytes > 0) {
+    responses = std::make_shared<detail::response_cache>(options.response_cache_bytes);
+  }
   if (options.shared_memory) {
     const limits& bounds = options.bounds;
     regions = std::make_unique<shared_memory_registry>(
@@ -248,6 +251,27 @@ batch_queue::run_function inference_service::state::batch_runner(std::weak_ptr<s
 void inference_service::state::refuse_queued(const batch_item& item, const status& why) {
   if (item.pending->cancel.cancelled()) return fail_cancelled(item.pending);
   fail(item.pending, why, failure_reason::rejected);
+}
+
+void inference_service::state::answer_from_cache(
+    const model_lease& lease, inference_response cached, std::optional<std::string> id,
+    std::shared_ptr<reply_sink>& sink, clock::time_point received, clock::time_point looked) {
+  cached.id = std::move(id);
+  const clock::time_point found = clock::now();
+  lease.statistics().add_cache_hit(
+      nanoseconds_between(received, found), nanoseconds_between(received, looked),
+      nanoseconds_between(looked, found),
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count()));
+  const std::shared_ptr<reply_sink> answering = std::move(sink);  // answered once, whatever
+  status ended;
+  try {
+    answering->on_response(std::move(cached), response_flag::final_response);
+  } catch (const std::bad_alloc&) {
+    ended = out_of_memory("writing the response");
+  }
+  answering->on_complete(ended);
 }
 
 void inference_service::state::infer(model_lease lease, inference_request request,
@@ -319,6 +343,21 @@ void inference_service::state::admit(model_lease lease, inference_request reques
       cancel.set_deadline(received + std::chrono::microseconds{*timeout});
     }
   }
+  // A traced request runs the model, so that its trace shows it; responses written to shared
+  // memory are the client's to keep.
+  std::string cache_key;
+  std::uint64_t cache_lookup_ns = 0;
+  if (responses && config.response_cache && destinations->empty() && !trace) {
+    const clock::time_point looked = clock::now();
+    cache_key = detail::response_cache_key(config.name, lease.version(), request);
+    if (!cache_key.empty()) {
+      if (std::optional<inference_response> cached = responses->find(cache_key)) {
+        return answer_from_cache(lease, std::move(*cached), std::move(request.id), sink, received,
+                                 looked);
+      }
+      cache_lookup_ns = nanoseconds_between(looked, clock::now());
+    }
+  }
 
   pending = std::make_shared<pending_inference>();
   pending->lease = std::move(lease);  // first: a failure from here on is the pending request's
@@ -329,6 +368,11 @@ void inference_service::state::admit(model_lease lease, inference_request reques
   pending->cancel = std::move(cancel);
   pending->batch = detail::batch_size(config, request);
   pending->priority_level = priority_level;
+  if (!cache_key.empty()) {
+    pending->cache = responses;
+    pending->cache_key = std::move(cache_key);
+    pending->cache_lookup_ns = cache_lookup_ns;
+  }
   pending->received = received;
   pending->queued = clock::now();
   pending->trace = trace;
@@ -702,6 +746,14 @@ void inference_service::state::respond(const std::shared_ptr<pending_inference>&
   if (response) {
     if (status placed = place_in_shared_memory(*pending, **response); !placed.ok()) {
       return fail(pending, placed, failure_reason::other);
+    }
+  }
+  if (response && pending->cache) {
+    const clock::time_point inserting = clock::now();
+    try {
+      pending->cache->insert(std::move(pending->cache_key), **response);
+      stats.add_cache_miss(pending->cache_lookup_ns + nanoseconds_between(inserting, clock::now()));
+    } catch (const std::bad_alloc&) {  // NOLINT(bugprone-empty-catch): only the entry is lost
     }
   }
   const std::shared_ptr<reply_sink> sink = pending->take_sink();

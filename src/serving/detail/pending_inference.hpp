@@ -2,6 +2,8 @@
 // Internal: what the inference service keeps of one request between its admission and its reply,
 // shared by the service and its batch queues.
 
+#include "serving/detail/response_cache.hpp"
+
 #include <oip/infer.hpp>
 #include <oip/model.hpp>
 #include <oip/reply_sink.hpp>
@@ -37,6 +39,11 @@ struct pending_inference {
   cancellation cancel;
   std::uint64_t batch = 1;
   std::uint64_t priority_level = 0;  // in its model's batch queue (batching.hpp)
+  // Where its response goes to the response cache once made: the cache, the request's key, and
+  // how long the lookup that missed took.
+  std::shared_ptr<response_cache> cache;
+  std::string cache_key;
+  std::uint64_t cache_lookup_ns = 0;
   // Counted in its model's pending requests from when it is queued until it runs or fails.
   std::atomic<bool> counted_pending{false};
   using clock = std::chrono::steady_clock;

@@ -35,10 +35,11 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   executor* workers;
 
   detail::instance_extras extras;  // sequence managers and batch queues, per model instance
-  std::unique_ptr<shared_memory_registry> regions;  // when the extension is offered
-  std::shared_ptr<tracer> traces;                   // a traced request's completion holds it too
-  detail::model_control control;                    // loads and unloads
-  memory_budget memory;                             // requests and replies in flight
+  std::unique_ptr<shared_memory_registry> regions;    // when the extension is offered
+  std::shared_ptr<tracer> traces;                     // a traced request's completion holds it too
+  std::shared_ptr<detail::response_cache> responses;  // when the host gives it room
+  detail::model_control control;                      // loads and unloads
+  memory_budget memory;                               // requests and replies in flight
   std::atomic<bool> shutting_down{false};
 
   state(model_repository& r, executor& w, server_options o);
@@ -61,6 +62,11 @@ struct inference_service::state : std::enable_shared_from_this<inference_service
   // A request that a batch queue will not run (cancelled while it waited, its model stopped
   // batching, or the server).
   static void refuse_queued(const detail::batch_item& item, const status& why);
+
+  // Answers a request with a response from the cache: `looked` is when the lookup began.
+  static void answer_from_cache(const model_lease& lease, inference_response cached,
+                                std::optional<std::string> id, std::shared_ptr<reply_sink>& sink,
+                                clock::time_point received, clock::time_point looked);
 
   // Out of memory anywhere before the model holds the request answers it 503, through whichever
   // of `sink` and the pending request holds the sink then.
