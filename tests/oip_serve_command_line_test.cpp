@@ -221,3 +221,16 @@ TEST_CASE("the OpenAI front end: off by default, keys, and Triton's restricted-A
   CHECK(refusal({"--openai", "true", "--openai-api-key="}).find("openai-api-key") !=
         std::string::npos);
 }
+
+TEST_CASE("the response cache: none by default, Triton's local,size= form, nothing else") {
+  CHECK(parsed({}).server.response_cache_bytes == 0);
+  CHECK(parsed({"--cache-config", "local,size=1048576"}).server.response_cache_bytes == 1048576);
+  CHECK(parsed({"--cache-config=local,size=0"}).server.response_cache_bytes == 0);
+  for (const std::string wrong :
+       {"local", "local,size=", "local,size=1k", "redis,size=10", "local,size=-1", "size=10"}) {
+    CAPTURE(wrong);
+    CHECK(refusal({"--cache-config", wrong}) ==
+          "--cache-config takes local,size=BYTES (the cache in this server's memory), not '" +
+              wrong + "'");
+  }
+}

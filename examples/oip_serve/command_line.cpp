@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 #include <sstream>
+#include <string_view>
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
@@ -111,6 +112,11 @@ A value that is not one the option takes is an error (exit code 2).
   --load-model NAME      in explicit mode, a model to load at start-up (repeat for more; '*'
                          loads every model of --models)
   --no-dynamic-batching  run the classifier's requests one by one (for comparisons)
+  --cache-config local,size=N
+                         Triton's response cache, of N bytes: a request that a model answered
+                         before is answered again without running it, for every model whose
+                         responses depend on the request alone (all but the sequence and
+                         decoupled ones) (default: none)
   --allow-shared-memory B
                          offer Triton's system shared-memory extension, and its CUDA one where
                          models run on a GPU (default false: a client could then map any
@@ -261,6 +267,7 @@ po::options_description known_options() {
                              "models",
                              "model-control-mode",
                              "allow-shared-memory",
+                             "cache-config",
                              "device",
                              "exit-delay-secs",
                              "exit-timeout-secs",
@@ -313,6 +320,23 @@ void read_servers(reader& in, options& o) {
   o.server.inline_below = std::chrono::microseconds{inline_below_us};
   in.string("server-name", o.server.name);
   in.boolean("allow-shared-memory", o.server.shared_memory);
+  if (const std::string* given = in.text("cache-config")) {
+    // Triton's form, for its one cache kept in the server's memory.
+    constexpr std::string_view local = "local,size=";
+    std::uint64_t bytes = 0;
+    const std::string_view rest =
+        std::string_view{*given}.substr(given->starts_with(local) ? local.size() : given->size());
+    const auto [end, error] = std::from_chars(rest.data(), rest.data() + rest.size(), bytes);
+    if (!given->starts_with(local) || rest.empty() || error != std::errc{} ||
+        end != rest.data() + rest.size()) {
+      in.fail(
+          fmt::format("--cache-config takes local,size=BYTES (the cache in this server's "
+                      "memory), not '{}'",
+                      *given));
+    } else {
+      o.server.response_cache_bytes = static_cast<std::size_t>(bytes);
+    }
+  }
 }
 
 void read_grpc(reader& in, options& o) {

@@ -68,13 +68,12 @@ std::optional<std::string> read_file(const std::string& path) {
   return text.str();
 }
 
-// --inline-execution: a model as it is, run on the thread that received its request.
-class run_inline final : public oip::model {
+// A model as it is, with the settings of the command line in its configuration
+// (--inline-execution, --cache-config).
+class reconfigured final : public oip::model {
  public:
-  explicit run_inline(std::shared_ptr<oip::model> wrapped)
-      : model_{std::move(wrapped)}, config_{model_->config()} {
-    config_.inline_execution = true;
-  }
+  reconfigured(std::shared_ptr<oip::model> wrapped, oip::model_config config)
+      : model_{std::move(wrapped)}, config_{std::move(config)} {}
   [[nodiscard]] const oip::model_config& config() const noexcept override { return config_; }
   [[nodiscard]] bool ready() const noexcept override { return model_->ready(); }
   void execute(oip::inference_call call) override { model_->execute(std::move(call)); }
@@ -84,16 +83,25 @@ class run_inline final : public oip::model {
   oip::model_config config_;
 };
 
-// With `inline_execution`, a microsecond model as it is, run on the thread that received its
-// request: one on the CPU that is neither stateful nor batched (the others would go to the
-// executor anyway), but not the classifier (a 2048x1000 dense layer, hundreds of microseconds).
-std::shared_ptr<oip::model> maybe_inline(std::shared_ptr<oip::model> m, bool inline_execution) {
+// A model as the command line sets it.
+// - With `inline_execution`, a microsecond model runs on the thread that received its request:
+//   one on the CPU that is neither stateful nor batched (the others would go to the executor
+//   anyway), but not the classifier (a 2048x1000 dense layer, hundreds of microseconds).
+// - With a response cache, every model whose responses depend on its request alone (not the
+//   sequence and decoupled ones) uses it.
+std::shared_ptr<oip::model> as_configured(std::shared_ptr<oip::model> m, const options& o) {
   const oip::model_config& c = m->config();
-  if (inline_execution && c.gpus.empty() && !c.sequence_batching &&
-      !(c.dynamic_batching && c.max_batch_size > 0) && c.name != "classifier") {
-    return std::make_shared<run_inline>(std::move(m));
+  oip::model_config config = c;
+  config.inline_execution =
+      c.inline_execution ||
+      (o.inline_execution && c.gpus.empty() && !c.sequence_batching &&
+       !(c.dynamic_batching && c.max_batch_size > 0) && c.name != "classifier");
+  config.response_cache = c.response_cache || (o.server.response_cache_bytes > 0 &&
+                                               !c.sequence_batching && !c.decoupled);
+  if (config.inline_execution == c.inline_execution && config.response_cache == c.response_cache) {
+    return m;
   }
-  return m;
+  return std::make_shared<reconfigured>(std::move(m), std::move(config));
 }
 
 // The reference models of `names`, placed on `device`.
@@ -107,7 +115,7 @@ oip_serve::placement place_reference_models(const std::set<std::string>& names, 
   }
   oip_serve::placement placed = oip_serve::place_models(std::move(chosen), o.device, failed);
   for (std::shared_ptr<oip::model>& m : placed.models) {
-    m = maybe_inline(std::move(m), o.inline_execution);
+    m = as_configured(std::move(m), o);
   }
   return placed;
 }

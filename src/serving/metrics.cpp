@@ -138,6 +138,18 @@ std::string prometheus_text(const inference_service& service,
           "Cumulative inference compute output duration in microseconds (does not include cached "
           "requests)",
           [](const snapshot& s) { return s.compute_output.ns / 1000; });
+  if (service.options().response_cache_bytes > 0) {  // Triton's, with its cache on
+    counter(out, models, "nv_cache_num_hits_per_model", "Number of cache hits per model",
+            [](const snapshot& s) { return s.cache_hit.count; });
+    counter(out, models, "nv_cache_num_misses_per_model", "Number of cache misses per model",
+            [](const snapshot& s) { return s.cache_miss.count; });
+    counter(out, models, "nv_cache_hit_duration_per_model",
+            "Total cache hit duration per model, in microseconds",
+            [](const snapshot& s) { return s.cache_hit.ns / 1000; });
+    counter(out, models, "nv_cache_miss_duration_per_model",
+            "Total cache miss (insert+lookup) duration per model, in microseconds",
+            [](const snapshot& s) { return s.cache_miss.ns / 1000; });
+  }
   family(out, "nv_inference_pending_request_count", "gauge",
          "Instantaneous number of pending requests awaiting execution per-model.");
   for (const snapshot& s : models) {

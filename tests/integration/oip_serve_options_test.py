@@ -4,7 +4,8 @@ unknown one is an error), --allow-metrics=false and --allow-grpc false leave tho
 --allow-shared-memory=false leaves the extension off, a wrong value is exit code 2, Triton's
 metrics options that oip-serve has no use for are accepted, and --model-control-mode: none (the
 default) refuses loads and unloads over HTTP and gRPC while the index answers as fast as a health
-check, explicit loads those of --load-model and what clients ask for.
+check, explicit loads those of --load-model and what clients ask for; --cache-config turns on
+Triton's response cache.
 
 Usage: oip_serve_options_test.py PATH/TO/oip-serve
 """
@@ -19,7 +20,9 @@ import time
 import urllib.error
 import urllib.request
 
+import numpy as np
 import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 
@@ -126,6 +129,50 @@ def model_control_explicit(path):
         stop(server)
 
 
+def response_cache(path):
+    """--cache-config: simple's repeated requests are answered from the cache, whichever
+    transport and encoding they come by; the sequence model does not use it."""
+    server, line = start(path, "--cache-config", "local,size=1048576", "--models",
+                         "simple,sequence_accumulator")
+    try:
+        http_port, grpc_port = ports(line)
+        values = np.arange(16, dtype=np.int32).reshape(1, 16)
+        http = httpclient.InferenceServerClient(f"127.0.0.1:{http_port}")
+        grpc = grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}")
+        sums = []
+        for client, module, binary in [(http, httpclient, True), (http, httpclient, False),
+                                       (grpc, grpcclient, None), (http, httpclient, True)]:
+            inputs = [module.InferInput("INPUT0", [1, 16], "INT32"),
+                      module.InferInput("INPUT1", [1, 16], "INT32")]
+            for tensor in inputs:
+                if binary is None:
+                    tensor.set_data_from_numpy(values)
+                else:
+                    tensor.set_data_from_numpy(values, binary_data=binary)
+            sums.append(client.infer("simple", inputs).as_numpy("OUTPUT0"))
+        for got in sums:
+            assert (got == 2 * values).all(), got
+        stats = http.get_inference_statistics("simple")["model_stats"][0]
+        assert stats["inference_stats"]["cache_hit"]["count"] == 3, stats
+        assert stats["inference_stats"]["cache_miss"]["count"] == 1, stats
+        assert stats["inference_stats"]["success"]["count"] == 4, stats
+        assert stats["execution_count"] == 1, stats
+        assert http.get_model_config("simple")["response_cache"] == {"enable": True}
+        assert http.get_model_config("sequence_accumulator")["response_cache"] == \
+            {"enable": False}
+        assert grpc.get_model_config("simple").config.response_cache.enable
+        metrics_port = re.search(r"metrics on [^ ]+:(\d+)", line).group(1)
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
+                                    timeout=10) as reply:
+            text = reply.read().decode()
+        for series in ['nv_cache_num_hits_per_model{model="simple",version="1"} 3',
+                       'nv_cache_num_misses_per_model{model="simple",version="1"} 1',
+                       'nv_cache_num_hits_per_model{model="sequence_accumulator",version="1"} 0']:
+            assert series + "\n" in text, (series, text)
+    finally:
+        stop(server)
+
+
 def refused_command_lines(path):
     for arguments, message in [
             (["--allow-shared-memory=maybe"],
@@ -135,6 +182,7 @@ def refused_command_lines(path):
             (["--model-control-mode", "poll"], "--model-control-mode takes none or explicit"),
             (["--load-model", "simple"], "--load-model needs --model-control-mode explicit"),
             (["--model-control-mode=explicit", "--load-model=nope"], "unknown model 'nope'"),
+            (["--cache-config", "redis,size=10"], "--cache-config takes local,size=BYTES"),
             (["--no-such-option"], "no-such-option")]:
         refused = subprocess.run([path, *arguments], capture_output=True, text=True, timeout=60)
         assert refused.returncode == 2, (arguments, refused)
@@ -145,6 +193,7 @@ def main():
     path = sys.argv[1]
     model_control_off(path)
     model_control_explicit(path)
+    response_cache(path)
     refused_command_lines(path)
     server, line = start(path, "--models", "simple,identity_fp32", "--allow-metrics=false",
                          "--allow-gpu-metrics", "true", "--metrics-interval-ms=2000")
@@ -168,7 +217,7 @@ def main():
                              text=True, timeout=60)
     assert unknown.returncode == 2, unknown
     assert "unknown model 'no_such_model'" in unknown.stderr, unknown.stderr
-    print("4 passed, 0 failed")
+    print("5 passed, 0 failed")
     return 0
 
 
