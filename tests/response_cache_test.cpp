@@ -3,6 +3,9 @@
 
 #include "serving/detail/response_cache.hpp"
 
+#include "served.hpp"
+#include "shm_object.hpp"
+
 #include <oip/buffer.hpp>
 #include <oip/executor.hpp>
 #include <oip/http/client.hpp>
@@ -15,6 +18,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,8 +34,25 @@ oip::inference_request request_of(std::vector<float> values, std::string name = 
   return r;
 }
 
-std::string key_of(const oip::inference_request& r) {
-  return oip::detail::response_cache_key("m", 1, r);
+std::string key_of(const oip::inference_request& r, std::string_view model = "m",
+                   std::uint64_t version = 1) {
+  return oip::detail::make_cache_key(model, version, r).bytes;
+}
+
+oip::detail::cache_key named(std::string name) {
+  oip::detail::cache_key key;
+  key.hash = std::hash<std::string>{}(name);
+  key.bytes = std::move(name);
+  return key;
+}
+
+std::shared_ptr<oip::model> any_model() {
+  oip::model_config config;
+  config.name = "m";
+  return oip::make_model(config,
+                         [](const oip::inference_request&) -> oip::result<oip::model_output> {
+                           return oip::model_output{};
+                         });
 }
 
 oip::inference_response response_of(std::size_t bytes, std::string id = "") {
@@ -49,11 +70,13 @@ oip::inference_response response_of(std::size_t bytes, std::string id = "") {
 TEST_CASE("two requests share a key exactly when the model would see the same") {
   const oip::inference_request base = request_of({1, 2, 3});
   CHECK(key_of(base) == key_of(request_of({1, 2, 3})));
-  CHECK(key_of(base) != key_of(request_of({1, 2, 4})));                  // a byte
-  CHECK(key_of(base) != key_of(request_of({1, 2, 3, 0})));               // the shape
-  CHECK(key_of(base) != key_of(request_of({1, 2, 3}, "IN2")));           // a name
-  CHECK(key_of(base) != oip::detail::response_cache_key("m", 2, base));  // the version
-  CHECK(key_of(base) != oip::detail::response_cache_key("n", 1, base));  // the model
+  CHECK(key_of(base) != key_of(request_of({1, 2, 4})));  // a byte
+  oip::inference_request reshaped = base;
+  reshaped.inputs[0] = *oip::tensor::make("IN", oip::datatype::fp32, {3, 1}, base.inputs[0].data());
+  CHECK(key_of(base) != key_of(reshaped));                      // the same bytes in another shape
+  CHECK(key_of(base) != key_of(request_of({1, 2, 3}, "IN2")));  // a name
+  CHECK(key_of(base) != key_of(base, "m", 2));                  // the version
+  CHECK(key_of(base) != key_of(base, "n", 1));                  // the model
 
   oip::inference_request as_int = base;
   as_int.inputs[0] = *oip::tensor::make("IN", oip::datatype::int32, {1, 3}, base.inputs[0].data());
@@ -97,20 +120,22 @@ TEST_CASE("two requests share a key exactly when the model would see the same") 
 }
 
 TEST_CASE("the cache keeps copies, the most recently used, within its bytes") {
+  const std::shared_ptr<oip::model> model = any_model();
   oip::detail::response_cache cache{3000};
-  cache.insert("a", response_of(1000));
-  cache.insert("b", response_of(1000));
-  REQUIRE(cache.find("a"));  // now the most recently used: "b" goes first
-  cache.insert("c", response_of(1000));
-  CHECK(cache.find("a"));
-  CHECK_FALSE(cache.find("b"));
-  CHECK(cache.find("c"));
+  CHECK(cache.insert(named("a"), response_of(1000), model));
+  CHECK(cache.insert(named("b"), response_of(1000), model));
+  REQUIRE(cache.find(named("a"), model));  // now the most recently used: "b" goes first
+  CHECK(cache.insert(named("c"), response_of(1000), model));
+  CHECK(cache.find(named("a"), model));
+  CHECK_FALSE(cache.find(named("b"), model));
+  CHECK(cache.find(named("c"), model));
   CHECK(cache.entries() == 2);
   CHECK(cache.bytes() <= 3000);
+  CHECK_FALSE(cache.insert(named("c"), response_of(1000), model));  // there already
 
   // Larger than the whole cache: not kept, and nothing else goes for it.
-  cache.insert("huge", response_of(4000));
-  CHECK_FALSE(cache.find("huge"));
+  CHECK_FALSE(cache.insert(named("huge"), response_of(4000), model));
+  CHECK_FALSE(cache.find(named("huge"), model));
   CHECK(cache.entries() == 2);
 
   // The bytes are copied: a response that viewed a buffer changed later is kept as it was.
@@ -120,12 +145,29 @@ TEST_CASE("the cache keeps copies, the most recently used, within its bytes") {
   viewing.id = "first";
   viewing.outputs.push_back(
       *oip::tensor::make("OUT", oip::datatype::uint8, {4}, oip::buffer::unowned(shared)));
-  cache.insert("view", viewing);
+  CHECK(cache.insert(named("view"), viewing, model));
   std::memset(shared.data(), 9, 4);
-  const std::optional<oip::inference_response> found = cache.find("view");
+  const std::optional<oip::inference_response> found = cache.find(named("view"), model);
   REQUIRE(found);
   CHECK(found->outputs[0].at<std::uint8_t>(0) == 1);
   CHECK_FALSE(found->id);  // the id is the request's, given when it is answered
+}
+
+TEST_CASE("an entry made by a model since replaced is dropped, never answered") {
+  oip::detail::response_cache cache{1 << 20};
+  std::shared_ptr<oip::model> before = any_model();
+  const std::shared_ptr<oip::model> after = any_model();
+  CHECK(cache.insert(named("k"), response_of(10), before));
+  CHECK_FALSE(cache.find(named("k"), after));
+  CHECK(cache.entries() == 0);
+  // Nor once the first model is gone, whatever lives at its address now.
+  CHECK(cache.insert(named("k"), response_of(10), before));
+  before.reset();
+  const std::shared_ptr<oip::model> newest = any_model();
+  CHECK_FALSE(cache.find(named("k"), newest));
+  // A model's own entry replaces a dead model's.
+  CHECK(cache.insert(named("k"), response_of(10), after));
+  CHECK(cache.find(named("k"), after));
 }
 
 namespace {
@@ -229,6 +271,12 @@ TEST_CASE("a repeated request is answered from the cache over HTTP, without runn
   CHECK(figure(*stats, "success").starts_with(R"("success":{"count":4,)"));
   CHECK(stats->find(R"("inference_count":2,"execution_count":2)") != std::string::npos);
 
+  // A model replaced under the same name and version answers for itself.
+  counting replacement;
+  REQUIRE(s.repository.replace(replacement.model("cached", true)).ok());
+  REQUIRE(client.infer("cached", request_of({1, 2, 3})));
+  CHECK(replacement.runs->load() == 1);
+
   // A model without the setting runs every time.
   REQUIRE(client.infer("plain", request_of({1, 2, 3})));
   REQUIRE(client.infer("plain", request_of({1, 2, 3})));
@@ -236,6 +284,41 @@ TEST_CASE("a repeated request is answered from the cache over HTTP, without runn
   const oip::result<std::string> config = client.model_config("cached");
   REQUIRE(config);
   CHECK(config->find(R"("response_cache":{"enable":true})") != std::string::npos);
+}
+
+TEST_CASE("requests whose inputs a client can change under the model are not cached") {
+  // Inputs in system shared memory are views of the client's region: the client could change
+  // them between the lookup and the model's read, so such requests always run.
+  counting model;
+  oip::server_options options;
+  options.response_cache_bytes = std::size_t{1} << 20U;
+  options.shared_memory = true;
+  oip::testing::served s{{model.model("cached", true)}, options};
+  REQUIRE(s.failures.empty());
+  oip::testing::shm_object object{"response_cache", 4096};
+  object.put(0, std::vector<float>{1, 2, 3});
+  REQUIRE(s.service.register_system_shared_memory({"inputs", object.key(), 0, 4096}).ok());
+  const auto from_region = [] {
+    oip::inference_request r;
+    r.shared_memory_inputs.push_back({.position = 0,
+                                      .name = "IN",
+                                      .type = oip::datatype::fp32,
+                                      .shape = {1, 3},
+                                      .parameters = {},
+                                      .place = {"inputs", 0, 12}});
+    return r;
+  };
+  const oip::result<oip::inference_response> first = s.infer("cached", from_region());
+  REQUIRE(first);
+  object.put(0, std::vector<float>{5, 6, 7});
+  const oip::result<oip::inference_response> second = s.infer("cached", from_region());
+  REQUIRE(second);
+  CHECK(model.runs->load() == 2);
+  CHECK(second->outputs[0].at<float>(0) == 6.0F);
+  // The same values sent with the request are cached as usual.
+  REQUIRE(s.infer("cached", request_of({5, 6, 7})));
+  REQUIRE(s.infer("cached", request_of({5, 6, 7})));
+  CHECK(model.runs->load() == 3);
 }
 
 TEST_CASE("without room for a cache, a model that asks for one runs every time") {

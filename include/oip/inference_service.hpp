@@ -81,8 +81,10 @@ struct server_options {
   /// stops one, so allow clients to only where they are trusted with that.
   model_control_mode model_control = model_control_mode::none;
   /// The bytes that Triton's response cache may hold (as Triton's `--cache-config local,size=`):
-  /// the responses of models with `model_config::response_cache`, and the requests they answer,
-  /// least recently used first out. Zero (the default): no cache.
+  /// the responses of models with `model_config::response_cache` and the keys of the requests
+  /// they answer (a copy of their inputs), each entry counted with an allowance for its
+  /// allocations, least recently used first out. Zero (the default): no cache. While a request
+  /// runs, its key is held in the memory budget (`limits::max_inflight_bytes`).
   std::size_t response_cache_bytes = 0;
 };
 

@@ -140,11 +140,13 @@ struct model_config {
   /// them. Not with `dynamic_batching`: a batch's responses could not be told apart.
   bool decoupled = false;
   /// Triton's response cache (`response_cache { enable: true }`): with the server's cache on
-  /// (`server_options::response_cache_bytes`), a request the same as one the model answered
-  /// before, in every input's bytes, shape and datatype, every parameter and the outputs asked, is
-  /// answered with a copy of that response, and the model does not run. For models whose outputs
-  /// depend on their inputs alone. Not with `sequence_batching` or `decoupled`. Requests that put
-  /// outputs in shared memory, read inputs in device memory or are traced are not cached.
+  /// (`server_options::response_cache_bytes`), a request the same as one this model instance
+  /// answered before, in every input's name, bytes, shape and datatype, the parameters meant for
+  /// the model and the outputs asked, is answered with a copy of that response, and the model does
+  /// not run. (How a request is scheduled, how its tensors travel and its id do not count.) For
+  /// models whose outputs depend on their inputs alone. Not with `sequence_batching` or
+  /// `decoupled`. Not cached: requests with inputs in shared memory (the client could change them
+  /// under the model) or device memory, with outputs in shared memory, or traced.
   bool response_cache = false;
   /// Run `execute` on the thread that received the request (a transport's I/O thread, or the
   /// host's thread that called the handler) instead of handing it to an executor worker. The

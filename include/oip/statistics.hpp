@@ -90,7 +90,7 @@ class OIP_EXPORT model_statistics {
     std::uint64_t execution_count = 0;    ///< model executions
     duration success, fail, queue, compute_input, compute_infer, compute_output;
     /// Requests answered from the response cache (the time to find and copy the response), and
-    /// those it missed whose responses it then took (the time to look and to insert), as
+    /// successful ones it missed (the time to look, then to offer it their response), as
     /// Triton's `cache_hit` and `cache_miss`.
     duration cache_hit, cache_miss;
     /// Failures by `failure_reason`; they add up to `fail.count`.
@@ -119,8 +119,8 @@ class OIP_EXPORT model_statistics {
   /// no inference and no execution.
   void add_cache_hit(std::uint64_t total_ns, std::uint64_t queue_ns, std::uint64_t lookup_ns,
                      std::uint64_t now_ms) noexcept;
-  /// Records one request that the response cache missed and whose response it then took:
-  /// `nanoseconds` to look and to insert.
+  /// Records one successful request that the response cache missed: `nanoseconds` to look, then
+  /// to offer the cache its response.
   void add_cache_miss(std::uint64_t nanoseconds) noexcept;
   /// Records one execution of `batch_size` rows.
   void add_execution(std::uint64_t batch_size, const batch_durations& took);

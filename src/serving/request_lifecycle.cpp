@@ -258,9 +258,9 @@ void inference_service::state::answer_from_cache(
     std::shared_ptr<reply_sink>& sink, clock::time_point received, clock::time_point looked) {
   cached.id = std::move(id);
   const clock::time_point found = clock::now();
+  // As Triton's: no time in a queue, which a hit never enters.
   lease.statistics().add_cache_hit(
-      nanoseconds_between(received, found), nanoseconds_between(received, looked),
-      nanoseconds_between(looked, found),
+      nanoseconds_between(received, found), 0, nanoseconds_between(looked, found),
       static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                      std::chrono::system_clock::now().time_since_epoch())
                                      .count()));
@@ -309,7 +309,8 @@ void inference_service::state::admit(model_lease lease, inference_request reques
   }
   // Sampled first: a trace that writes the inputs out reads them on the host.
   std::optional<tracer::sampled> trace = traces->sample(config.name);
-  if (!request.shared_memory_inputs.empty()) {
+  const bool inputs_in_shared_memory = !request.shared_memory_inputs.empty();
+  if (inputs_in_shared_memory) {
     // Inputs in CUDA regions are read in place where they can be, unless the trace writes them.
     const bool traced_tensors = trace && includes(trace->level, trace_level::tensors);
     if (status s =
@@ -343,19 +344,27 @@ void inference_service::state::admit(model_lease lease, inference_request reques
       cancel.set_deadline(received + std::chrono::microseconds{*timeout});
     }
   }
-  // A traced request runs the model, so that its trace shows it; responses written to shared
-  // memory are the client's to keep.
-  std::string cache_key;
+  // Not cached: a traced request (its trace shows the model's run), one whose inputs are views
+  // of a client's shared memory (the client may change them before the model reads them, and
+  // the response would be filed under bytes it was not made of), one whose outputs go to shared
+  // memory, and one that could never fit. The key, a copy of the inputs, is held in the memory
+  // budget while the request runs; without room there the request is not cached.
+  detail::cache_key cache_key;
+  std::optional<memory_budget::lease> cache_key_room;
   std::uint64_t cache_lookup_ns = 0;
-  if (responses && config.response_cache && destinations->empty() && !trace) {
-    const clock::time_point looked = clock::now();
-    cache_key = detail::response_cache_key(config.name, lease.version(), request);
-    if (!cache_key.empty()) {
-      if (std::optional<inference_response> cached = responses->find(cache_key)) {
-        return answer_from_cache(lease, std::move(*cached), std::move(request.id), sink, received,
-                                 looked);
+  if (responses && config.response_cache && !trace && !inputs_in_shared_memory &&
+      destinations->empty() && detail::estimated_key_bytes(request) <= responses->capacity()) {
+    if (result<memory_budget::lease> room = memory.reserve(detail::estimated_key_bytes(request))) {
+      cache_key_room = std::move(*room);
+      const clock::time_point looked = clock::now();
+      cache_key = detail::make_cache_key(config.name, lease.version(), request);
+      if (!cache_key.empty()) {
+        if (std::optional<inference_response> cached = responses->find(cache_key, lease.shared())) {
+          return answer_from_cache(lease, std::move(*cached), std::move(request.id), sink, received,
+                                   looked);
+        }
+        cache_lookup_ns = nanoseconds_between(looked, clock::now());
       }
-      cache_lookup_ns = nanoseconds_between(looked, clock::now());
     }
   }
 
@@ -370,7 +379,8 @@ void inference_service::state::admit(model_lease lease, inference_request reques
   pending->priority_level = priority_level;
   if (!cache_key.empty()) {
     pending->cache = responses;
-    pending->cache_key = std::move(cache_key);
+    pending->key_in_cache = std::move(cache_key);
+    pending->cache_key_room = std::move(cache_key_room);
     pending->cache_lookup_ns = cache_lookup_ns;
   }
   pending->received = received;
@@ -748,16 +758,17 @@ void inference_service::state::respond(const std::shared_ptr<pending_inference>&
       return fail(pending, placed, failure_reason::other);
     }
   }
+  const std::shared_ptr<reply_sink> sink = pending->take_sink();
+  if (!sink) return;
   if (response && pending->cache) {
     const clock::time_point inserting = clock::now();
     try {
-      pending->cache->insert(std::move(pending->cache_key), **response);
+      pending->cache->insert(std::move(pending->key_in_cache), **response, pending->lease.shared());
       stats.add_cache_miss(pending->cache_lookup_ns + nanoseconds_between(inserting, clock::now()));
     } catch (const std::bad_alloc&) {  // NOLINT(bugprone-empty-catch): only the entry is lost
     }
+    pending->cache_key_room.reset();
   }
-  const std::shared_ptr<reply_sink> sink = pending->take_sink();
-  if (!sink) return;
 
   // A request's durations are recorded together, once it succeeded, as Triton does:
   // perf_analyzer checks that the compute counts agree between two snapshots.

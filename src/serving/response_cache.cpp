@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstring>
+#include <functional>
 #include <new>
 #include <type_traits>
 #include <utility>
@@ -19,24 +20,25 @@ namespace oip::detail {
 
 namespace {
 
-// Appends to a key; every variable-length part goes with its length first, so that no two
-// different requests write the same bytes.
+// Writes a key, or, with no string to write to, counts its bytes: every variable-length part
+// goes with its length first, so that no two different requests write the same bytes.
 class key_writer {
  public:
-  explicit key_writer(std::string& out) : out_{out} {}
+  explicit key_writer(std::string* out) : out_{out} {}
+  [[nodiscard]] std::size_t length() const noexcept { return length_; }
 
   void number(std::uint64_t value) {
     std::array<char, sizeof value> raw{};
     std::memcpy(raw.data(), &value, sizeof value);
-    out_.append(raw.data(), raw.size());
+    append(raw.data(), raw.size());
   }
   void text(std::string_view value) {
     number(value.size());
-    out_.append(value);
+    append(value.data(), value.size());
   }
   void bytes(const buffer& data) {
     number(data.size());
-    if (!data.empty()) out_.append(reinterpret_cast<const char*>(data.data()), data.size());
+    append(reinterpret_cast<const char*>(data.data()), data.size());
   }
   void params(const parameters& given, bool (*skipped)(std::string_view) noexcept) {
     for (const auto& [name, value] : given) {
@@ -60,28 +62,16 @@ class key_writer {
   }
 
  private:
-  std::string& out_;
+  void append(const char* data, std::size_t size) {
+    length_ += size;
+    if (out_ != nullptr && size > 0) out_->append(data, size);
+  }
+  std::string* out_;
+  std::size_t length_ = 0;
 };
 
-std::size_t size_of(const inference_response& response, std::size_t key_bytes) {
-  // The bytes held, and a little for the strings and the containers around them.
-  std::size_t bytes = key_bytes + 256;
-  for (const tensor& t : response.outputs) bytes += t.data().size() + t.name().size() + 64;
-  return bytes;
-}
-
-}  // namespace
-
-std::string response_cache_key(std::string_view model, std::uint64_t version,
-                               const inference_request& request) {
-  std::size_t reserve = 64 + model.size();
-  for (const tensor& input : request.inputs) {
-    if (!input.in_host_memory()) return {};
-    reserve += input.data().size() + input.name().size() + 16 * (input.shape().size() + 4);
-  }
-  std::string key;
-  key.reserve(reserve);
-  key_writer out{key};
+void write_key(key_writer& out, std::string_view model, std::uint64_t version,
+               const inference_request& request) {
   out.text(model);
   out.number(version);
   out.number(request.inputs.size());
@@ -99,20 +89,71 @@ std::string response_cache_key(std::string_view model, std::uint64_t version,
     out.text(asked.name);
     out.params(asked.parameters, transport_parameter);
   }
+}
+
+std::size_t size_of(const parameters& given) {
+  std::size_t bytes = 0;
+  for (const auto& [name, value] : given) {
+    bytes += name.size() + 48;
+    if (const auto* text = std::get_if<std::string>(&value)) bytes += text->size();
+  }
+  return bytes;
+}
+
+// The bytes an entry holds, with something for each allocation around them.
+std::size_t size_of(const inference_response& response, const cache_key& key) {
+  std::size_t bytes = key.bytes.capacity() + size_of(response.parameters) + 256;
+  for (const tensor& t : response.outputs) {
+    bytes +=
+        t.data().size() + t.name().size() + 8 * t.shape().size() + size_of(t.parameters()) + 128;
+  }
+  return bytes;
+}
+
+bool same_owner(const std::weak_ptr<model>& a, const std::shared_ptr<model>& b) noexcept {
+  return !a.owner_before(b) && !b.owner_before(a);
+}
+
+}  // namespace
+
+cache_key make_cache_key(std::string_view model, std::uint64_t version,
+                         const inference_request& request) {
+  for (const tensor& input : request.inputs) {
+    if (!input.in_host_memory()) return {};
+  }
+  key_writer counting{nullptr};
+  write_key(counting, model, version, request);
+  cache_key key;
+  key.bytes.reserve(counting.length());
+  key_writer out{&key.bytes};
+  write_key(out, model, version, request);
+  key.hash = std::hash<std::string_view>{}(key.bytes);
   return key;
 }
 
-std::optional<inference_response> response_cache::find(const std::string& key) {
+std::size_t estimated_key_bytes(const inference_request& request) noexcept {
+  std::size_t bytes = 1024;
+  for (const tensor& input : request.inputs) bytes += input.data().size();
+  return bytes;
+}
+
+std::optional<inference_response> response_cache::find(const cache_key& key,
+                                                       const std::shared_ptr<model>& instance) {
   const std::lock_guard lock{mutex_};
   const auto found = entries_.find(key);
   if (found == entries_.end()) return std::nullopt;
+  if (!same_owner(found->second.made_by, instance)) {
+    erase(found);
+    return std::nullopt;
+  }
   recency_.splice(recency_.begin(), recency_, found->second.recency);
   return found->second.response;
 }
 
-void response_cache::insert(std::string key, const inference_response& response) {
-  const std::size_t bytes = size_of(response, key.size());
-  if (bytes > capacity_) return;
+bool response_cache::insert(cache_key key, const inference_response& response,
+                            const std::shared_ptr<model>& instance) {
+  const std::size_t bytes = size_of(response, key);
+  if (bytes > capacity_) return false;
   // The copy is made before the lock is taken, and before anything in the cache changes.
   inference_response kept;
   kept.model_name = response.model_name;
@@ -129,9 +170,12 @@ void response_cache::insert(std::string key, const inference_response& response)
     kept.outputs.push_back(std::move(*made));
   }
   const std::lock_guard lock{mutex_};
-  if (entries_.contains(key)) return;  // another request of the same put it there first
+  if (const auto found = entries_.find(key); found != entries_.end()) {
+    if (same_owner(found->second.made_by, instance)) return false;  // another request's, alike
+    erase(found);  // a model replaced since made it
+  }
   recency_.push_front(nullptr);
-  std::unordered_map<std::string, entry>::iterator at;
+  map::iterator at;
   try {
     at = entries_.try_emplace(std::move(key)).first;
   } catch (...) {
@@ -139,16 +183,19 @@ void response_cache::insert(std::string key, const inference_response& response)
     throw;
   }
   at->second.response = std::move(kept);
+  at->second.made_by = instance;
   at->second.bytes = bytes;
   at->second.recency = recency_.begin();
   recency_.front() = &at->first;
   used_ += bytes;
-  while (used_ > capacity_) {
-    const auto oldest = entries_.find(*recency_.back());
-    used_ -= oldest->second.bytes;
-    recency_.pop_back();
-    entries_.erase(oldest);
-  }
+  while (used_ > capacity_) erase(entries_.find(*recency_.back()));
+  return true;
+}
+
+void response_cache::erase(map::iterator at) noexcept {
+  used_ -= at->second.bytes;
+  recency_.erase(at->second.recency);
+  entries_.erase(at);
 }
 
 std::size_t response_cache::bytes() const {

@@ -5,6 +5,7 @@
 #include "serving/detail/response_cache.hpp"
 
 #include <oip/infer.hpp>
+#include <oip/memory_budget.hpp>
 #include <oip/model.hpp>
 #include <oip/reply_sink.hpp>
 #include <oip/repository.hpp>
@@ -39,10 +40,11 @@ struct pending_inference {
   cancellation cancel;
   std::uint64_t batch = 1;
   std::uint64_t priority_level = 0;  // in its model's batch queue (batching.hpp)
-  // Where its response goes to the response cache once made: the cache, the request's key, and
-  // how long the lookup that missed took.
+  // Where its response goes to the response cache once made: the cache, the request's key (and
+  // its bytes in the memory budget), and how long the lookup that missed took.
   std::shared_ptr<response_cache> cache;
-  std::string cache_key;
+  detail::cache_key key_in_cache;
+  std::optional<memory_budget::lease> cache_key_room;
   std::uint64_t cache_lookup_ns = 0;
   // Counted in its model's pending requests from when it is queued until it runs or fails.
   std::atomic<bool> counted_pending{false};
