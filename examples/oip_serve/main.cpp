@@ -14,6 +14,7 @@
 #include <oip/version.hpp>
 
 #include <algorithm>
+#include <any>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -77,6 +78,10 @@ class reconfigured final : public oip::model {
   [[nodiscard]] const oip::model_config& config() const noexcept override { return config_; }
   [[nodiscard]] bool ready() const noexcept override { return model_->ready(); }
   void execute(oip::inference_call call) override { model_->execute(std::move(call)); }
+  void release_sequence(const oip::sequence_id& id, std::any& state,
+                        oip::sequence_release reason) override {
+    model_->release_sequence(id, state, reason);
+  }
 
  private:
   std::shared_ptr<oip::model> model_;

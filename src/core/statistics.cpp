@@ -4,20 +4,30 @@
 #include <oip/statistics.hpp>
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
 
 namespace oip {
 
+namespace {
+
+// The histogram bucket of `nanoseconds`: the first whose bound (in units of `unit_ns`) it does
+// not pass, or the overflow bucket past the last.
+template <std::size_t n>
+std::size_t bucket_of(const std::array<std::uint64_t, n>& bounds, std::uint64_t unit_ns,
+                      std::uint64_t nanoseconds) noexcept {
+  std::size_t bucket = 0;
+  while (bucket < n && nanoseconds > bounds[bucket] * unit_ns) ++bucket;
+  return bucket;
+}
+
+}  // namespace
+
 void model_statistics::add_success(const request_durations& took, std::uint64_t rows,
                                    std::uint64_t now_ms) noexcept {
-  std::size_t bucket = 0;
-  while (bucket < latency_bounds_us.size() && took.total_ns > latency_bounds_us[bucket] * 1000) {
-    ++bucket;
-  }
-  std::size_t first = 0;
-  while (first < first_response_bounds_ms.size() &&
-         took.first_response_ns > first_response_bounds_ms[first] * 1'000'000) {
-    ++first;
-  }
+  const std::size_t bucket = bucket_of(latency_bounds_us, 1000, took.total_ns);
+  const std::size_t first = bucket_of(first_response_bounds_ms, 1'000'000, took.first_response_ns);
   const std::lock_guard lock{mutex_};
   if (took.first_response_ns != 0) {
     figures_.first_response_buckets[first] += 1;
@@ -35,15 +45,8 @@ void model_statistics::add_success(const request_durations& took, std::uint64_t 
 
 void model_statistics::add_cache_hit(std::uint64_t total_ns, std::uint64_t queue_ns,
                                      std::uint64_t lookup_ns, std::uint64_t now_ms) noexcept {
-  std::size_t bucket = 0;
-  while (bucket < latency_bounds_us.size() && total_ns > latency_bounds_us[bucket] * 1000) {
-    ++bucket;
-  }
-  std::size_t first = 0;
-  while (first < first_response_bounds_ms.size() &&
-         total_ns > first_response_bounds_ms[first] * 1'000'000) {
-    ++first;
-  }
+  const std::size_t bucket = bucket_of(latency_bounds_us, 1000, total_ns);
+  const std::size_t first = bucket_of(first_response_bounds_ms, 1'000'000, total_ns);
   const std::lock_guard lock{mutex_};
   figures_.first_response_buckets[first] += 1;
   figures_.first_response.add(total_ns);
@@ -70,11 +73,7 @@ void model_statistics::add_execution(std::uint64_t batch_size, const batch_durat
 }
 
 void model_statistics::add_first_response(std::uint64_t nanoseconds) noexcept {
-  std::size_t bucket = 0;
-  while (bucket < first_response_bounds_ms.size() &&
-         nanoseconds > first_response_bounds_ms[bucket] * 1'000'000) {
-    ++bucket;
-  }
+  const std::size_t bucket = bucket_of(first_response_bounds_ms, 1'000'000, nanoseconds);
   const std::lock_guard lock{mutex_};
   figures_.first_response_buckets[bucket] += 1;
   figures_.first_response.add(nanoseconds);

@@ -264,6 +264,12 @@ void inference_service::state::answer_from_cache(
       static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                      std::chrono::system_clock::now().time_since_epoch())
                                      .count()));
+  if (log_enabled(log_level::verbose)) {
+    log(log_level::verbose,
+        fmt::format("model '{}' version {} request '{}': ok in {} us, from the response cache",
+                    lease.get().config().name, lease.version(), cached.id.value_or(""),
+                    nanoseconds_between(received, found) / 1000));
+  }
   const std::shared_ptr<reply_sink> answering = std::move(sink);  // answered once, whatever
   status ended;
   try {
@@ -352,9 +358,13 @@ void inference_service::state::admit(model_lease lease, inference_request reques
   detail::cache_key cache_key;
   std::optional<memory_budget::lease> cache_key_room;
   std::uint64_t cache_lookup_ns = 0;
-  if (responses && config.response_cache && !trace && !inputs_in_shared_memory &&
-      destinations->empty() && detail::estimated_key_bytes(request) <= responses->capacity()) {
-    if (result<memory_budget::lease> room = memory.reserve(detail::estimated_key_bytes(request))) {
+  const std::optional<std::size_t> key_length =
+      responses && config.response_cache && !trace && !inputs_in_shared_memory &&
+              destinations->empty()
+          ? detail::cache_key_length(config.name, lease.version(), request)
+          : std::nullopt;
+  if (key_length && *key_length < responses->capacity()) {
+    if (result<memory_budget::lease> room = memory.reserve(*key_length)) {
       cache_key_room = std::move(*room);
       const clock::time_point looked = clock::now();
       cache_key = detail::make_cache_key(config.name, lease.version(), request);

@@ -116,25 +116,26 @@ bool same_owner(const std::weak_ptr<model>& a, const std::shared_ptr<model>& b) 
 
 }  // namespace
 
-cache_key make_cache_key(std::string_view model, std::uint64_t version,
-                         const inference_request& request) {
+std::optional<std::size_t> cache_key_length(std::string_view model, std::uint64_t version,
+                                            const inference_request& request) {
   for (const tensor& input : request.inputs) {
-    if (!input.in_host_memory()) return {};
+    if (!input.in_host_memory()) return std::nullopt;
   }
   key_writer counting{nullptr};
   write_key(counting, model, version, request);
+  return counting.length();
+}
+
+cache_key make_cache_key(std::string_view model, std::uint64_t version,
+                         const inference_request& request) {
+  const std::optional<std::size_t> length = cache_key_length(model, version, request);
+  if (!length) return {};
   cache_key key;
-  key.bytes.reserve(counting.length());
+  key.bytes.reserve(*length);
   key_writer out{&key.bytes};
   write_key(out, model, version, request);
   key.hash = std::hash<std::string_view>{}(key.bytes);
   return key;
-}
-
-std::size_t estimated_key_bytes(const inference_request& request) noexcept {
-  std::size_t bytes = 1024;
-  for (const tensor& input : request.inputs) bytes += input.data().size();
-  return bytes;
 }
 
 std::optional<inference_response> response_cache::find(const cache_key& key,

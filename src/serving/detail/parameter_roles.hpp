@@ -20,7 +20,8 @@ namespace oip::detail {
 // Whether a request's parameter is the server's (how it is scheduled, how its reply travels)
 // rather than the model's.
 [[nodiscard]] inline bool server_parameter(std::string_view name) noexcept {
-  return name == "priority" || name == "timeout" || name == parameter_names::binary_data_output;
+  return name == "priority" || name == "timeout" || name == parameter_names::binary_data_output ||
+         name == "triton_enable_empty_final_response";
 }
 
 }  // namespace oip::detail

@@ -37,8 +37,11 @@ struct cache_key {
 [[nodiscard]] cache_key make_cache_key(std::string_view model, std::uint64_t version,
                                        const inference_request& request);
 
-// The bytes a request's key will take: its inputs' bytes and a little for the rest.
-[[nodiscard]] std::size_t estimated_key_bytes(const inference_request& request) noexcept;
+// The bytes of the request's key, counted without making it; none where the request cannot be
+// cached.
+[[nodiscard]] std::optional<std::size_t> cache_key_length(std::string_view model,
+                                                          std::uint64_t version,
+                                                          const inference_request& request);
 
 class response_cache {
  public:
