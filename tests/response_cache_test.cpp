@@ -36,7 +36,9 @@ oip::inference_request request_of(std::vector<float> values, std::string name = 
 
 std::string key_of(const oip::inference_request& r, std::string_view model = "m",
                    std::uint64_t version = 1) {
-  return oip::detail::make_cache_key(model, version, r).bytes;
+  const std::optional<std::size_t> length = oip::detail::cache_key_length(model, version, r);
+  REQUIRE(length);
+  return oip::detail::make_cache_key(model, version, r, *length).bytes;
 }
 
 oip::detail::cache_key named(std::string name) {

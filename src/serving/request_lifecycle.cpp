@@ -39,6 +39,13 @@ using detail::merge;
 using detail::pending_inference;
 using detail::split;
 
+// The wall clock, for a model's last inference.
+std::uint64_t milliseconds_since_epoch() noexcept {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+}
+
 std::uint64_t nanoseconds_between(clock::time_point from, clock::time_point to) noexcept {
   return static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count());
@@ -259,11 +266,8 @@ void inference_service::state::answer_from_cache(
   cached.id = std::move(id);
   const clock::time_point found = clock::now();
   // As Triton's: no time in a queue, which a hit never enters.
-  lease.statistics().add_cache_hit(
-      nanoseconds_between(received, found), 0, nanoseconds_between(looked, found),
-      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                     std::chrono::system_clock::now().time_since_epoch())
-                                     .count()));
+  lease.statistics().add_cache_hit(nanoseconds_between(received, found), 0,
+                                   nanoseconds_between(looked, found), milliseconds_since_epoch());
   if (log_enabled(log_level::verbose)) {
     log(log_level::verbose,
         fmt::format("model '{}' version {} request '{}': ok in {} us, from the response cache",
@@ -367,14 +371,12 @@ void inference_service::state::admit(model_lease lease, inference_request reques
     if (result<memory_budget::lease> room = memory.reserve(*key_length)) {
       cache_key_room = std::move(*room);
       const clock::time_point looked = clock::now();
-      cache_key = detail::make_cache_key(config.name, lease.version(), request);
-      if (!cache_key.empty()) {
-        if (std::optional<inference_response> cached = responses->find(cache_key, lease.shared())) {
-          return answer_from_cache(lease, std::move(*cached), std::move(request.id), sink, received,
-                                   looked);
-        }
-        cache_lookup_ns = nanoseconds_between(looked, clock::now());
+      cache_key = detail::make_cache_key(config.name, lease.version(), request, *key_length);
+      if (std::optional<inference_response> cached = responses->find(cache_key, lease.shared())) {
+        return answer_from_cache(lease, std::move(*cached), std::move(request.id), sink, received,
+                                 looked);
       }
+      cache_lookup_ns = nanoseconds_between(looked, clock::now());
     }
   }
 
@@ -783,17 +785,13 @@ void inference_service::state::respond(const std::shared_ptr<pending_inference>&
   // A request's durations are recorded together, once it succeeded, as Triton does:
   // perf_analyzer checks that the compute counts agree between two snapshots.
   const bool first = pending->responses == 0 && response;
-  stats.add_success(
-      {.queue_ns = nanoseconds_between(pending->queued, pending->started),
-       .compute_input_ns = nanoseconds_between(pending->received, pending->queued),
-       .compute_infer_ns = nanoseconds_between(pending->started, computed),
-       .compute_output_ns = nanoseconds_between(computed, made),
-       .total_ns = nanoseconds_between(pending->received, made),
-       .first_response_ns = first ? nanoseconds_between(pending->received, made) : 0},
-      pending->batch,
-      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                     std::chrono::system_clock::now().time_since_epoch())
-                                     .count()));
+  stats.add_success({.queue_ns = nanoseconds_between(pending->queued, pending->started),
+                     .compute_input_ns = nanoseconds_between(pending->received, pending->queued),
+                     .compute_infer_ns = nanoseconds_between(pending->started, computed),
+                     .compute_output_ns = nanoseconds_between(computed, made),
+                     .total_ns = nanoseconds_between(pending->received, made),
+                     .first_response_ns = first ? nanoseconds_between(pending->received, made) : 0},
+                    pending->batch, milliseconds_since_epoch());
   if (pending->decoupled) {
     stats.add_response(pending->responses,
                        response ? model_statistics::response_outcome::sent

@@ -127,11 +127,9 @@ std::optional<std::size_t> cache_key_length(std::string_view model, std::uint64_
 }
 
 cache_key make_cache_key(std::string_view model, std::uint64_t version,
-                         const inference_request& request) {
-  const std::optional<std::size_t> length = cache_key_length(model, version, request);
-  if (!length) return {};
+                         const inference_request& request, std::size_t length) {
   cache_key key;
-  key.bytes.reserve(*length);
+  key.bytes.reserve(length);
   key_writer out{&key.bytes};
   write_key(out, model, version, request);
   key.hash = std::hash<std::string_view>{}(key.bytes);

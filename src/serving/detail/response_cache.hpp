@@ -32,10 +32,9 @@ struct cache_key {
 // parameters and bytes, the request's parameters, and the outputs asked with their parameters,
 // each length-prefixed, so that two requests share a key only when the model would see the same.
 // Left out are the parameters that are the server's (`parameter_roles.hpp`: how a request is
-// scheduled, how its tensors travel) and the request's id. Empty where the request cannot be
-// cached (an input in device memory).
+// scheduled, how its tensors travel) and the request's id. `length` is `cache_key_length`'s.
 [[nodiscard]] cache_key make_cache_key(std::string_view model, std::uint64_t version,
-                                       const inference_request& request);
+                                       const inference_request& request, std::size_t length);
 
 // The bytes of the request's key, counted without making it; none where the request cannot be
 // cached.
